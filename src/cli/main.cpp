@@ -1,0 +1,21 @@
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"strata — run GGUF language models larger than memory"};
+    app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
+    app.require_subcommand(1);
+    strata::cli::add_inspect(app);
+    strata::cli::add_synth(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "strata: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

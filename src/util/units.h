@@ -1,0 +1,19 @@
+// Human-readable sizes and counts, and parsing of sizes given on the command line ("3G", "512M").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace strata {
+
+// 1536 -> "1.50 KiB"; decimal=true gives powers of 1000 ("1.54 kB").
+std::string format_bytes(uint64_t bytes, bool decimal = false);
+// 1234567 -> "1.23 M" (parameter counts and the like).
+std::string format_count(uint64_t n);
+// "3G", "3GiB", "512M", "1.5T", "4096" (bytes) -> bytes. Suffixes are binary (K = 1024).
+Result<uint64_t> parse_size(std::string_view text);
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// Shared helpers for the test suite: where the golden data is, scratch directories, running the
+// strata binary.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace strata::test {
+
+// ../shared/testdata resolved from the repository root, or $STRATA_TESTDATA.
+std::filesystem::path testdata_dir();
+// True when the golden data is present; tests that need it skip otherwise.
+bool have_testdata();
+// Path of the built strata executable.
+std::string strata_binary();
+
+// A fresh directory under the system temp dir, removed with its contents on destruction.
+class TempDir {
+public:
+    TempDir();
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+struct CommandResult {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+// Runs a shell command line, capturing stdout and stderr.
+CommandResult run_command(const std::string& command_line);
+// Runs the strata binary with the given (already shell-quoted) arguments.
+CommandResult run_strata(const std::string& args);
+// Single-quotes a string for the shell.
+std::string shell_quote(const std::string& s);
+
+std::string read_text_file(const std::filesystem::path& p);
+
+}  // namespace strata::test
