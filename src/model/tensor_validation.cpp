@@ -1,0 +1,176 @@
+#include "model/tensor_validation.h"
+
+#include <string_view>
+#include <unordered_set>
+
+#include "model/architecture.h"
+#include "model/tensor_role.h"
+
+namespace strata {
+
+namespace {
+
+// One tensor the architecture expects: its name, its shape in ggml order (shape[0] = row length)
+// and that shape in words, for messages ("[n_embd, n_head*head_dim]").
+struct ExpectedTensor {
+    std::string name;
+    std::vector<uint64_t> shape;
+    std::string meaning;
+    bool required = true;
+};
+
+std::string shape_string(const std::vector<uint64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+// ggml pads shapes with trailing 1s; [256] and [256, 1] are the same tensor.
+bool same_shape(const TensorInfo& t, const std::vector<uint64_t>& want) {
+    for (int d = 0; d < kMaxTensorDims; ++d) {
+        const uint64_t w = d < static_cast<int>(want.size()) ? want[d] : 1;
+        if (t.shape[d] != w) return false;
+    }
+    return true;
+}
+
+std::string layer_name(int layer, std::string_view base, std::string_view suffix = "weight") {
+    return "blk." + std::to_string(layer) + "." + std::string(base) + "." + std::string(suffix);
+}
+
+class ExpectedSet {
+  public:
+    std::vector<ExpectedTensor> items;
+
+    void add(std::string name, std::vector<uint64_t> shape, std::string meaning,
+             bool required = true) {
+        items.push_back({std::move(name), std::move(shape), std::move(meaning), required});
+    }
+};
+
+void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& traits, int il) {
+    const uint64_t embd = hp.n_embd;
+    const uint64_t q = uint64_t{hp.n_head_at(il)} * hp.head_dim_k;
+    const uint64_t k = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_k;
+    const uint64_t v = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_v;
+    const uint64_t o = uint64_t{hp.n_head_at(il)} * hp.head_dim_v;
+    e.add(layer_name(il, "attn_norm"), {embd}, "[n_embd]");
+    e.add(layer_name(il, "attn_q"), {embd, q}, "[n_embd, n_head*head_dim]");
+    e.add(layer_name(il, "attn_k"), {embd, k}, "[n_embd, n_head_kv*head_dim]");
+    e.add(layer_name(il, "attn_v"), {embd, v}, "[n_embd, n_head_kv*head_dim_v]");
+    e.add(layer_name(il, "attn_output"), {o, embd}, "[n_head*head_dim_v, n_embd]");
+    // Biases: part of qwen2-style architectures, optional elsewhere (some llama fine-tunes).
+    e.add(layer_name(il, "attn_q", "bias"), {q}, "[n_head*head_dim]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_k", "bias"), {k}, "[n_head_kv*head_dim]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_v", "bias"), {v}, "[n_head_kv*head_dim_v]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_output", "bias"), {embd}, "[n_embd]", false);
+    e.add(layer_name(il, "attn_q_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
+    e.add(layer_name(il, "attn_k_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
+}
+
+void expect_dense_ffn(ExpectedSet& e, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, ff = hp.n_ff_at(il);
+    e.add(layer_name(il, "ffn_gate"), {embd, ff}, "[n_embd, n_ff]");
+    e.add(layer_name(il, "ffn_up"), {embd, ff}, "[n_embd, n_ff]");
+    e.add(layer_name(il, "ffn_down"), {ff, embd}, "[n_ff, n_embd]");
+    e.add(layer_name(il, "ffn_gate", "bias"), {ff}, "[n_ff]", false);
+    e.add(layer_name(il, "ffn_up", "bias"), {ff}, "[n_ff]", false);
+    e.add(layer_name(il, "ffn_down", "bias"), {embd}, "[n_embd]", false);
+}
+
+void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, ff = hp.n_ff_exp, n_exp = hp.n_expert;
+    e.add(layer_name(il, "ffn_gate_inp"), {embd, n_exp}, "[n_embd, n_expert]");
+    // Experts are either fused into one 3-D tensor per projection, or (older Mixtral files) one
+    // 2-D tensor per expert: blk.N.ffn_gate.E.weight.
+    const bool split = !f.find_tensor(layer_name(il, "ffn_gate_exps")) &&
+                       f.find_tensor(layer_name(il, "ffn_gate.0"));
+    if (split) {
+        for (uint64_t x = 0; x < n_exp; ++x) {
+            const std::string ex = "." + std::to_string(x);
+            e.add(layer_name(il, "ffn_gate" + ex), {embd, ff}, "[n_embd, n_ff_exp]");
+            e.add(layer_name(il, "ffn_up" + ex), {embd, ff}, "[n_embd, n_ff_exp]");
+            e.add(layer_name(il, "ffn_down" + ex), {ff, embd}, "[n_ff_exp, n_embd]");
+        }
+    } else {
+        e.add(layer_name(il, "ffn_gate_exps"), {embd, ff, n_exp}, "[n_embd, n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_up_exps"), {embd, ff, n_exp}, "[n_embd, n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_down_exps"), {ff, embd, n_exp}, "[n_ff_exp, n_embd, n_expert]");
+    }
+    if (hp.n_expert_shared > 0) {
+        const uint64_t sh = hp.n_ff_shexp;
+        e.add(layer_name(il, "ffn_gate_inp_shexp"), {embd}, "[n_embd]");
+        e.add(layer_name(il, "ffn_gate_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
+        e.add(layer_name(il, "ffn_up_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
+        e.add(layer_name(il, "ffn_down_shexp"), {sh, embd}, "[n_ff_shexp, n_embd]");
+    }
+}
+
+ExpectedSet expected_tensors(const GgufFile& f, const ModelHparams& hp, const ArchTraits& traits) {
+    ExpectedSet e;
+    const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
+    e.add("token_embd.weight", {embd, vocab}, "[n_embd, n_vocab]");
+    e.add("output_norm.weight", {embd}, "[n_embd]");
+    e.add("output.weight", {embd, vocab}, "[n_embd, n_vocab]", false);  // absent when tied
+    e.add("rope_freqs.weight", {hp.n_rot / 2}, "[n_rot/2]", false);     // llama3 frequency factors
+    for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
+        expect_attention(e, hp, traits, il);
+        e.add(layer_name(il, "ffn_norm"), {embd}, "[n_embd]");
+        if (hp.is_moe() && il >= static_cast<int>(hp.n_leading_dense)) {
+            expect_moe_ffn(e, f, hp, il);
+        } else {
+            expect_dense_ffn(e, hp, il);
+        }
+    }
+    return e;
+}
+
+}  // namespace
+
+TensorCheck check_tensors(const GgufFile& f, const ModelHparams& hp) {
+    TensorCheck out;
+    if (f.tensors.empty()) return out;
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    if (!traits) {
+        out.errors.push_back(f.path + ": architecture '" + hp.arch + "' is not supported");
+        return out;
+    }
+    const ExpectedSet expected = expected_tensors(f, hp, *traits);
+    std::unordered_set<std::string_view> known;
+    for (const ExpectedTensor& x : expected.items) {
+        known.insert(x.name);
+        const TensorInfo* t = f.find_tensor(x.name);
+        if (!t) {
+            if (x.required) {
+                out.errors.push_back(f.path + ": tensor " + x.name + " is missing; a " + hp.arch +
+                                     " model needs it with shape " + shape_string(x.shape) + " = " +
+                                     x.meaning);
+            }
+            continue;
+        }
+        if (!same_shape(*t, x.shape)) {
+            out.errors.push_back(f.path + ": tensor " + x.name + " has shape " + t->shape_string() +
+                                 " but this " + hp.arch + " model needs " + shape_string(x.shape) +
+                                 " = " + x.meaning);
+        }
+    }
+    for (const TensorInfo& t : f.tensors) {
+        if (known.count(t.name)) continue;
+        const TensorName n = classify_tensor_name(t.name);
+        if (n.layer >= static_cast<int>(hp.n_layer)) {
+            out.errors.push_back(f.path + ": tensor " + t.name + " belongs to layer " +
+                                 std::to_string(n.layer) + " but the model has only " +
+                                 std::to_string(hp.n_layer) + " layers (" + hp.arch +
+                                 ".block_count)");
+        } else {
+            out.warnings.push_back(f.path + ": tensor " + t.name + " is not part of a " + hp.arch +
+                                   " model and is ignored");
+        }
+    }
+    return out;
+}
+
+}  // namespace strata
