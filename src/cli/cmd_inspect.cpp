@@ -109,7 +109,11 @@ std::string rope_line(const ModelHparams& hp) {
 std::string tokenizer_line(const ModelInfo& info) {
     const GgufFile& f = info.file;
     std::string s;
-    if (info.hparams) s = grouped(info.hparams->n_vocab) + " tokens";
+    if (info.hparams) {
+        s = grouped(info.hparams->n_vocab) + " tokens";
+    } else if (const Array* tokens = f.get_array("tokenizer.ggml.tokens")) {
+        s = grouped(tokens->items.size()) + " tokens";
+    }
     auto model = f.get_string("tokenizer.ggml.model");
     auto pre = f.get_string("tokenizer.ggml.pre");
     if (model || pre) {
@@ -291,6 +295,17 @@ void print_tensors(const ModelInfo& info) {
     std::printf("\ntensors\n%s", t.render("  ").c_str());
 }
 
+// A metadata value in a table cell: long arrays show their first items ("["<unk>", "<s>", …]");
+// the type column gives their length.
+std::string metadata_preview(const Value& v) {
+    constexpr size_t kItems = 4;
+    const Array* a = v.as_array();
+    if (!a || a->items.size() <= 2 * kItems) return v.to_display(2 * kItems);
+    std::string s = "[";
+    for (size_t i = 0; i < kItems; ++i) s += a->items[i].to_display(kItems) + ", ";
+    return s + "…]";
+}
+
 void print_metadata(const ModelInfo& info) {
     TextTable t({{"key"}, {"type"}, {"value"}});
     for (const MetadataEntry& e : info.file.metadata) {
@@ -299,7 +314,7 @@ void print_metadata(const ModelInfo& info) {
             type = std::string(value_type_name(a->elem_type)) + "[" +
                    std::to_string(a->items.size()) + "]";
         }
-        t.add_row({e.key, type, e.value.to_display(8)});
+        t.add_row({e.key, type, metadata_preview(e.value)});
     }
     std::printf("\nmetadata\n%s", t.render("  ").c_str());
 }
@@ -307,10 +322,11 @@ void print_metadata(const ModelInfo& info) {
 void print_problems(const ModelInfo& info) {
     auto print = [](const std::vector<std::string>& list, const char* what) {
         for (size_t i = 0; i < list.size() && i < kMaxProblemsShown; ++i) {
-            std::fprintf(stderr, "%s: %s\n", what, list[i].c_str());
+            std::fprintf(stderr, "strata: %s: %s\n", what, list[i].c_str());
         }
         if (list.size() > kMaxProblemsShown) {
-            std::fprintf(stderr, "%s: ... and %zu more (all of them: strata inspect --json)\n",
+            std::fprintf(stderr,
+                         "strata: %s: ... and %zu more (all of them: strata inspect --json)\n",
                          what, list.size() - kMaxProblemsShown);
         }
     };
