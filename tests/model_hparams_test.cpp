@@ -308,6 +308,18 @@ TEST_F(HparamsTest, RopeFrequencyFactorsTensor) {
     EXPECT_TRUE(hp->has_rope_freqs);
 }
 
+TEST_F(HparamsTest, AbsurdCountsAreRejected) {
+    TinyModel m = test::tiny_model(test::llama_spec());
+    m.set("llama.block_count", uint32_t{4000000000u});
+    EXPECT_NE(load_error(m).find("'llama.block_count' is 4000000000, more layers than any model "
+                                 "has (at most 1024)"),
+              std::string::npos);
+    m = test::tiny_model(test::mixtral_spec());
+    m.set("llama.expert_count", uint32_t{1u << 20});
+    EXPECT_NE(load_error(m).find("'llama.expert_count' is 1048576, more experts than any model"),
+              std::string::npos);
+}
+
 TEST_F(HparamsTest, RopeDimensionsMustFitTheHead) {
     TinyModel m = test::tiny_model(test::llama_spec());
     m.set("llama.rope.dimension_count", uint32_t{32});  // head size is 16

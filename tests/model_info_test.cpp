@@ -50,7 +50,7 @@ TEST_F(ModelInfoTest, DenseAccountingByRoleLayerAndType) {
     ByteTotals roles, types, layers = info.non_layer;
     for (const auto& [role, t] : info.by_role) roles.bytes += t.bytes, roles.params += t.params;
     for (const auto& [type, t] : info.by_type) types.bytes += t.bytes, types.tensors += t.tensors;
-    for (const ByteTotals& t : info.by_layer) layers.bytes += t.bytes, layers.params += t.params;
+    for (const auto& [il, t] : info.by_layer) layers.bytes += t.bytes, layers.params += t.params;
     EXPECT_EQ(roles.bytes, info.totals.bytes);
     EXPECT_EQ(roles.params, info.totals.params);
     EXPECT_EQ(types.bytes, info.totals.bytes);
@@ -59,8 +59,8 @@ TEST_F(ModelInfoTest, DenseAccountingByRoleLayerAndType) {
     EXPECT_EQ(layers.params, info.totals.params);
 
     ASSERT_EQ(info.by_layer.size(), 2u);
-    EXPECT_EQ(info.by_layer[0].tensors, 9u);
-    EXPECT_EQ(info.by_layer[1].params, per_layer);
+    EXPECT_EQ(info.by_layer.at(0).tensors, 9u);
+    EXPECT_EQ(info.by_layer.at(1).params, per_layer);
     EXPECT_EQ(info.non_layer.tensors, 3u);
     EXPECT_EQ(info.by_role.at(TensorRole::AttnK).params, 2u * 64 * 32);
     EXPECT_EQ(info.by_role.at(TensorRole::FfnDown).tensors, 2u);
@@ -91,7 +91,7 @@ TEST_F(ModelInfoTest, ReadsPerToken) {
     const uint64_t embd_bytes = 64 * 40 * 4;
     const double dense = static_cast<double>(untied.totals.bytes - expert_bytes - embd_bytes);
     EXPECT_DOUBLE_EQ(untied.totals.bytes_per_token, dense + 64 * 4 + expert_bytes * 0.5);
-    EXPECT_EQ(untied.by_layer[0].expert_bytes, expert_bytes / 2);
+    EXPECT_EQ(untied.by_layer.at(0).expert_bytes, expert_bytes / 2);
 
     // A tied embedding is also the LM head: read in full.
     const ModelInfo tied = describe(test::tiny_model(test::mixtral_spec()));
@@ -182,6 +182,16 @@ TEST_F(ModelInfoTest, ShapeErrorsMakeAFileUnrunnable) {
     ASSERT_FALSE(loaded.ok());
     EXPECT_NE(loaded.error().message.find("blk.0.attn_q.weight is missing"), std::string::npos);
     EXPECT_NE(loaded.error().message.find("blk.1.attn_q.weight is missing"), std::string::npos);
+}
+
+TEST_F(ModelInfoTest, FarAwayLayerNumbersStaySparse) {
+    TinyModel m = test::tiny_model(test::llama_spec());
+    m.add_tensor(blk(2000000000, "attn_norm"), TensorType::F32, {64});
+    const ModelInfo info = describe(m);
+    EXPECT_EQ(info.by_layer.size(), 3u);
+    EXPECT_EQ(info.by_layer.at(2000000000).tensors, 1u);
+    ASSERT_EQ(info.problems.size(), 1u);
+    EXPECT_NE(info.problems[0].find("belongs to layer 2000000000"), std::string::npos);
 }
 
 TEST_F(ModelInfoTest, VocabularyOnlyFile) {

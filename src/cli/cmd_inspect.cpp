@@ -12,7 +12,6 @@
 // the JSON output says so in "runnable" and "problems". Only an unreadable file is an error:
 // "strata: <message>" on stderr, exit status 1.
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -60,7 +59,7 @@ std::string bytes_per_token(double b) {
     return format_bytes(static_cast<uint64_t>(std::llround(b)));
 }
 
-// "4096" with thousands separators: "2,280,096".
+// 2280096 -> "2,280,096".
 std::string grouped(uint64_t n) {
     std::string s = std::to_string(n);
     for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
@@ -256,14 +255,19 @@ void print_layers(const ModelInfo& info) {
         t.add_row(std::move(cells));
     };
     bool merged = false;
-    for (size_t i = 0; i < info.by_layer.size();) {
-        size_t j = i + 1;
-        while (j < info.by_layer.size() && same_totals(info.by_layer[i], info.by_layer[j])) ++j;
+    for (auto it = info.by_layer.begin(); it != info.by_layer.end();) {
+        // Extend the run while the next layer is the neighbour and has the same figures.
+        auto last = it, next = std::next(it);
+        while (next != info.by_layer.end() && next->first == last->first + 1 &&
+               same_totals(it->second, next->second)) {
+            last = next++;
+        }
         const std::string label =
-            j - i == 1 ? std::to_string(i) : std::to_string(i) + "-" + std::to_string(j - 1);
-        merged = merged || j - i > 1;
-        row(label, info.by_layer[i]);
-        i = j;
+            last == it ? std::to_string(it->first)
+                       : std::to_string(it->first) + "-" + std::to_string(last->first);
+        merged = merged || last != it;
+        row(label, it->second);
+        it = next;
     }
     row("non-layer", info.non_layer);
     std::printf("\nby layer%s\n%s",

@@ -18,6 +18,11 @@ std::string_view rope_style_name(RopeStyle s) {
 
 namespace {
 
+// Plausibility limits, far above any published model (Llama 3 405B has 126 layers, the largest MoE
+// models 512 experts), so that a corrupt count cannot make the tensor checks run for hours.
+constexpr uint32_t kMaxBlockCount = 1024;
+constexpr uint32_t kMaxExpertCount = 1024;
+
 constexpr std::array<std::string_view, 5> kRopeScalingTypes = {"none", "linear", "yarn", "longrope",
                                                                "llama3"};
 
@@ -249,6 +254,11 @@ Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHpara
         return {};
     }
 
+    if (hp.n_expert > kMaxExpertCount) {
+        return keys.invalid("expert_count", "is " + std::to_string(hp.n_expert) +
+                                                ", more experts than any model has (at most " +
+                                                std::to_string(kMaxExpertCount) + ")");
+    }
     if (!n_expert_used) return keys.missing("expert_used_count");
     if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert) {
         return keys.invalid("expert_used_count", "is " + std::to_string(hp.n_expert_used) +
@@ -380,6 +390,11 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_ASSIGN(hp.n_ctx_train, keys.positive_u32("context_length"));
     STRATA_ASSIGN(hp.n_embd, keys.positive_u32("embedding_length"));
     STRATA_ASSIGN(hp.n_layer, keys.positive_u32("block_count"));
+    if (hp.n_layer > kMaxBlockCount) {
+        return keys.invalid("block_count", "is " + std::to_string(hp.n_layer) +
+                                               ", more layers than any model has (at most " +
+                                               std::to_string(kMaxBlockCount) + ")");
+    }
     STRATA_TRY(load_attention(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));

@@ -108,13 +108,11 @@ ModelInfo describe_model(GgufFile file) {
     const double expert_fraction = expert_read_fraction(m);
     const bool tied_output = m.file.find_tensor("output.weight") == nullptr;
     m.tensors.reserve(m.file.tensors.size());
-    int max_layer = -1;
     for (size_t i = 0; i < m.file.tensors.size(); ++i) {
         m.tensors.push_back(describe_tensor(m.file.tensors[i], i, expert_fraction, tied_output));
-        max_layer = std::max(max_layer, m.tensors.back().layer);
     }
-    const size_t n_layer = m.hparams ? m.hparams->n_layer : 0;
-    m.by_layer.resize(std::max(n_layer, static_cast<size_t>(max_layer + 1)));
+    const int n_layer = m.hparams ? static_cast<int>(m.hparams->n_layer) : 0;
+    for (int il = 0; il < n_layer; ++il) m.by_layer[il] = ByteTotals{};
     add_totals(m);
     return m;
 }

@@ -73,8 +73,10 @@ struct ModelInfo {
     std::vector<ModelTensor> tensors;  // parallel to file.tensors
 
     ByteTotals totals;
-    ByteTotals non_layer;              // tensors outside the blocks: token_embd, output, ...
-    std::vector<ByteTotals> by_layer;  // index = layer
+    ByteTotals non_layer;  // tensors outside the blocks: token_embd, output, ...
+    // Layers 0..n_layer-1 and any other layer a tensor names (kept sparse: a broken file may
+    // name blk.2000000000).
+    std::map<int, ByteTotals> by_layer;
     std::map<TensorRole, ByteTotals> by_role;
     std::map<TensorType, ByteTotals> by_type;
 

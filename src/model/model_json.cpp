@@ -145,8 +145,8 @@ json model_info_json(const ModelInfo& info, const ModelJsonOptions& options) {
     }
     out["by_role"] = std::move(roles);
     json layers = json::array();
-    for (size_t il = 0; il < info.by_layer.size(); ++il) {
-        json l = totals_json(info.by_layer[il]);
+    for (const auto& [il, totals] : info.by_layer) {
+        json l = totals_json(totals);
         l["layer"] = il;
         layers.push_back(std::move(l));
     }

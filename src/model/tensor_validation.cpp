@@ -1,7 +1,6 @@
 #include "model/tensor_validation.h"
 
 #include <string_view>
-#include <unordered_set>
 
 #include "model/architecture.h"
 #include "model/tensor_role.h"
@@ -9,15 +8,6 @@
 namespace strata {
 
 namespace {
-
-// One tensor the architecture expects: its name, its shape in ggml order (shape[0] = row length)
-// and that shape in words, for messages ("[n_embd, n_head*head_dim]").
-struct ExpectedTensor {
-    std::string name;
-    std::vector<uint64_t> shape;
-    std::string meaning;
-    bool required = true;
-};
 
 std::string shape_string(const std::vector<uint64_t>& shape) {
     std::string s = "[";
@@ -41,14 +31,42 @@ std::string layer_name(int layer, std::string_view base, std::string_view suffix
     return "blk." + std::to_string(layer) + "." + std::string(base) + "." + std::string(suffix);
 }
 
+// Checks each tensor the architecture expects as it is named, and remembers which tensors of the
+// file were expected, so that memory stays proportional to the file and not to the product of
+// layers and experts its metadata claims.
 class ExpectedSet {
   public:
-    std::vector<ExpectedTensor> items;
+    ExpectedSet(const GgufFile& f, const ModelHparams& hp, TensorCheck& out)
+        : f_(f), hp_(hp), out_(out), seen_(f.tensors.size(), false) {}
 
-    void add(std::string name, std::vector<uint64_t> shape, std::string meaning,
+    // `shape` in ggml order (shape[0] = row length); `meaning` is that shape in words for
+    // messages ("[n_embd, n_head*head_dim]").
+    void add(const std::string& name, const std::vector<uint64_t>& shape, std::string_view meaning,
              bool required = true) {
-        items.push_back({std::move(name), std::move(shape), std::move(meaning), required});
+        const TensorInfo* t = f_.find_tensor(name);
+        if (!t) {
+            if (required) {
+                out_.errors.push_back(f_.path + ": tensor " + name + " is missing; a " + hp_.arch +
+                                      " model needs it with shape " + shape_string(shape) + " = " +
+                                      std::string(meaning));
+            }
+            return;
+        }
+        seen_[static_cast<size_t>(t - f_.tensors.data())] = true;
+        if (!same_shape(*t, shape)) {
+            out_.errors.push_back(f_.path + ": tensor " + name + " has shape " + t->shape_string() +
+                                  " but this " + hp_.arch + " model needs " + shape_string(shape) +
+                                  " = " + std::string(meaning));
+        }
     }
+
+    bool seen(size_t tensor_index) const { return seen_[tensor_index]; }
+
+  private:
+    const GgufFile& f_;
+    const ModelHparams& hp_;
+    TensorCheck& out_;
+    std::vector<bool> seen_;  // by index in f_.tensors
 };
 
 void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& traits, int il) {
@@ -109,8 +127,8 @@ void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp, i
     }
 }
 
-ExpectedSet expected_tensors(const GgufFile& f, const ModelHparams& hp, const ArchTraits& traits) {
-    ExpectedSet e;
+void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
+                const ArchTraits& traits) {
     const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
     e.add("token_embd.weight", {embd, vocab}, "[n_embd, n_vocab]");
     e.add("output_norm.weight", {embd}, "[n_embd]");
@@ -125,7 +143,6 @@ ExpectedSet expected_tensors(const GgufFile& f, const ModelHparams& hp, const Ar
             expect_dense_ffn(e, hp, il);
         }
     }
-    return e;
 }
 
 }  // namespace
@@ -138,27 +155,11 @@ TensorCheck check_tensors(const GgufFile& f, const ModelHparams& hp) {
         out.errors.push_back(f.path + ": architecture '" + hp.arch + "' is not supported");
         return out;
     }
-    const ExpectedSet expected = expected_tensors(f, hp, *traits);
-    std::unordered_set<std::string_view> known;
-    for (const ExpectedTensor& x : expected.items) {
-        known.insert(x.name);
-        const TensorInfo* t = f.find_tensor(x.name);
-        if (!t) {
-            if (x.required) {
-                out.errors.push_back(f.path + ": tensor " + x.name + " is missing; a " + hp.arch +
-                                     " model needs it with shape " + shape_string(x.shape) + " = " +
-                                     x.meaning);
-            }
-            continue;
-        }
-        if (!same_shape(*t, x.shape)) {
-            out.errors.push_back(f.path + ": tensor " + x.name + " has shape " + t->shape_string() +
-                                 " but this " + hp.arch + " model needs " + shape_string(x.shape) +
-                                 " = " + x.meaning);
-        }
-    }
-    for (const TensorInfo& t : f.tensors) {
-        if (known.count(t.name)) continue;
+    ExpectedSet expected(f, hp, out);
+    expect_all(expected, f, hp, *traits);
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+        if (expected.seen(i)) continue;
+        const TensorInfo& t = f.tensors[i];
         const TensorName n = classify_tensor_name(t.name);
         if (n.layer >= static_cast<int>(hp.n_layer)) {
             out.errors.push_back(f.path + ": tensor " + t.name + " belongs to layer " +
