@@ -1,6 +1,5 @@
 #include "model/model_info.h"
 
-#include <algorithm>
 #include <limits>
 
 #include "model/tensor_validation.h"

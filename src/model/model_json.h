@@ -18,7 +18,8 @@
 //   "totals": TOTALS,                        all tensors
 //   "tensor_types": {"Q4_K": TOTALS, ...},   by tensor type
 //   "by_role": {"attn_q": TOTALS, ...},      by tensor role (tensor_role_name)
-//   "by_layer": [{"layer": 0, ...TOTALS}, ...],
+//   "by_layer": [{"layer": 0, ...TOTALS}, ...],   layers 0..n_layer-1 in order, plus any other
+//                                            layer a tensor names
 //   "non_layer": TOTALS,                     token_embd, output, output_norm, rope_freqs
 //   "metadata": {KEY: {"type": "u32", "value": 2048}, ...}   every key. Arrays are
 //            {"type": "array", "element_type": "string", "length": 151646, "value": [...]};
