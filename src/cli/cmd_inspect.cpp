@@ -1,23 +1,392 @@
+// strata inspect MODEL [--json] [--tensors] [--metadata] [--full-metadata]
+//
+// Describes a GGUF file: format, architecture and hyper-parameters, parameter count, the
+// quantization mix, and sizes by tensor type, role and layer with the bytes one generated token
+// reads; --tensors adds the tensor table, --metadata every metadata key. --json prints the same as
+// one JSON object (schema in model/model_json.h); --full-metadata gives metadata arrays in full
+// there instead of their length and element type.
+//
+// A file that can be read is always described, exit status 0, even when strata cannot run it (an
+// unsupported architecture, incomplete metadata, tensors that do not match the hyper-parameters,
+// a vocabulary-only file): the human output then says why on stderr and shows the raw metadata;
+// the JSON output says so in "runnable" and "problems". Only an unreadable file is an error:
+// "strata: <message>" on stderr, exit status 1.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "gguf/reader.h"
+#include "model/model_info.h"
+#include "model/model_json.h"
+#include "util/table.h"
+#include "util/units.h"
 
 namespace strata::cli {
 
+namespace {
+
+struct InspectOptions {
+    std::string path;
+    bool json = false;
+    bool tensors = false;
+    bool metadata = false;
+    bool full_metadata = false;
+};
+
+constexpr size_t kMaxProblemsShown = 10;
+
+std::string printf_string(const char* fmt, double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, x);
+    return buf;
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+    return whole ? printf_string("%.1f%%", 100.0 * static_cast<double>(part) / whole) : "-";
+}
+
+// 1000000 -> "1000000", 9.99999975e-06 (a float's 1e-5) -> "1e-05", 0.5 -> "0.5".
+std::string number(double x) {
+    if (x == std::floor(x) && std::fabs(x) < 1e15) return printf_string("%.0f", x);
+    return printf_string("%.6g", x);
+}
+
+std::string bytes_per_token(double b) {
+    return format_bytes(static_cast<uint64_t>(std::llround(b)));
+}
+
+// 2280096 -> "2,280,096".
+std::string grouped(uint64_t n) {
+    std::string s = std::to_string(n);
+    for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+    return s;
+}
+
+// "Q4_K ×13, Q6_K ×3, F32 ×5", largest share of bytes first.
+std::string type_mix(const ModelInfo& info) {
+    std::vector<std::pair<TensorType, ByteTotals>> types(info.by_type.begin(), info.by_type.end());
+    std::stable_sort(types.begin(), types.end(),
+                     [](const auto& a, const auto& b) { return a.second.bytes > b.second.bytes; });
+    std::string out;
+    for (const auto& [type, t] : types) {
+        if (!out.empty()) out += ", ";
+        out += std::string(tensor_type_name(type)) + " ×" + std::to_string(t.tensors);
+    }
+    return out;
+}
+
+std::string attention_line(const ModelHparams& hp) {
+    std::string s = std::to_string(hp.n_head) + " heads";
+    if (hp.n_head_kv != hp.n_head) {
+        s += ", " + std::to_string(hp.n_head_kv) + " KV heads (GQA " +
+             std::to_string(hp.n_head / hp.n_head_kv) + ":1)";
+    }
+    s += ", head size " + std::to_string(hp.head_dim_k);
+    if (hp.head_dim_v != hp.head_dim_k) s += " (values " + std::to_string(hp.head_dim_v) + ")";
+    if (!hp.n_head_per_layer.empty() || !hp.n_head_kv_per_layer.empty()) {
+        s += "; varies by layer, maximum shown";
+    }
+    return s;
+}
+
+std::string rope_line(const ModelHparams& hp) {
+    std::string s = std::string(rope_style_name(hp.rope_style)) + ", " + std::to_string(hp.n_rot) +
+                    " dims, base " + number(hp.rope_freq_base);
+    const RopeScaling& sc = hp.rope_scaling;
+    if (sc.type != "none") {
+        s += ", " + sc.type + " scaling ×" + number(sc.factor);
+        if (sc.original_context) s += " from " + std::to_string(sc.original_context);
+    }
+    if (hp.has_rope_freqs) s += ", frequency factors (rope_freqs)";
+    return s;
+}
+
+std::string tokenizer_line(const ModelInfo& info) {
+    const GgufFile& f = info.file;
+    std::string s;
+    if (info.hparams) {
+        s = grouped(info.hparams->n_vocab) + " tokens";
+    } else if (const Array* tokens = f.get_array("tokenizer.ggml.tokens")) {
+        s = grouped(tokens->items.size()) + " tokens";
+    }
+    auto model = f.get_string("tokenizer.ggml.model");
+    auto pre = f.get_string("tokenizer.ggml.pre");
+    if (model || pre) {
+        if (!s.empty()) s += ", ";
+        s += "tokenizer " + model.value_or("?");
+        if (pre) s += " (pre-tokenizer " + *pre + ")";
+    }
+    return s.empty() ? "-" : s;
+}
+
+std::string weights_line(const ModelInfo& info) {
+    if (info.vocab_only()) return "none (vocabulary-only file)";
+    const ByteTotals& t = info.totals;
+    std::string s = format_bytes(t.bytes) + " in " + std::to_string(t.tensors) + " tensors; " +
+                    bytes_per_token(t.bytes_per_token) + " read per token";
+    if (t.expert_bytes > 0) {
+        double expert_per_token = 0;
+        for (const auto& [role, r] : info.by_role) {
+            if (is_expert_role(role)) expert_per_token += r.bytes_per_token;
+        }
+        s += " (experts " + bytes_per_token(expert_per_token) + " of " +
+             format_bytes(t.expert_bytes) + ")";
+    }
+    return s;
+}
+
+void print_summary(const ModelInfo& info) {
+    const GgufFile& f = info.file;
+    std::printf("%s\n", f.path.c_str());
+    TextTable kv({{""}, {""}});
+    kv.add_row({"format", "GGUF v" + std::to_string(f.version) + ", " + format_bytes(f.file_size) +
+                              " (" + grouped(f.file_size) + " bytes), " +
+                              std::to_string(f.metadata.size()) + " metadata keys, " +
+                              std::to_string(f.tensors.size()) + " tensors"});
+    if (auto name = f.get_string("general.name")) kv.add_row({"name", *name});
+    std::string arch = info.arch.empty() ? "unknown (no general.architecture)" : info.arch;
+    if (!info.arch.empty() && !info.hparams) arch += " (not runnable, see the warnings)";
+    if (info.hparams && info.hparams->is_moe()) arch += ", mixture of experts";
+    kv.add_row({"architecture", arch});
+    if (!info.vocab_only()) kv.add_row({"parameters", format_count(info.totals.params)});
+    std::string ftype = "not recorded";
+    if (auto ft = info.file_type()) ftype = std::string(file_type_name(*ft));
+    if (!info.vocab_only()) ftype += "; tensors " + type_mix(info);
+    kv.add_row({"file type", ftype});
+
+    if (const auto& hp = info.hparams) {
+        kv.add_row({"context", grouped(hp->n_ctx_train) + " tokens"});
+        kv.add_row({"layers", std::to_string(hp->n_layer)});
+        kv.add_row({"embedding", std::to_string(hp->n_embd)});
+        kv.add_row({"attention", attention_line(*hp)});
+        if (hp->is_moe()) {
+            std::string e = std::to_string(hp->n_expert) + ", " +
+                            std::to_string(hp->n_expert_used) + " used per token, " +
+                            std::to_string(hp->n_ff_exp) + " wide";
+            if (hp->n_expert_shared > 0) {
+                e += "; " + std::to_string(hp->n_expert_shared) + " shared, " +
+                     std::to_string(hp->n_ff_shexp) + " wide";
+            }
+            if (hp->n_leading_dense > 0) {
+                e += "; first " + std::to_string(hp->n_leading_dense) + " layers dense";
+            }
+            kv.add_row({"experts", e});
+        }
+        if (!hp->is_moe() || hp->n_leading_dense > 0) {
+            std::string ff = std::to_string(hp->n_ff);
+            if (!hp->n_ff_per_layer.empty()) ff += " (varies by layer, maximum shown)";
+            kv.add_row({"feed-forward", ff});
+        }
+        kv.add_row({"rope", rope_line(*hp)});
+        kv.add_row({"rms norm eps", number(hp->rms_eps)});
+        std::vector<std::string> extras;
+        if (hp->has_qkv_bias) extras.push_back("q/k/v bias");
+        if (hp->has_qk_norm) extras.push_back("q/k norm");
+        if (!info.vocab_only()) {
+            extras.push_back(hp->tied_output ? "tied output (token_embd is the LM head)"
+                                             : "separate output");
+        }
+        std::string s;
+        for (const auto& x : extras) s += (s.empty() ? "" : ", ") + x;
+        if (!s.empty()) kv.add_row({"structure", s});
+    }
+    kv.add_row({"vocabulary", tokenizer_line(info)});
+    kv.add_row({"weights", weights_line(info)});
+    std::fputs(kv.render("  ").c_str(), stdout);
+}
+
+void print_types(const ModelInfo& info) {
+    TextTable t({{"type"},
+                 {"tensors", Align::Right},
+                 {"params", Align::Right},
+                 {"bytes", Align::Right},
+                 {"share", Align::Right},
+                 {"bits/weight", Align::Right}});
+    for (const auto& [type, x] : info.by_type) {
+        t.add_row({std::string(tensor_type_name(type)), std::to_string(x.tensors),
+                   format_count(x.params), format_bytes(x.bytes),
+                   percent(x.bytes, info.totals.bytes),
+                   x.params ? printf_string("%.2f", 8.0 * x.bytes / x.params) : "-"});
+    }
+    std::printf("\ntensor types\n%s", t.render("  ").c_str());
+}
+
+void print_roles(const ModelInfo& info) {
+    TextTable t({{"role"},
+                 {"tensors", Align::Right},
+                 {"params", Align::Right},
+                 {"bytes", Align::Right},
+                 {"share", Align::Right},
+                 {"read per token", Align::Right}});
+    for (const auto& [role, x] : info.by_role) {
+        t.add_row({std::string(tensor_role_name(role)), std::to_string(x.tensors),
+                   format_count(x.params), format_bytes(x.bytes),
+                   percent(x.bytes, info.totals.bytes), bytes_per_token(x.bytes_per_token)});
+    }
+    t.add_rule();
+    const ByteTotals& x = info.totals;
+    t.add_row({"total", std::to_string(x.tensors), format_count(x.params), format_bytes(x.bytes),
+               "", bytes_per_token(x.bytes_per_token)});
+    std::printf("\nby role\n%s", t.render("  ").c_str());
+}
+
+bool same_totals(const ByteTotals& a, const ByteTotals& b) {
+    return a.tensors == b.tensors && a.params == b.params && a.bytes == b.bytes &&
+           a.expert_bytes == b.expert_bytes;
+}
+
+// One row per run of identical layers ("0-31" for a uniform model), figures per layer.
+void print_layers(const ModelInfo& info) {
+    const bool moe = info.totals.expert_bytes > 0;
+    std::vector<TableColumn> cols = {
+        {"layer"}, {"tensors", Align::Right}, {"params", Align::Right}, {"bytes", Align::Right}};
+    if (moe) cols.push_back({"experts", Align::Right});
+    cols.push_back({"read per token", Align::Right});
+    TextTable t(std::move(cols));
+    auto row = [&](const std::string& label, const ByteTotals& x) {
+        std::vector<std::string> cells = {label, std::to_string(x.tensors), format_count(x.params),
+                                          format_bytes(x.bytes)};
+        if (moe) cells.push_back(format_bytes(x.expert_bytes));
+        cells.push_back(bytes_per_token(x.bytes_per_token));
+        t.add_row(std::move(cells));
+    };
+    bool merged = false;
+    for (auto it = info.by_layer.begin(); it != info.by_layer.end();) {
+        // Extend the run while the next layer is the neighbour and has the same figures.
+        auto last = it, next = std::next(it);
+        while (next != info.by_layer.end() && next->first == last->first + 1 &&
+               same_totals(it->second, next->second)) {
+            last = next++;
+        }
+        const std::string label =
+            last == it ? std::to_string(it->first)
+                       : std::to_string(it->first) + "-" + std::to_string(last->first);
+        merged = merged || last != it;
+        row(label, it->second);
+        it = next;
+    }
+    row("non-layer", info.non_layer);
+    std::printf("\nby layer%s\n%s",
+                merged ? " (identical neighbours merged, figures per layer)" : "",
+                t.render("  ").c_str());
+}
+
+void print_tensors(const ModelInfo& info) {
+    TextTable t({{"name"},
+                 {"role"},
+                 {"type"},
+                 {"shape"},
+                 {"bytes", Align::Right},
+                 {"offset", Align::Right},
+                 {"read/token", Align::Right},
+                 {"experts"}});
+    for (const ModelTensor& mt : info.tensors) {
+        const TensorInfo& ti = info.info(mt);
+        std::string experts;
+        if (mt.n_expert_slices > 0) {
+            experts =
+                std::to_string(mt.n_expert_slices) + " × " + format_bytes(mt.expert_slice_bytes);
+        }
+        t.add_row({ti.name, std::string(tensor_role_name(mt.role)),
+                   std::string(tensor_type_name(ti.type)), ti.shape_string(),
+                   format_bytes(ti.n_bytes), std::to_string(ti.offset),
+                   printf_string("%.4g", mt.reads_per_token), experts});
+    }
+    std::printf("\ntensors\n%s", t.render("  ").c_str());
+}
+
+// A metadata value in a table cell: long arrays show their first items ("["<unk>", "<s>", …]");
+// the type column gives their length.
+std::string metadata_preview(const Value& v) {
+    constexpr size_t kItems = 4;
+    const Array* a = v.as_array();
+    if (!a || a->items.size() <= 2 * kItems) return v.to_display(2 * kItems);
+    std::string s = "[";
+    for (size_t i = 0; i < kItems; ++i) s += a->items[i].to_display(kItems) + ", ";
+    return s + "…]";
+}
+
+void print_metadata(const ModelInfo& info) {
+    TextTable t({{"key"}, {"type"}, {"value"}});
+    for (const MetadataEntry& e : info.file.metadata) {
+        std::string type(value_type_name(e.value.type()));
+        if (const Array* a = e.value.as_array()) {
+            type = std::string(value_type_name(a->elem_type)) + "[" +
+                   std::to_string(a->items.size()) + "]";
+        }
+        t.add_row({e.key, type, metadata_preview(e.value)});
+    }
+    std::printf("\nmetadata\n%s", t.render("  ").c_str());
+}
+
+void print_problems(const ModelInfo& info) {
+    auto print = [](const std::vector<std::string>& list, const char* what) {
+        for (size_t i = 0; i < list.size() && i < kMaxProblemsShown; ++i) {
+            std::fprintf(stderr, "strata: %s: %s\n", what, list[i].c_str());
+        }
+        if (list.size() > kMaxProblemsShown) {
+            std::fprintf(stderr,
+                         "strata: %s: ... and %zu more (all of them: strata inspect --json)\n",
+                         what, list.size() - kMaxProblemsShown);
+        }
+    };
+    print(info.problems, "warning");
+    print(info.warnings, "note");
+}
+
+void print_human(const ModelInfo& info, const InspectOptions& opt) {
+    print_summary(info);
+    if (!info.vocab_only()) {
+        print_types(info);
+        print_roles(info);
+        print_layers(info);
+    }
+    if (opt.tensors && !info.vocab_only()) print_tensors(info);
+    // Without hyper-parameters the summary says little; the raw metadata says what the file is.
+    if (opt.metadata || !info.hparams) print_metadata(info);
+    std::fflush(stdout);
+    print_problems(info);
+}
+
+void run_inspect(const InspectOptions& opt) {
+    auto file = read_gguf(opt.path);
+    if (!file) {
+        std::fprintf(stderr, "strata: %s\n", file.error().message.c_str());
+        throw CLI::RuntimeError(1);
+    }
+    const ModelInfo info = describe_model(std::move(*file));
+    if (opt.json) {
+        ModelJsonOptions jo;
+        jo.tensors = opt.tensors;
+        jo.full_metadata = opt.full_metadata;
+        const nlohmann::json j = model_info_json(info, jo);
+        const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+        std::printf("%s\n", text.c_str());
+        return;
+    }
+    print_human(info, opt);
+}
+
+}  // namespace
+
 void add_inspect(CLI::App& app) {
     auto* cmd = app.add_subcommand("inspect", "Describe a GGUF model: metadata, tensors, sizes");
-    auto path = std::make_shared<std::string>();
-    cmd->add_option("model", *path, "GGUF model file")->required();
-    cmd->callback([path] {
-        auto f = read_gguf(*path);
-        if (!f) {
-            std::fprintf(stderr, "strata: %s\n", f.error().message.c_str());
-            throw CLI::RuntimeError(1);
-        }
-        std::printf("%s: GGUF v%u, %zu tensors, %zu metadata keys\n", path->c_str(), f->version,
-                    f->tensors.size(), f->metadata.size());
-    });
+    auto opt = std::make_shared<InspectOptions>();
+    cmd->add_option("model", opt->path, "GGUF model file")->required();
+    cmd->add_flag("--json", opt->json, "Print one JSON object (for scripts)");
+    cmd->add_flag("--tensors", opt->tensors, "Add the table of every tensor");
+    cmd->add_flag("--metadata", opt->metadata, "Add every metadata key (human output)");
+    cmd->add_flag("--full-metadata", opt->full_metadata,
+                  "With --json: metadata arrays in full, not just their length and type");
+    cmd->footer(
+        "Exit status 0 whenever the file can be read, also when strata cannot run it (the\n"
+        "reasons are printed as warnings, or listed in \"problems\" with --json); 1 when the file\n"
+        "cannot be read.");
+    cmd->callback([opt] { run_inspect(*opt); });
 }
 
 }  // namespace strata::cli

@@ -5,17 +5,32 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
 
 namespace strata {
+
+class GgufFile;
+
+namespace detail {
+inline uint32_t per_layer_or(const std::vector<uint32_t>& v, uint32_t i, uint32_t fallback) {
+    return i < v.size() ? v[i] : fallback;
+}
+}  // namespace detail
 
 // How pairs of dimensions are rotated: adjacent pairs (llama "normal") or halves (NEOX: i, i+d/2).
 enum class RopeStyle : uint8_t { Normal, Neox };
 
+// <arch>.rope.scaling.*: how positions beyond the training context are squeezed into it.
 struct RopeScaling {
-    std::string type = "none";  // "none", "linear", "yarn", "llama3"
-    float factor = 1.0f;
-    uint32_t original_context = 0;
-    // llama3 frequency scaling
+    std::string type = "none";      // "none", "linear", "yarn", "longrope", "llama3"
+    float factor = 1.0f;            // context extension factor (1 = none)
+    uint32_t original_context = 0;  // context length before extension (0 = not given)
+    float attn_factor = 1.0f;       // yarn: attention magnitude scale
+    // llama3 frequency scaling (llama.cpp's converter bakes it into rope_freqs.weight instead;
+    // other writers give these keys)
     float low_freq_factor = 1.0f;
     float high_freq_factor = 4.0f;
 };
@@ -35,14 +50,22 @@ struct ModelHparams {
     uint32_t head_dim_v = 0; // <arch>.attention.value_length (defaults to head_dim_k)
     float rms_eps = 1e-5f;   // <arch>.attention.layer_norm_rms_epsilon
 
-    uint32_t n_ff = 0;  // <arch>.feed_forward_length: dense FFN width (0 when every layer is MoE)
+    // <arch>.feed_forward_length: dense FFN width. Mixtral-style llama MoE files give the expert
+    // width here (and no expert_feed_forward_length); qwen MoE files may omit it.
+    uint32_t n_ff = 0;
+
+    // Per-layer values, filled only when the file gives an array whose entries differ between
+    // layers; the scalars above then hold the maximum (what buffers must be sized for).
+    std::vector<uint32_t> n_head_per_layer;
+    std::vector<uint32_t> n_head_kv_per_layer;
+    std::vector<uint32_t> n_ff_per_layer;
 
     // Mixture of experts (all zero for dense models).
     uint32_t n_expert = 0;           // <arch>.expert_count
     uint32_t n_expert_used = 0;      // <arch>.expert_used_count
-    uint32_t n_ff_exp = 0;           // <arch>.expert_feed_forward_length (defaults to n_ff)
-    uint32_t n_ff_shexp = 0;         // <arch>.expert_shared_feed_forward_length
-    uint32_t n_expert_shared = 0;    // <arch>.expert_shared_count (qwen2moe: 1 when present)
+    uint32_t n_ff_exp = 0;           // <arch>.expert_feed_forward_length (see ExpertWidthDefault)
+    uint32_t n_ff_shexp = 0;         // <arch>.expert_shared_feed_forward_length (default n_ff)
+    uint32_t n_expert_shared = 0;    // <arch>.expert_shared_count (qwen2moe: 1 without the key)
     bool norm_topk_prob = false;     // renormalise the selected experts' weights to sum 1
     uint32_t n_leading_dense = 0;    // <arch>.leading_dense_block_count (deepseek-style)
 
@@ -56,10 +79,33 @@ struct ModelHparams {
     bool tied_output = false;   // no output.weight: token_embd doubles as the LM head
     bool has_qkv_bias = false;  // qwen2
     bool has_qk_norm = false;   // qwen3: per-head RMSNorm on q and k
+    // rope_freqs.weight: per-dimension rope frequency factors (llama3 as converted by llama.cpp)
+    bool has_rope_freqs = false;
 
     bool is_moe() const { return n_expert > 0; }
+    // Per-layer head and FFN sizes (the scalars when the file gives one value for all layers).
+    uint32_t n_head_at(uint32_t layer) const {
+        return detail::per_layer_or(n_head_per_layer, layer, n_head);
+    }
+    uint32_t n_head_kv_at(uint32_t layer) const {
+        return detail::per_layer_or(n_head_kv_per_layer, layer, n_head_kv);
+    }
+    uint32_t n_ff_at(uint32_t layer) const {
+        return detail::per_layer_or(n_ff_per_layer, layer, n_ff);
+    }
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
 };
+
+std::string_view rope_style_name(RopeStyle s);  // "normal", "neox"
+
+// Reads the hyper-parameters of a supported architecture from `<arch>.*` metadata, with
+// llama.cpp's defaults for keys that may be absent. Any integer encoding is accepted (u8..u64,
+// i8..i64); head counts and FFN widths may be per-layer arrays. The structural flags
+// (tied_output, has_qkv_bias, has_qk_norm, has_rope_freqs) come from the tensors present.
+// Errors name the file and the key: an unsupported architecture, a missing required key
+// (embedding_length, block_count, attention.head_count, ...), a value of the wrong type or an
+// inconsistent value (more experts used than exist, heads that do not divide the embedding).
+Result<ModelHparams> load_hparams(const GgufFile& file);
 
 }  // namespace strata

@@ -1,0 +1,407 @@
+#include "model/hparams.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
+#include <optional>
+
+#include "gguf/gguf_file.h"
+#include "model/architecture.h"
+#include "model/tensor_role.h"
+
+namespace strata {
+
+std::string_view rope_style_name(RopeStyle s) {
+    return s == RopeStyle::Neox ? "neox" : "normal";
+}
+
+namespace {
+
+// Plausibility limits, far above any published model (Llama 3 405B has 126 layers, the largest MoE
+// models 512 experts), so that a corrupt count cannot make the tensor checks run for hours.
+constexpr uint32_t kMaxBlockCount = 1024;
+constexpr uint32_t kMaxExpertCount = 1024;
+
+constexpr std::array<std::string_view, 5> kRopeScalingTypes = {"none", "linear", "yarn", "longrope",
+                                                               "llama3"};
+
+// "u32 7", "string \"abc\"": a value as an error message shows it.
+std::string describe(const Value& v) {
+    return std::string(value_type_name(v.type())) + " " + v.to_display(4);
+}
+
+// One value per layer, from a scalar key or a per-layer array.
+struct PerLayer {
+    std::vector<uint32_t> values;  // n_layer entries
+
+    uint32_t max() const { return *std::max_element(values.begin(), values.end()); }
+    bool uniform() const {
+        return std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) ==
+               values.end();
+    }
+    // The per-layer vector hparams keep: empty when every layer has the same value.
+    std::vector<uint32_t> varying() const { return uniform() ? std::vector<uint32_t>{} : values; }
+};
+
+// Reads "<arch>.<key>" metadata. Every error names the file and the full key.
+class ArchKeys {
+  public:
+    ArchKeys(const GgufFile& f, const std::string& arch) : f_(f), arch_(arch) {}
+
+    std::string key(std::string_view k) const { return arch_ + "." + std::string(k); }
+
+    Error missing(std::string_view k) const {
+        return err(f_.path, ": metadata key '", key(k), "' is missing; a ", arch_,
+                   " model needs it");
+    }
+
+    Error invalid(std::string_view k, const std::string& why) const {
+        return err(f_.path, ": metadata key '", key(k), "' ", why);
+    }
+
+    Result<std::optional<uint32_t>> u32(std::string_view k) const {
+        const Value* v = f_.find(key(k));
+        if (!v) return std::optional<uint32_t>{};
+        STRATA_ASSIGN(uint32_t x, to_u32(k, *v));
+        return std::optional<uint32_t>{x};
+    }
+
+    // A required count that must be at least 1.
+    Result<uint32_t> positive_u32(std::string_view k) const {
+        STRATA_ASSIGN(auto x, u32(k));
+        if (!x) return missing(k);
+        if (*x == 0) return invalid(k, "is 0");
+        return *x;
+    }
+
+    Result<std::optional<float>> f32(std::string_view k) const {
+        const Value* v = f_.find(key(k));
+        if (!v) return std::optional<float>{};
+        auto d = v->as_float();
+        if (!d || v->type() == ValueType::BOOL) {
+            return invalid(k, "should be a number but is " + describe(*v));
+        }
+        return std::optional<float>{static_cast<float>(*d)};
+    }
+
+    Result<std::optional<std::string>> str(std::string_view k) const {
+        const Value* v = f_.find(key(k));
+        if (!v) return std::optional<std::string>{};
+        if (!v->as_string()) return invalid(k, "should be a string but is " + describe(*v));
+        return std::optional<std::string>{*v->as_string()};
+    }
+
+    Result<std::optional<bool>> boolean(std::string_view k) const {
+        const Value* v = f_.find(key(k));
+        if (!v) return std::optional<bool>{};
+        if (v->type() != ValueType::BOOL) {
+            return invalid(k, "should be a bool but is " + describe(*v));
+        }
+        return v->as_bool();
+    }
+
+    // A scalar (the same for every layer) or an array with one entry per layer.
+    Result<std::optional<PerLayer>> per_layer(std::string_view k, uint32_t n_layer) const {
+        const Value* v = f_.find(key(k));
+        if (!v) return std::optional<PerLayer>{};
+        PerLayer out;
+        if (const Array* a = v->as_array()) {
+            if (a->items.size() != n_layer) {
+                return invalid(k, "has " + std::to_string(a->items.size()) +
+                                      " per-layer entries but the model has " +
+                                      std::to_string(n_layer) + " layers (" + key("block_count") +
+                                      ")");
+            }
+            out.values.reserve(n_layer);
+            for (const Value& item : a->items) {
+                STRATA_ASSIGN(uint32_t x, to_u32(k, item));
+                out.values.push_back(x);
+            }
+        } else {
+            STRATA_ASSIGN(uint32_t x, to_u32(k, *v));
+            out.values.assign(n_layer, x);
+        }
+        return std::optional<PerLayer>{std::move(out)};
+    }
+
+  private:
+    // Counts come as u8..u64 or i8..i64 depending on the writer; all are fine if they fit.
+    Result<uint32_t> to_u32(std::string_view k, const Value& v) const {
+        if (v.type() == ValueType::BOOL || (!v.as_int() && !v.as_uint())) {
+            return invalid(k, "should be an integer but is " + describe(v));
+        }
+        if (auto i = v.as_int(); i && *i < 0) {
+            return invalid(k, "is negative (" + std::to_string(*i) + ")");
+        }
+        const uint64_t u = *v.as_uint();
+        if (u > std::numeric_limits<uint32_t>::max()) {
+            return invalid(k, "is " + std::to_string(u) + ", which is out of range");
+        }
+        return static_cast<uint32_t>(u);
+    }
+
+    const GgufFile& f_;
+    std::string arch_;
+};
+
+// Vocabulary size: <arch>.vocab_size, else the tokenizer's token list, else token_embd's rows.
+Result<uint32_t> load_n_vocab(const GgufFile& f, const ArchKeys& keys) {
+    STRATA_ASSIGN(auto n, keys.u32("vocab_size"));
+    if (n) return *n;
+    if (const Value* tokens = f.find("tokenizer.ggml.tokens")) {
+        if (const Array* a = tokens->as_array()) {
+            if (a->items.size() > std::numeric_limits<uint32_t>::max()) {
+                return err(f.path, ": tokenizer.ggml.tokens has ", std::to_string(a->items.size()),
+                           " entries, more than any vocabulary can have");
+            }
+            return static_cast<uint32_t>(a->items.size());
+        }
+        return err(f.path, ": metadata key 'tokenizer.ggml.tokens' should be an array but is ",
+                   describe(*tokens));
+    }
+    if (const TensorInfo* embd = f.find_tensor("token_embd.weight")) {
+        if (embd->n_dims == 2 && embd->shape[1] <= std::numeric_limits<uint32_t>::max()) {
+            return static_cast<uint32_t>(embd->shape[1]);
+        }
+    }
+    return err(f.path, ": cannot tell the vocabulary size: there is no '", keys.key("vocab_size"),
+               "' key, no 'tokenizer.ggml.tokens' list and no 2-D token_embd.weight tensor");
+}
+
+Result<void> load_attention(const ArchKeys& keys, ModelHparams& hp) {
+    STRATA_ASSIGN(auto heads, keys.per_layer("attention.head_count", hp.n_layer));
+    if (!heads) return keys.missing("attention.head_count");
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        if (heads->values[il] == 0) {
+            return keys.invalid("attention.head_count", "is 0 for layer " + std::to_string(il));
+        }
+    }
+    hp.n_head = heads->max();
+    hp.n_head_per_layer = heads->varying();
+
+    // Without head_count_kv every layer has as many key/value heads as query heads (no GQA).
+    STRATA_ASSIGN(auto kv_heads, keys.per_layer("attention.head_count_kv", hp.n_layer));
+    if (!kv_heads) kv_heads = heads;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t h = heads->values[il], kv = kv_heads->values[il];
+        if (kv == 0 || kv > h || h % kv != 0) {
+            return keys.invalid("attention.head_count_kv",
+                                "is " + std::to_string(kv) + " for layer " + std::to_string(il) +
+                                    ", which does not divide its " + std::to_string(h) +
+                                    " query heads (" + keys.key("attention.head_count") + ")");
+        }
+    }
+    hp.n_head_kv = kv_heads->max();
+    hp.n_head_kv_per_layer = kv_heads->varying();
+
+    STRATA_ASSIGN(auto key_length, keys.u32("attention.key_length"));
+    if (key_length) {
+        if (*key_length == 0) return keys.invalid("attention.key_length", "is 0");
+        hp.head_dim_k = *key_length;
+    } else {
+        // llama.cpp derives the head size from the embedding width; it must divide evenly.
+        if (hp.n_embd % hp.n_head != 0) {
+            return keys.invalid("embedding_length",
+                                "(" + std::to_string(hp.n_embd) + ") is not a multiple of " +
+                                    keys.key("attention.head_count") + " (" +
+                                    std::to_string(hp.n_head) + ") and " +
+                                    keys.key("attention.key_length") +
+                                    " is not given, so the head size is unknown");
+        }
+        hp.head_dim_k = hp.n_embd / hp.n_head;
+    }
+    STRATA_ASSIGN(auto value_length, keys.u32("attention.value_length"));
+    if (value_length && *value_length == 0) return keys.invalid("attention.value_length", "is 0");
+    hp.head_dim_v = value_length ? *value_length : hp.head_dim_k;
+
+    STRATA_ASSIGN(auto eps, keys.f32("attention.layer_norm_rms_epsilon"));
+    if (!eps) return keys.missing("attention.layer_norm_rms_epsilon");
+    if (!(*eps > 0.0f) || *eps >= 1.0f) {
+        return keys.invalid("attention.layer_norm_rms_epsilon",
+                            "is " + std::to_string(*eps) + "; it must lie in (0, 1)");
+    }
+    hp.rms_eps = *eps;
+    return {};
+}
+
+Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHparams& hp) {
+    STRATA_ASSIGN(auto ff, keys.per_layer("feed_forward_length", hp.n_layer));
+    if (ff) {
+        hp.n_ff = ff->max();
+        hp.n_ff_per_layer = ff->varying();
+    }
+
+    STRATA_ASSIGN(auto n_expert, keys.u32("expert_count"));
+    STRATA_ASSIGN(auto n_expert_used, keys.u32("expert_used_count"));
+    hp.n_expert = n_expert.value_or(0);
+    hp.n_expert_used = n_expert_used.value_or(0);
+    if (traits.always_moe && hp.n_expert == 0) {
+        return n_expert ? keys.invalid("expert_count",
+                                       "is 0; a " + hp.arch + " model is a mixture of experts")
+                        : keys.missing("expert_count");
+    }
+    if (!hp.is_moe()) {
+        if (hp.n_expert_used > 0) {
+            return keys.invalid("expert_used_count", "is " + std::to_string(hp.n_expert_used) +
+                                                         " but the model has no experts (" +
+                                                         keys.key("expert_count") + ")");
+        }
+        if (hp.n_ff == 0) {
+            return ff ? keys.invalid("feed_forward_length", "is 0")
+                      : keys.missing("feed_forward_length");
+        }
+        return {};
+    }
+
+    if (hp.n_expert > kMaxExpertCount) {
+        return keys.invalid("expert_count", "is " + std::to_string(hp.n_expert) +
+                                                ", more experts than any model has (at most " +
+                                                std::to_string(kMaxExpertCount) + ")");
+    }
+    if (!n_expert_used) return keys.missing("expert_used_count");
+    if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert) {
+        return keys.invalid("expert_used_count", "is " + std::to_string(hp.n_expert_used) +
+                                                     "; it must be between 1 and the " +
+                                                     std::to_string(hp.n_expert) + " experts (" +
+                                                     keys.key("expert_count") + ")");
+    }
+    STRATA_ASSIGN(auto ff_exp, keys.u32("expert_feed_forward_length"));
+    if (ff_exp) {
+        hp.n_ff_exp = *ff_exp;
+    } else if (traits.expert_width_default == ExpertWidthDefault::FfnLength) {
+        hp.n_ff_exp = hp.n_ff;
+    } else {
+        hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
+    }
+    if (hp.n_ff_exp == 0) {
+        return ff_exp ? keys.invalid("expert_feed_forward_length", "is 0")
+                      : keys.missing("expert_feed_forward_length");
+    }
+
+    STRATA_ASSIGN(auto n_shared, keys.u32("expert_shared_count"));
+    hp.n_expert_shared = n_shared.value_or(traits.shared_expert ? 1 : 0);
+    STRATA_ASSIGN(auto ff_shexp, keys.u32("expert_shared_feed_forward_length"));
+    hp.n_ff_shexp = hp.n_expert_shared > 0 ? ff_shexp.value_or(hp.n_ff) : 0;
+    if (hp.n_expert_shared > 0 && hp.n_ff_shexp == 0) {
+        return keys.missing("expert_shared_feed_forward_length");
+    }
+
+    STRATA_ASSIGN(auto norm_w, keys.boolean("expert_weights_norm"));
+    hp.norm_topk_prob = norm_w.value_or(traits.norm_topk_prob);
+    STRATA_ASSIGN(auto leading_dense, keys.u32("leading_dense_block_count"));
+    hp.n_leading_dense = leading_dense.value_or(0);
+    if (hp.n_leading_dense > hp.n_layer) {
+        return keys.invalid("leading_dense_block_count",
+                            "is " + std::to_string(hp.n_leading_dense) + " but the model has " +
+                                std::to_string(hp.n_layer) + " layers");
+    }
+    return {};
+}
+
+Result<void> load_rope(const ArchKeys& keys, const ArchTraits& traits, ModelHparams& hp) {
+    hp.rope_style = traits.rope_style;
+    STRATA_ASSIGN(auto n_rot, keys.u32("rope.dimension_count"));
+    hp.n_rot = n_rot.value_or(hp.head_dim_k);
+    if (hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim_k) {
+        return keys.invalid("rope.dimension_count",
+                            "is " + std::to_string(hp.n_rot) +
+                                "; it must be even and at most the head size " +
+                                std::to_string(hp.head_dim_k));
+    }
+    STRATA_ASSIGN(auto base, keys.f32("rope.freq_base"));
+    if (base && !(*base > 0.0f)) return keys.invalid("rope.freq_base", "is not positive");
+    hp.rope_freq_base = base.value_or(10000.0f);
+
+    RopeScaling& sc = hp.rope_scaling;
+    STRATA_ASSIGN(auto type, keys.str("rope.scaling.type"));
+    // Older files give only a linear factor under rope.scale_linear.
+    STRATA_ASSIGN(auto factor, keys.f32("rope.scaling.factor"));
+    if (!factor) {
+        STRATA_ASSIGN(factor, keys.f32("rope.scale_linear"));
+    }
+    if (type) {
+        if (std::find(kRopeScalingTypes.begin(), kRopeScalingTypes.end(), *type) ==
+            kRopeScalingTypes.end()) {
+            return keys.invalid("rope.scaling.type",
+                                "is '" + *type +
+                                    "', which strata does not know (known: none, linear, yarn, "
+                                    "longrope, llama3)");
+        }
+        sc.type = *type;
+    } else if (factor && *factor != 0.0f && *factor != 1.0f) {
+        sc.type = "linear";  // a factor without a type is linear scaling, as in llama.cpp
+    }
+    // A factor of 0 means "not set" in files written by llama.cpp's tools.
+    if (factor && *factor != 0.0f) {
+        if (*factor < 0.0f) return keys.invalid("rope.scaling.factor", "is negative");
+        sc.factor = *factor;
+    }
+    STRATA_ASSIGN(auto orig_ctx, keys.u32("rope.scaling.original_context_length"));
+    sc.original_context = orig_ctx.value_or(0);
+    STRATA_ASSIGN(auto attn_factor, keys.f32("rope.scaling.attn_factor"));
+    sc.attn_factor = attn_factor.value_or(1.0f);
+    STRATA_ASSIGN(auto low, keys.f32("rope.scaling.low_freq_factor"));
+    sc.low_freq_factor = low.value_or(1.0f);
+    STRATA_ASSIGN(auto high, keys.f32("rope.scaling.high_freq_factor"));
+    sc.high_freq_factor = high.value_or(4.0f);
+    return {};
+}
+
+// Flags that only the tensor table tells.
+void detect_structure(const GgufFile& f, ModelHparams& hp) {
+    hp.tied_output = f.find_tensor("output.weight") == nullptr;
+    hp.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
+    for (const TensorInfo& t : f.tensors) {
+        const TensorName n = classify_tensor_name(t.name);
+        if (n.is_bias && (n.role == TensorRole::AttnQ || n.role == TensorRole::AttnK ||
+                          n.role == TensorRole::AttnV || n.role == TensorRole::AttnQkv)) {
+            hp.has_qkv_bias = true;
+        }
+        if (!n.is_bias && (n.role == TensorRole::AttnQNorm || n.role == TensorRole::AttnKNorm)) {
+            hp.has_qk_norm = true;
+        }
+    }
+}
+
+}  // namespace
+
+Result<ModelHparams> load_hparams(const GgufFile& f) {
+    ModelHparams hp;
+    const Value* arch = f.find("general.architecture");
+    if (!arch) {
+        return err(f.path,
+                   ": metadata key 'general.architecture' is missing, so the model type "
+                   "is unknown");
+    }
+    if (!arch->as_string()) {
+        return err(f.path, ": metadata key 'general.architecture' should be a string but is ",
+                   describe(*arch));
+    }
+    hp.arch = *arch->as_string();
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    if (!traits) {
+        return err(f.path, ": architecture '", hp.arch,
+                   "' is not supported (supported: ", supported_architectures(), ")");
+    }
+    if (auto name = f.get_string("general.name")) hp.name = *name;
+
+    const ArchKeys keys(f, hp.arch);
+    STRATA_ASSIGN(hp.n_ctx_train, keys.positive_u32("context_length"));
+    STRATA_ASSIGN(hp.n_embd, keys.positive_u32("embedding_length"));
+    STRATA_ASSIGN(hp.n_layer, keys.positive_u32("block_count"));
+    if (hp.n_layer > kMaxBlockCount) {
+        return keys.invalid("block_count", "is " + std::to_string(hp.n_layer) +
+                                               ", more layers than any model has (at most " +
+                                               std::to_string(kMaxBlockCount) + ")");
+    }
+    STRATA_TRY(load_attention(keys, hp));
+    STRATA_TRY(load_ffn(keys, *traits, hp));
+    STRATA_TRY(load_rope(keys, *traits, hp));
+    STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
+    if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");
+    detect_structure(f, hp);
+    return hp;
+}
+
+}  // namespace strata

@@ -1,0 +1,177 @@
+#include "model/tensor_validation.h"
+
+#include <string_view>
+
+#include "model/architecture.h"
+#include "model/tensor_role.h"
+
+namespace strata {
+
+namespace {
+
+std::string shape_string(const std::vector<uint64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+// ggml pads shapes with trailing 1s; [256] and [256, 1] are the same tensor.
+bool same_shape(const TensorInfo& t, const std::vector<uint64_t>& want) {
+    for (int d = 0; d < kMaxTensorDims; ++d) {
+        const uint64_t w = d < static_cast<int>(want.size()) ? want[d] : 1;
+        if (t.shape[d] != w) return false;
+    }
+    return true;
+}
+
+std::string layer_name(int layer, std::string_view base, std::string_view suffix = "weight") {
+    return "blk." + std::to_string(layer) + "." + std::string(base) + "." + std::string(suffix);
+}
+
+// Checks each tensor the architecture expects as it is named, and remembers which tensors of the
+// file were expected, so that memory stays proportional to the file and not to the product of
+// layers and experts its metadata claims.
+class ExpectedSet {
+  public:
+    ExpectedSet(const GgufFile& f, const ModelHparams& hp, TensorCheck& out)
+        : f_(f), hp_(hp), out_(out), seen_(f.tensors.size(), false) {}
+
+    // `shape` in ggml order (shape[0] = row length); `meaning` is that shape in words for
+    // messages ("[n_embd, n_head*head_dim]").
+    void add(const std::string& name, const std::vector<uint64_t>& shape, std::string_view meaning,
+             bool required = true) {
+        const TensorInfo* t = f_.find_tensor(name);
+        if (!t) {
+            if (required) {
+                out_.errors.push_back(f_.path + ": tensor " + name + " is missing; a " + hp_.arch +
+                                      " model needs it with shape " + shape_string(shape) + " = " +
+                                      std::string(meaning));
+            }
+            return;
+        }
+        seen_[static_cast<size_t>(t - f_.tensors.data())] = true;
+        if (!same_shape(*t, shape)) {
+            out_.errors.push_back(f_.path + ": tensor " + name + " has shape " + t->shape_string() +
+                                  " but this " + hp_.arch + " model needs " + shape_string(shape) +
+                                  " = " + std::string(meaning));
+        }
+    }
+
+    bool seen(size_t tensor_index) const { return seen_[tensor_index]; }
+
+  private:
+    const GgufFile& f_;
+    const ModelHparams& hp_;
+    TensorCheck& out_;
+    std::vector<bool> seen_;  // by index in f_.tensors
+};
+
+void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& traits, int il) {
+    const uint64_t embd = hp.n_embd;
+    const uint64_t q = uint64_t{hp.n_head_at(il)} * hp.head_dim_k;
+    const uint64_t k = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_k;
+    const uint64_t v = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_v;
+    const uint64_t o = uint64_t{hp.n_head_at(il)} * hp.head_dim_v;
+    e.add(layer_name(il, "attn_norm"), {embd}, "[n_embd]");
+    e.add(layer_name(il, "attn_q"), {embd, q}, "[n_embd, n_head*head_dim]");
+    e.add(layer_name(il, "attn_k"), {embd, k}, "[n_embd, n_head_kv*head_dim]");
+    e.add(layer_name(il, "attn_v"), {embd, v}, "[n_embd, n_head_kv*head_dim_v]");
+    e.add(layer_name(il, "attn_output"), {o, embd}, "[n_head*head_dim_v, n_embd]");
+    // Biases: part of qwen2-style architectures, optional elsewhere (some llama fine-tunes).
+    e.add(layer_name(il, "attn_q", "bias"), {q}, "[n_head*head_dim]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_k", "bias"), {k}, "[n_head_kv*head_dim]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_v", "bias"), {v}, "[n_head_kv*head_dim_v]", traits.qkv_bias);
+    e.add(layer_name(il, "attn_output", "bias"), {embd}, "[n_embd]", false);
+    e.add(layer_name(il, "attn_q_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
+    e.add(layer_name(il, "attn_k_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
+}
+
+void expect_dense_ffn(ExpectedSet& e, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, ff = hp.n_ff_at(il);
+    e.add(layer_name(il, "ffn_gate"), {embd, ff}, "[n_embd, n_ff]");
+    e.add(layer_name(il, "ffn_up"), {embd, ff}, "[n_embd, n_ff]");
+    e.add(layer_name(il, "ffn_down"), {ff, embd}, "[n_ff, n_embd]");
+    e.add(layer_name(il, "ffn_gate", "bias"), {ff}, "[n_ff]", false);
+    e.add(layer_name(il, "ffn_up", "bias"), {ff}, "[n_ff]", false);
+    e.add(layer_name(il, "ffn_down", "bias"), {embd}, "[n_embd]", false);
+}
+
+void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, ff = hp.n_ff_exp, n_exp = hp.n_expert;
+    e.add(layer_name(il, "ffn_gate_inp"), {embd, n_exp}, "[n_embd, n_expert]");
+    // Experts are either fused into one 3-D tensor per projection, or (older Mixtral files) one
+    // 2-D tensor per expert: blk.N.ffn_gate.E.weight.
+    const bool split = !f.find_tensor(layer_name(il, "ffn_gate_exps")) &&
+                       f.find_tensor(layer_name(il, "ffn_gate.0"));
+    if (split) {
+        for (uint64_t x = 0; x < n_exp; ++x) {
+            const std::string ex = "." + std::to_string(x);
+            e.add(layer_name(il, "ffn_gate" + ex), {embd, ff}, "[n_embd, n_ff_exp]");
+            e.add(layer_name(il, "ffn_up" + ex), {embd, ff}, "[n_embd, n_ff_exp]");
+            e.add(layer_name(il, "ffn_down" + ex), {ff, embd}, "[n_ff_exp, n_embd]");
+        }
+    } else {
+        e.add(layer_name(il, "ffn_gate_exps"), {embd, ff, n_exp}, "[n_embd, n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_up_exps"), {embd, ff, n_exp}, "[n_embd, n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_down_exps"), {ff, embd, n_exp}, "[n_ff_exp, n_embd, n_expert]");
+    }
+    if (hp.n_expert_shared > 0) {
+        const uint64_t sh = hp.n_ff_shexp;
+        e.add(layer_name(il, "ffn_gate_inp_shexp"), {embd}, "[n_embd]");
+        e.add(layer_name(il, "ffn_gate_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
+        e.add(layer_name(il, "ffn_up_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
+        e.add(layer_name(il, "ffn_down_shexp"), {sh, embd}, "[n_ff_shexp, n_embd]");
+    }
+}
+
+void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
+                const ArchTraits& traits) {
+    const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
+    e.add("token_embd.weight", {embd, vocab}, "[n_embd, n_vocab]");
+    e.add("output_norm.weight", {embd}, "[n_embd]");
+    e.add("output.weight", {embd, vocab}, "[n_embd, n_vocab]", false);  // absent when tied
+    e.add("rope_freqs.weight", {hp.n_rot / 2}, "[n_rot/2]", false);     // llama3 frequency factors
+    for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
+        expect_attention(e, hp, traits, il);
+        e.add(layer_name(il, "ffn_norm"), {embd}, "[n_embd]");
+        if (hp.is_moe() && il >= static_cast<int>(hp.n_leading_dense)) {
+            expect_moe_ffn(e, f, hp, il);
+        } else {
+            expect_dense_ffn(e, hp, il);
+        }
+    }
+}
+
+}  // namespace
+
+TensorCheck check_tensors(const GgufFile& f, const ModelHparams& hp) {
+    TensorCheck out;
+    if (f.tensors.empty()) return out;
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    if (!traits) {
+        out.errors.push_back(f.path + ": architecture '" + hp.arch + "' is not supported");
+        return out;
+    }
+    ExpectedSet expected(f, hp, out);
+    expect_all(expected, f, hp, *traits);
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+        if (expected.seen(i)) continue;
+        const TensorInfo& t = f.tensors[i];
+        const TensorName n = classify_tensor_name(t.name);
+        if (n.layer >= static_cast<int>(hp.n_layer)) {
+            out.errors.push_back(f.path + ": tensor " + t.name + " belongs to layer " +
+                                 std::to_string(n.layer) + " but the model has only " +
+                                 std::to_string(hp.n_layer) + " layers (" + hp.arch +
+                                 ".block_count)");
+        } else {
+            out.warnings.push_back(f.path + ": tensor " + t.name + " is not part of a " + hp.arch +
+                                   " model and is ignored");
+        }
+    }
+    return out;
+}
+
+}  // namespace strata
