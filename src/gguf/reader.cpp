@@ -113,10 +113,7 @@ const char* removed_tensor_type_name(uint32_t id) {
 // reads past the end name the current context ("metadata key 'x'", "tensor 3 of 291").
 class Cursor {
   public:
-    explicit Cursor(const ByteSource& src)
-        : src_(src),
-          buf_size_(static_cast<size_t>(std::min<uint64_t>(kReadBufferBytes, src.size()))),
-          buf_(std::make_unique_for_overwrite<uint8_t[]>(buf_size_)) {}
+    explicit Cursor(const ByteSource& src) : src_(src) {}
 
     uint64_t pos() const { return pos_; }
     uint64_t remaining() const { return src_.size() - pos_; }
@@ -134,8 +131,12 @@ class Cursor {
         while (n > 0) {
             if (pos_ < buf_start_ || pos_ >= buf_start_ + buf_len_) {
                 buf_start_ = pos_;
-                buf_len_ = static_cast<size_t>(std::min<uint64_t>(fill_, remaining()));
-                fill_ = std::min(fill_ * 2, buf_size_);
+                buf_len_ = static_cast<size_t>(std::min<uint64_t>(next_fill_, remaining()));
+                next_fill_ = std::min(next_fill_ * 2, kReadBufferBytes);
+                if (buf_len_ > buf_capacity_) {
+                    buf_ = std::make_unique_for_overwrite<uint8_t[]>(buf_len_);
+                    buf_capacity_ = buf_len_;
+                }
                 STRATA_TRY(src_.read_at(buf_start_, buf_.get(), buf_len_));
             }
             const size_t off = static_cast<size_t>(pos_ - buf_start_);
@@ -157,11 +158,11 @@ class Cursor {
 
   private:
     const ByteSource& src_;
-    size_t buf_size_;
     std::unique_ptr<uint8_t[]> buf_;
-    uint64_t buf_start_ = 0;
-    size_t buf_len_ = 0;
-    size_t fill_ = std::min(kFirstReadBytes, buf_size_);
+    size_t buf_capacity_ = 0;
+    uint64_t buf_start_ = 0;  // file offset of buf_[0]
+    size_t buf_len_ = 0;      // valid bytes in buf_
+    size_t next_fill_ = kFirstReadBytes;
     uint64_t pos_ = 0;
     std::string context_;
 };
@@ -421,8 +422,9 @@ Result<void> HeaderParser::read_alignment(GgufFile& f) {
     const Value* a = f.find("general.alignment");
     if (!a) return {};
     const auto al = a->as_uint();
+    // to_display(0) abbreviates any array ("[4 × u32]"), keeping the message one short line.
     if (!al || *al == 0 || (*al & (*al - 1)) != 0 || *al > kMaxAlignment) {
-        return err(name_, ": general.alignment is ", a->to_display(), " (",
+        return err(name_, ": general.alignment is ", a->to_display(0), " (",
                    std::string(value_type_name(a->type())),
                    "); it must be a power of two no larger than ", std::to_string(kMaxAlignment),
                    " — the file is corrupt");
