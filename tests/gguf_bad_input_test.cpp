@@ -3,6 +3,8 @@
 // allocating more than the file could justify. Files are built byte by byte in memory.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -155,6 +157,29 @@ TEST(GgufBadInput, ArrayFillingTheFileExactlyReads) {
 }
 
 // --- Not a GGUF file at all ---------------------------------------------------------------------
+
+TEST(GgufBadInput, PathsThatAreNotRegularFiles) {
+    test::TempDir tmp;
+    const std::string missing = tmp.file("missing.gguf");
+    auto f = read_gguf(missing);
+    ASSERT_FALSE(f.ok());
+    EXPECT_TRUE(mentions(f.error().message, {missing + ": cannot open", "No such file"}));
+
+    f = read_gguf(tmp.path().string());
+    ASSERT_FALSE(f.ok());
+    EXPECT_TRUE(mentions(f.error().message, {tmp.path().string() + ": is a directory"}));
+
+    f = read_gguf("/dev/null");  // a character device: size 0, but not an empty model file
+    ASSERT_FALSE(f.ok());
+    EXPECT_TRUE(mentions(f.error().message, {"/dev/null: is not a regular file"}));
+
+    // Opening a FIFO must not wait for a writer.
+    const std::string fifo = tmp.file("fifo.gguf");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    f = read_gguf(fifo);
+    ASSERT_FALSE(f.ok());
+    EXPECT_TRUE(mentions(f.error().message, {fifo + ": is not a regular file"}));
+}
 
 TEST(GgufBadInput, EmptyFile) {
     EXPECT_TRUE(mentions(read_error(""), {"empty", "0 bytes"}));
@@ -411,6 +436,11 @@ TEST(GgufBadInput, TensorDimensionProductOverflow) {
     EXPECT_TRUE(
         mentions(read_error(one_tensor_file({256, uint64_t{1} << 62}, kTypeF32Tensor, 0, 64)),
                  {"more than 2^63 elements"}));
+    // Fewer than 2^63 elements, but 8 bytes each.
+    constexpr uint32_t kTypeF64Tensor = 28;
+    const uint64_t half = uint64_t{1} << 31;
+    EXPECT_TRUE(mentions(read_error(one_tensor_file({half, half}, kTypeF64Tensor, 0, 64)),
+                         {"tensor 'w': F64 [2147483648, 2147483648] takes more than 2^64 bytes"}));
     // A zero dimension must not hide an impossible one.
     EXPECT_TRUE(mentions(read_error(one_tensor_file({0, UINT64_MAX}, kTypeF32Tensor, 0, 64)),
                          {"tensor 'w': impossible dimension 18446744073709551615"}));

@@ -180,7 +180,9 @@ class HeaderParser {
     // "<file>: <context>: <parts>"
     template <typename... Parts>
     Error fail(Parts&&... parts) const {
-        return err(name_, ": ", c_.context(), ": ", std::forward<Parts>(parts)...);
+        const std::string& context = c_.context();
+        return err(name_, ": ", context, context.empty() ? "" : ": ",
+                   std::forward<Parts>(parts)...);
     }
 
     // Charges `count` objects of `each` bytes against the budget; false when they do not fit.
@@ -462,9 +464,10 @@ Result<void> HeaderParser::check_tensor(TensorInfo& t, uint32_t type_id, uint32_
                     std::string(info->name), " block size ", std::to_string(info->block_size),
                     " — the file is corrupt");
     }
-    // n < 2^63 and type_size / block_size <= 8, so this cannot overflow; checked all the same.
+    // n < 2^63, but at up to 8 bytes per element (F64, I64) the size can still pass 2^64.
     if (__builtin_mul_overflow(n / info->block_size, uint64_t{info->type_size}, &t.n_bytes)) {
-        return fail("byte size overflows — the file is corrupt");
+        return fail(std::string(info->name), " ", t.shape_string(),
+                    " takes more than 2^64 bytes — the file is corrupt");
     }
     if (t.offset % alignment != 0) {
         return fail("data offset ", std::to_string(t.offset),
