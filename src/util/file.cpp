@@ -10,7 +10,9 @@
 namespace strata {
 
 Result<std::unique_ptr<FileSource>> FileSource::open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It has no
+    // effect on regular files, the only kind accepted below.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return err(path, ": cannot open: ", std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
@@ -21,6 +23,11 @@ Result<std::unique_ptr<FileSource>> FileSource::open(const std::string& path) {
     if (S_ISDIR(st.st_mode)) {
         ::close(fd);
         return err(path, ": is a directory, not a model file");
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return err(path, ": is not a regular file (a pipe, device or socket) — give the path of "
+                         "a model file, which must be readable at any offset");
     }
     return std::unique_ptr<FileSource>(new FileSource(path, fd, static_cast<uint64_t>(st.st_size)));
 }
