@@ -1,0 +1,52 @@
+// Quantized tensor formats: converting rows between float and the GGUF encodings.
+//
+// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// Q8_K, IQ4_NL, IQ4_XS, MXFP4. Block layouts are in blocks.h.
+//
+// These are the scalar reference implementations: plain loops, written for clarity and exact
+// numerics. Fast kernels (SIMD dequantization, fused dot products) live beside them in the
+// backends and are tested against them.
+//
+// Numerics, relative to the reference engine (llama.cpp / ggml):
+// - dequantize_row gives the same floats as ggml's dequantizers (same arithmetic, same order).
+// - quantize_row reproduces llama-quantize's bytes (without an importance matrix) for F16, BF16,
+//   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and IQ4_XS, and ggml's reference quantizers for Q8_1 and
+//   Q8_K. The other K-quants use this project's own scale search (k_quants_fit.h).
+// - quantize_row_activations reproduces how ggml's x86 CPU backend quantizes activations before a
+//   quantized dot product (it rounds differently from the file quantizers; see there).
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/tensor_type.h"
+#include "util/result.h"
+
+namespace strata::quant {
+
+// True when dequantize_row and quantize_row handle t.
+bool is_quant_supported(TensorType t);
+
+// Bytes taken by a row of n elements of type t. An error (naming the type and the row length)
+// when t is not supported or n is not a whole number of blocks: for checking shapes read from a
+// file before converting anything.
+Result<uint64_t> quant_row_bytes(TensorType t, int64_t n);
+
+// Row conversions. Preconditions (asserted): is_quant_supported(t), n >= 0 and a multiple of
+// t's block size, src/dst aligned for t's block struct, buffers not overlapping.
+// dst of quantize_row holds quant_row_bytes(t, n) bytes.
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+
+// The type the reference engine's CPU matmul converts activations to before multiplying them
+// with weights of type `weight`: Q8_0 for Q4_0, Q5_0, Q8_0, IQ4_NL and MXFP4; Q8_1 for Q4_1 and
+// Q5_1; Q8_K for the K-quants and IQ4_XS; F16 for F16, BF16 for BF16, F32 for F32.
+// Precondition: is_quant_supported(weight) and weight is not Q8_1 or Q8_K.
+TensorType vec_dot_type(TensorType weight);
+
+// Quantizes a row of activations exactly as ggml's x86 CPU backend (AVX2 build) does, for any
+// t that vec_dot_type returns. It differs from quantize_row only for Q8_0 and Q8_1: the inverse
+// scale is 127 / amax (not 1 / (amax / 127)) and values round half to even (not half away from
+// zero). Q8_K, F16, BF16 and F32 are the same as quantize_row.
+void quantize_row_activations(TensorType t, const float* src, void* dst, int64_t n);
+
+}  // namespace strata::quant
