@@ -105,6 +105,20 @@ void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t nb) {
 
 namespace {
 
+// fp16 bits of the super-block scale d = largest / end, where `end` is the multiplier the
+// largest sub-block scale should get. Rounded to nearest, except when that would push the
+// largest multiplier more than half a step past the end of its range: then the next fp16 away
+// from zero. Only happens when d is an fp16 subnormal (few significant bits); without it the
+// largest sub-block of a small-valued block would be clipped by up to half of d's precision.
+uint16_t super_block_scale(float largest, float end) {
+    const float d = largest / end;
+    uint16_t h = fp32_to_fp16(d);
+    const float stored = fp16_to_fp32(h);
+    const bool clips = stored != 0 ? std::fabs(largest / stored) > std::fabs(end) + 0.5f : d != 0;
+    if (clips && (h & 0x7fff) < 0x7bff) ++h;  // next magnitude, same sign
+    return h;
+}
+
 // Affine super-block (Q2_K: 16 x 16, 4-bit multipliers; Q4_K / Q5_K: 8 x 32, 6-bit): fits every
 // sub-block, stores d and dmin as fp16, picks the multipliers, and gives every element its code
 // under the stored scales. codes[e] in [0, nmax], in element order.
@@ -124,8 +138,8 @@ AffineSuperBlock quantize_affine_super_block(const float* x, int sub_size, int n
         max_min = std::max(max_min, fit[s].min);
     }
     AffineSuperBlock b;
-    b.d = fp32_to_fp16(max_scale / float(max_mult));
-    b.dmin = fp32_to_fp16(max_min / float(max_mult));
+    b.d = super_block_scale(max_scale, float(max_mult));
+    b.dmin = super_block_scale(max_min, float(max_mult));
     const float d = fp16_to_fp32(b.d), dmin = fp16_to_fp32(b.dmin);
     for (int s = 0; s < n_sub; ++s) {
         const float* xs = x + sub_size * s;
@@ -163,7 +177,7 @@ SymmetricSuperBlock quantize_symmetric_super_block(const float* x, int qneg, int
         }
     }
     SymmetricSuperBlock b;
-    b.d = fp32_to_fp16(max_scale / float(mult_lo));
+    b.d = super_block_scale(max_scale, float(mult_lo));
     const float d = fp16_to_fp32(b.d);
     for (int s = 0; s < 16; ++s) {
         const float* xs = x + kSub * s;

@@ -1,6 +1,7 @@
 #include "quant/quant.h"
 
 #include <cassert>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -15,23 +16,23 @@ namespace {
 struct RowKernels {
     void (*dequantize)(const void* src, float* dst, int64_t nb);
     void (*quantize)(const float* src, void* dst, int64_t nb);
+    size_t alignment;  // of the block struct: quantized buffers must be aligned to it
 };
 
-// Adapts a typed block kernel to the void* table.
-template <typename Block, void (*Fn)(const Block*, float*, int64_t)>
-void dequantize_blocks(const void* src, float* dst, int64_t nb) {
-    Fn(static_cast<const Block*>(src), dst, nb);
+// A typed pair of block kernels behind the void* table.
+template <typename Block, void (*Dequantize)(const Block*, float*, int64_t),
+          void (*Quantize)(const float*, Block*, int64_t)>
+constexpr RowKernels block_kernels() {
+    return {[](const void* src, float* dst, int64_t nb) {
+                Dequantize(static_cast<const Block*>(src), dst, nb);
+            },
+            [](const float* src, void* dst, int64_t nb) {
+                Quantize(src, static_cast<Block*>(dst), nb);
+            },
+            alignof(Block)};
 }
-template <typename Block, void (*Fn)(const float*, Block*, int64_t)>
-void quantize_blocks(const float* src, void* dst, int64_t nb) {
-    Fn(src, static_cast<Block*>(dst), nb);
-}
-#define STRATA_BLOCK_KERNELS(Block, suffix)                  \
-    RowKernels {                                             \
-        &dequantize_blocks<Block, ref::dequantize_##suffix>, \
-            &quantize_blocks<Block, ref::quantize_##suffix>  \
-    }
 
+// Plain element types: a "block" is one element.
 void f32_to_f32(const void* src, float* dst, int64_t n) {
     std::memcpy(dst, src, size_t(n) * 4);
 }
@@ -53,24 +54,28 @@ void bf16_from_f32(const float* src, void* dst, int64_t n) {
 
 // Kernels for t, or nullptr when t is not supported.
 const RowKernels* kernels_for(TensorType t) {
-    static const RowKernels f32{&f32_to_f32, &f32_from_f32};
-    static const RowKernels f16{&f16_to_f32, &f16_from_f32};
-    static const RowKernels bf16{&bf16_to_f32, &bf16_from_f32};
-    static const RowKernels q4_0 = STRATA_BLOCK_KERNELS(BlockQ4_0, q4_0);
-    static const RowKernels q4_1 = STRATA_BLOCK_KERNELS(BlockQ4_1, q4_1);
-    static const RowKernels q5_0 = STRATA_BLOCK_KERNELS(BlockQ5_0, q5_0);
-    static const RowKernels q5_1 = STRATA_BLOCK_KERNELS(BlockQ5_1, q5_1);
-    static const RowKernels q8_0 = STRATA_BLOCK_KERNELS(BlockQ8_0, q8_0);
-    static const RowKernels q8_1 = STRATA_BLOCK_KERNELS(BlockQ8_1, q8_1);
-    static const RowKernels q2_k = STRATA_BLOCK_KERNELS(BlockQ2_K, q2_k);
-    static const RowKernels q3_k = STRATA_BLOCK_KERNELS(BlockQ3_K, q3_k);
-    static const RowKernels q4_k = STRATA_BLOCK_KERNELS(BlockQ4_K, q4_k);
-    static const RowKernels q5_k = STRATA_BLOCK_KERNELS(BlockQ5_K, q5_k);
-    static const RowKernels q6_k = STRATA_BLOCK_KERNELS(BlockQ6_K, q6_k);
-    static const RowKernels q8_k = STRATA_BLOCK_KERNELS(BlockQ8_K, q8_k);
-    static const RowKernels iq4_nl = STRATA_BLOCK_KERNELS(BlockIQ4_NL, iq4_nl);
-    static const RowKernels iq4_xs = STRATA_BLOCK_KERNELS(BlockIQ4_XS, iq4_xs);
-    static const RowKernels mxfp4 = STRATA_BLOCK_KERNELS(BlockMXFP4, mxfp4);
+    using namespace ref;
+    static constexpr RowKernels f32{&f32_to_f32, &f32_from_f32, alignof(float)};
+    static constexpr RowKernels f16{&f16_to_f32, &f16_from_f32, alignof(uint16_t)};
+    static constexpr RowKernels bf16{&bf16_to_f32, &bf16_from_f32, alignof(uint16_t)};
+    static constexpr RowKernels q4_0 = block_kernels<BlockQ4_0, dequantize_q4_0, quantize_q4_0>();
+    static constexpr RowKernels q4_1 = block_kernels<BlockQ4_1, dequantize_q4_1, quantize_q4_1>();
+    static constexpr RowKernels q5_0 = block_kernels<BlockQ5_0, dequantize_q5_0, quantize_q5_0>();
+    static constexpr RowKernels q5_1 = block_kernels<BlockQ5_1, dequantize_q5_1, quantize_q5_1>();
+    static constexpr RowKernels q8_0 = block_kernels<BlockQ8_0, dequantize_q8_0, quantize_q8_0>();
+    static constexpr RowKernels q8_1 = block_kernels<BlockQ8_1, dequantize_q8_1, quantize_q8_1>();
+    static constexpr RowKernels q2_k = block_kernels<BlockQ2_K, dequantize_q2_k, quantize_q2_k>();
+    static constexpr RowKernels q3_k = block_kernels<BlockQ3_K, dequantize_q3_k, quantize_q3_k>();
+    static constexpr RowKernels q4_k = block_kernels<BlockQ4_K, dequantize_q4_k, quantize_q4_k>();
+    static constexpr RowKernels q5_k = block_kernels<BlockQ5_K, dequantize_q5_k, quantize_q5_k>();
+    static constexpr RowKernels q6_k = block_kernels<BlockQ6_K, dequantize_q6_k, quantize_q6_k>();
+    static constexpr RowKernels q8_k = block_kernels<BlockQ8_K, dequantize_q8_k, quantize_q8_k>();
+    static constexpr RowKernels iq4_nl =
+        block_kernels<BlockIQ4_NL, dequantize_iq4_nl, quantize_iq4_nl>();
+    static constexpr RowKernels iq4_xs =
+        block_kernels<BlockIQ4_XS, dequantize_iq4_xs, quantize_iq4_xs>();
+    static constexpr RowKernels mxfp4 =
+        block_kernels<BlockMXFP4, dequantize_mxfp4, quantize_mxfp4>();
     switch (t) {
         case TensorType::F32:
             return &f32;
@@ -112,13 +117,14 @@ const RowKernels* kernels_for(TensorType t) {
             return nullptr;
     }
 }
-#undef STRATA_BLOCK_KERNELS
 
 // Number of blocks in a row of n elements; asserts the preconditions of the row functions.
-int64_t checked_blocks(TensorType t, int64_t n) {
+int64_t checked_blocks(TensorType t, int64_t n, [[maybe_unused]] const void* blocks) {
     const auto info = tensor_type_info(t);
     assert(info && kernels_for(t) && "unsupported tensor type");
     assert(n >= 0 && n % info->block_size == 0 && "row length must be whole blocks");
+    assert(reinterpret_cast<uintptr_t>(blocks) % kernels_for(t)->alignment == 0 &&
+           "quantized buffer not aligned for its block type");
     return n / info->block_size;
 }
 
@@ -143,12 +149,12 @@ Result<uint64_t> quant_row_bytes(TensorType t, int64_t n) {
 }
 
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
-    const int64_t nb = checked_blocks(t, n);
+    const int64_t nb = checked_blocks(t, n, src);
     kernels_for(t)->dequantize(src, dst, nb);
 }
 
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
-    const int64_t nb = checked_blocks(t, n);
+    const int64_t nb = checked_blocks(t, n, dst);
     kernels_for(t)->quantize(src, dst, nb);
 }
 
@@ -181,7 +187,7 @@ TensorType vec_dot_type(TensorType weight) {
 }
 
 void quantize_row_activations(TensorType t, const float* src, void* dst, int64_t n) {
-    const int64_t nb = checked_blocks(t, n);
+    const int64_t nb = checked_blocks(t, n, dst);
     switch (t) {
         case TensorType::Q8_0:
             ref::quantize_q8_0_activations(src, static_cast<BlockQ8_0*>(dst), nb);

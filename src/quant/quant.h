@@ -32,8 +32,9 @@ bool is_quant_supported(TensorType t);
 Result<uint64_t> quant_row_bytes(TensorType t, int64_t n);
 
 // Row conversions. Preconditions (asserted): is_quant_supported(t), n >= 0 and a multiple of
-// t's block size, src/dst aligned for t's block struct, buffers not overlapping.
-// dst of quantize_row holds quant_row_bytes(t, n) bytes.
+// t's block size, the quantized buffer aligned for t's block struct (blocks.h), buffers not
+// overlapping. dst of quantize_row holds quant_row_bytes(t, n) bytes. quantize_row expects
+// finite inputs (F16/BF16/F32 also convert Inf and NaN faithfully).
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 
