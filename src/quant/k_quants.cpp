@@ -16,34 +16,55 @@
 #include "quant/reference.h"
 #include "quant/scale_search.h"
 
+// Bit-exactness with the reference engine needs every product rounded on its own: no fused
+// multiply-add contraction, whatever -march or -ffp-contract the build uses. (SIMD kernels use
+// explicit FMA intrinsics where they want them; this file is the scalar reference.)
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace strata::quant::ref {
 
 // ---- dequantization ---------------------------------------------------------------------------
 
 void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
-    for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
+    for (int64_t i = 0; i < nb; ++i) {
         const float d = fp16_to_fp32(x[i].d);
         const float dmin = fp16_to_fp32(x[i].dmin);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-            const int q = (x[i].qs[32 * h + l] >> (2 * j)) & 3;
-            const uint8_t sc = x[i].scales[e / 16];
-            const float dl = d * float(sc & 0x0f);
-            const float ml = dmin * float(sc >> 4);
-            y[e] = dl * float(q) - ml;
+        for (int h = 0; h < 2; ++h) {  // halves of 128
+            const uint8_t* qs = x[i].qs + 32 * h;
+            for (int j = 0; j < 4; ++j) {  // bit pair j of each byte: 32 elements
+                for (int half = 0; half < 2; ++half, y += 16) {  // two sub-blocks of 16
+                    const uint8_t sc = x[i].scales[8 * h + 2 * j + half];
+                    const float dl = d * float(sc & 0x0f);
+                    const float ml = dmin * float(sc >> 4);
+                    for (int l = 0; l < 16; ++l) {
+                        y[l] = dl * float((qs[16 * half + l] >> (2 * j)) & 3) - ml;
+                    }
+                }
+            }
         }
     }
 }
 
 void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
-    for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
+    for (int64_t i = 0; i < nb; ++i) {
         const float d = fp16_to_fp32(x[i].d);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-            const int low = (x[i].qs[32 * h + l] >> (2 * j)) & 3;
-            const int high = (x[i].hmask[l] >> (4 * h + j)) & 1;
-            const float dl = d * float(q3k_scale(x[i].scales, e / 16) - 32);
-            y[e] = dl * float(low + 4 * high - 4);
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* qs = x[i].qs + 32 * h;
+            for (int j = 0; j < 4; ++j) {
+                const int hbit = 4 * h + j;  // bit of hmask[l] holding bit 2 of the code
+                for (int half = 0; half < 2; ++half, y += 16) {
+                    const float dl = d * float(q3k_scale(x[i].scales, 8 * h + 2 * j + half) - 32);
+                    for (int l = 16 * half; l < 16 * half + 16; ++l) {
+                        const int low = (qs[l] >> (2 * j)) & 3;
+                        const int high = (x[i].hmask[l] >> hbit) & 1;
+                        y[l - 16 * half] = dl * float(low + 4 * high - 4);
+                    }
+                }
+            }
         }
     }
 }
@@ -82,15 +103,24 @@ void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
 }
 
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
-    for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
+    for (int64_t i = 0; i < nb; ++i) {
         const float d = fp16_to_fp32(x[i].d);
-        for (int e = 0; e < kQK_K; ++e) {
-            // e = 128h + 32k + l: k picks the ql byte (l or l + 32), its nibble, and the qh pair.
-            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-            const uint8_t ql = x[i].ql[64 * h + l + 32 * (k % 2)];
-            const int low = k < 2 ? (ql & 0x0f) : (ql >> 4);
-            const int high = (x[i].qh[32 * h + l] >> (2 * k)) & 3;
-            y[e] = d * float(x[i].scales[e / 16]) * float((low | (high << 4)) - 32);
+        for (int h = 0; h < 2; ++h, y += 128) {
+            const uint8_t* ql = x[i].ql + 64 * h;
+            const uint8_t* qh = x[i].qh + 32 * h;
+            const int8_t* sc = x[i].scales + 8 * h;
+            for (int l = 0; l < 32; ++l) {
+                // The four elements l, l + 32, l + 64, l + 96 share qh[l].
+                const int q0 = (ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4);
+                const int q1 = (ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4);
+                const int q2 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+                const int q3 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+                const int s = l / 16;
+                y[l] = d * float(sc[s]) * float(q0 - 32);
+                y[l + 32] = d * float(sc[s + 2]) * float(q1 - 32);
+                y[l + 64] = d * float(sc[s + 4]) * float(q2 - 32);
+                y[l + 96] = d * float(sc[s + 6]) * float(q3 - 32);
+            }
         }
     }
 }

@@ -12,11 +12,21 @@
 // 256 elements (the largest sub-block scale / -32) and a 6-bit multiplier per sub-block, then
 // re-assigns codes with the rounded sub-block scale. All intermediate arithmetic is float in
 // the reference's order, which keeps the results bit-identical.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "quant/float_formats.h"
 #include "quant/reference.h"
+
+// Bit-exactness with the reference engine needs every product rounded on its own: no fused
+// multiply-add contraction, whatever -march or -ffp-contract the build uses. (SIMD kernels use
+// explicit FMA intrinsics where they want them; this file is the scalar reference.)
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace strata::quant::ref {
 
@@ -189,7 +199,7 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb) {
 void quantize_mxfp4(const float* x, BlockMXFP4* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK) {
         float amax = 0;
-        for (int j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+        for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
         int e = 0;
         if (amax > 0) {
             int exp2;
