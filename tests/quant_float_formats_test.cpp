@@ -163,8 +163,9 @@ TEST(QuantFloatFormats, F16cAndPortablePathsAgreeBitForBit) {
     }
 
     std::vector<float> floats;
-    for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 257)
+    for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 257) {
         floats.push_back(float_from_bits(uint32_t(u)));
+    }
     std::vector<uint16_t> x(floats.size()), y(floats.size());
     fp32_to_fp16_row(floats.data(), x.data(), int64_t(floats.size()));
     detail::fp32_to_fp16_row_portable(floats.data(), y.data(), int64_t(floats.size()));

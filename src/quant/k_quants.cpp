@@ -247,8 +247,9 @@ void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
         const AffineSuperBlock b = quantize_affine_super_block(x, 16, 3, 15);
         y[i].d = b.d;
         y[i].dmin = b.dmin;
-        for (int s = 0; s < 16; ++s)
+        for (int s = 0; s < 16; ++s) {
             y[i].scales[s] = uint8_t(b.scale_mult[s] | (b.min_mult[s] << 4));
+        }
         pack_2bit(b.codes, y[i].qs);
     }
 }

@@ -8,10 +8,13 @@
 // backends and are tested against them.
 //
 // Numerics, relative to the reference engine (llama.cpp / ggml):
-// - dequantize_row gives the same floats as ggml's dequantizers (same arithmetic, same order).
+// - dequantize_row follows ggml's dequantizers operation for operation (same float products in
+//   the same order, never fused), so it yields the floats the reference engine works with.
 // - quantize_row reproduces llama-quantize's bytes (without an importance matrix) for F16, BF16,
 //   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and IQ4_XS, and ggml's reference quantizers for Q8_1 and
-//   Q8_K. The other K-quants use this project's own scale search (k_quants_fit.h).
+//   Q8_K. Q2_K..Q6_K use this project's own scale search (scale_search.h; lower RMS error than
+//   llama-quantize's, different bytes). MXFP4 takes the shared exponent as exactly
+//   floor(log2(amax)) - 2 (ggml goes through log2f, which can round up just below a power of 2).
 // - quantize_row_activations reproduces how ggml's x86 CPU backend quantizes activations before a
 //   quantized dot product (it rounds differently from the file quantizers; see there).
 #pragma once
@@ -19,6 +22,8 @@
 #include <cstdint>
 
 #include "gguf/tensor_type.h"
+#include "quant/blocks.h"         // block structs, value tables, packed-field accessors
+#include "quant/float_formats.h"  // fp16 / bf16 / E8M0 conversions
 #include "util/result.h"
 
 namespace strata::quant {
