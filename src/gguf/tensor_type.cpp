@@ -8,58 +8,10 @@ namespace strata {
 
 namespace {
 
-// Indexed by type id. type_size 0 marks an id that is not (or no longer) part of the format.
-// Sizes follow the ggml block structs: e.g. Q4_K = 2 fp16 (d, dmin) + 12 scale bytes + 128 nibble
-// bytes = 144 bytes for 256 weights.
-constexpr std::array<TensorTypeInfo, 40> kTypes = {{
-    {"F32", 1, 4},        // 0
-    {"F16", 1, 2},        // 1
-    {"Q4_0", 32, 18},     // 2
-    {"Q4_1", 32, 20},     // 3
-    {"", 0, 0},           // 4 removed
-    {"", 0, 0},           // 5 removed
-    {"Q5_0", 32, 22},     // 6
-    {"Q5_1", 32, 24},     // 7
-    {"Q8_0", 32, 34},     // 8
-    {"Q8_1", 32, 36},     // 9
-    {"Q2_K", 256, 84},    // 10
-    {"Q3_K", 256, 110},   // 11
-    {"Q4_K", 256, 144},   // 12
-    {"Q5_K", 256, 176},   // 13
-    {"Q6_K", 256, 210},   // 14
-    {"Q8_K", 256, 292},   // 15
-    {"IQ2_XXS", 256, 66}, // 16
-    {"IQ2_XS", 256, 74},  // 17
-    {"IQ3_XXS", 256, 98}, // 18
-    {"IQ1_S", 256, 50},   // 19
-    {"IQ4_NL", 32, 18},   // 20
-    {"IQ3_S", 256, 110},  // 21
-    {"IQ2_S", 256, 82},   // 22
-    {"IQ4_XS", 256, 136}, // 23
-    {"I8", 1, 1},         // 24
-    {"I16", 1, 2},        // 25
-    {"I32", 1, 4},        // 26
-    {"I64", 1, 8},        // 27
-    {"F64", 1, 8},        // 28
-    {"IQ1_M", 256, 56},   // 29
-    {"BF16", 1, 2},       // 30
-    {"", 0, 0},           // 31 removed
-    {"", 0, 0},           // 32 removed
-    {"", 0, 0},           // 33 removed
-    {"TQ1_0", 256, 54},   // 34
-    {"TQ2_0", 256, 66},   // 35
-    {"", 0, 0},           // 36 removed
-    {"", 0, 0},           // 37 removed
-    {"", 0, 0},           // 38 removed
-    {"MXFP4", 32, 17},    // 39
-}};
+// The table itself lives in the header (constexpr, for static_asserts on block layouts).
+constexpr const auto& kTypes = detail::kTensorTypeTable;
 
 }  // namespace
-
-std::optional<TensorTypeInfo> tensor_type_info(uint32_t id) {
-    if (id >= kTypes.size() || kTypes[id].type_size == 0) return std::nullopt;
-    return kTypes[id];
-}
 
 std::optional<TensorType> tensor_type_from_name(std::string_view name) {
     std::string upper;
