@@ -131,8 +131,8 @@ Result<std::unique_ptr<DirectReader>> DirectReader::make(int fd, std::string nam
     std::string note;
     if (options.try_direct) {
         STRATA_ASSIGN(r->direct_, enable_direct(fd, r->path_, r->size_, r->align_, note));
-    } else {
-        STRATA_TRY(set_direct_flag(fd, false));
+    } else if (auto cleared = set_direct_flag(fd, false); !cleared) {
+        return err(r->path_, ": cannot switch off O_DIRECT: ", cleared.error().message);
     }
     if (!r->direct_) {
         // No readahead: it would pull in pages around each read that the DONTNEED after the read
