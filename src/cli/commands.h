@@ -7,6 +7,7 @@
 namespace strata::cli {
 
 void add_inspect(CLI::App& app);
+void add_profile(CLI::App& app);
 void add_synth(CLI::App& app);
 
 }  // namespace strata::cli

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
     app.require_subcommand(1);
     strata::cli::add_inspect(app);
+    strata::cli::add_profile(app);
     strata::cli::add_synth(app);
     try {
         app.parse(argc, argv);
