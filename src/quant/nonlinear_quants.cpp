@@ -19,14 +19,7 @@
 #include "quant/float_formats.h"
 #include "quant/reference.h"
 
-// Bit-exactness with the reference engine needs every product rounded on its own: no fused
-// multiply-add contraction, whatever -march or -ffp-contract the build uses. (SIMD kernels use
-// explicit FMA intrinsics where they want them; this file is the scalar reference.)
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant/strict_fp.h"
 
 namespace strata::quant::ref {
 

@@ -8,11 +8,7 @@
 
 // No fused multiply-add contraction: the K-quant encoders then give the same bytes whatever
 // -march the build targets, so synthetic models are reproducible across machines.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant/strict_fp.h"
 
 namespace strata::quant::search {
 
