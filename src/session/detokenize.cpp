@@ -139,10 +139,15 @@ std::string StreamDecoder::push(TokenId id) {
         p.remove_prefix(1);
     }
     first_token_ = false;
-    return push_bytes(p);
+    return utf8_.push(p);
 }
 
-std::string StreamDecoder::push_bytes(std::string_view bytes) {
+std::string StreamDecoder::finish() {
+    first_token_ = true;
+    return utf8_.finish();
+}
+
+std::string Utf8Assembler::push(std::string_view bytes) {
     pending_.append(bytes);
     std::string out;
     out.reserve(pending_.size());
@@ -165,11 +170,10 @@ std::string StreamDecoder::push_bytes(std::string_view bytes) {
     return out;
 }
 
-std::string StreamDecoder::finish() {
+std::string Utf8Assembler::finish() {
     std::string out;
     if (!pending_.empty()) out = utf8::kReplacementUtf8;  // one unfinished character
     pending_.clear();
-    first_token_ = true;
     return out;
 }
 

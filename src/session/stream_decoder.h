@@ -13,6 +13,20 @@
 
 namespace strata {
 
+// The UTF-8 part on its own: bytes in, valid text out.
+class Utf8Assembler {
+  public:
+    // Adds bytes; returns the text they complete (possibly empty).
+    std::string push(std::string_view bytes);
+    // Ends the stream: an unfinished character held back becomes U+FFFD.
+    std::string finish();
+    // Bytes held back waiting for the rest of a character (0 to 3).
+    size_t pending_bytes() const { return pending_.size(); }
+
+  private:
+    std::string pending_;
+};
+
 struct StreamDecodeOptions {
     // Write control and unknown tokens (<|im_end|>, <s>) as their text; off for chat output.
     bool render_special = false;
@@ -28,19 +42,16 @@ class StreamDecoder {
 
     // Adds a token; returns the text completed by it (possibly empty).
     std::string push(TokenId id);
-    // Adds raw bytes; returns the text completed by them (possibly empty).
-    std::string push_bytes(std::string_view bytes);
-    // Ends the stream: returns held-back bytes, an unfinished character as U+FFFD.
+    // Ends the stream: an unfinished character held back becomes U+FFFD. The decoder can
+    // then start a new sequence.
     std::string finish();
-
-    // Bytes held back waiting for the rest of a character (0 to 3).
-    size_t pending_bytes() const { return pending_.size(); }
+    size_t pending_bytes() const { return utf8_.pending_bytes(); }
 
   private:
     const Tokenizer* tokenizer_;
     StreamDecodeOptions options_;
     bool first_token_ = true;
-    std::string pending_;
+    Utf8Assembler utf8_;
 };
 
 }  // namespace strata
