@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "session/flat_hash.h"
 #include "session/vocab.h"
 #include "util/result.h"
 
@@ -49,6 +50,7 @@ struct BpeScratch {
         int32_t rank;
         int32_t left, right;        // symbol indexes
         int32_t left_id, right_id;  // their ids when queued, to skip stale pairs
+        int32_t result;             // id of the merged symbol
     };
     std::string word;
     std::vector<Symbol> symbols;
@@ -83,7 +85,7 @@ class BpeEncoder {
 
     int32_t n_vocab_ = 0;
     std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>> extra_symbols_;
-    std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> merge
+    PairTable<Merge> merges_;  // (left id, right id) -> merge
     std::array<int32_t, 256> byte_symbols_{};
 };
 

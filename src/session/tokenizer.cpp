@@ -84,6 +84,7 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
             t.has_user_defined_ = true;
         }
     }
+    for (const auto& [byte, node] : t.special_trie_[0].children) t.special_first_byte_[byte] = true;
     t.build_pieces();
     return t;
 }
@@ -107,6 +108,7 @@ void Tokenizer::partition_special(std::string_view text, bool parse_special,
     };
     std::vector<Occurrence> found;
     for (size_t p = 0; p < text.size(); ++p) {
+        if (!special_first_byte_[static_cast<uint8_t>(text[p])]) continue;
         uint32_t node = 0;
         for (size_t q = p; q < text.size(); ++q) {
             const auto byte = static_cast<uint8_t>(text[q]);

@@ -12,6 +12,7 @@
 // A Tokenizer is immutable once loaded and may be used from several threads at once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -101,6 +102,7 @@ class Tokenizer {
         int32_t user_rank = -1;  // the same among user-defined tokens only
     };
     std::vector<TrieNode> special_trie_;
+    std::array<bool, 256> special_first_byte_{};  // bytes that start some special text
     bool has_user_defined_ = false;
 };
 

@@ -38,11 +38,6 @@ bool lower_priority(const BpeScratch::Pair& a, const BpeScratch::Pair& b) {
     return a.left > b.left;
 }
 
-uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
-}
-
 }  // namespace
 
 std::string_view byte_to_unicode(uint8_t byte) {
@@ -79,7 +74,7 @@ Result<BpeEncoder> BpeEncoder::build(const Vocab& vocab) {
         const int32_t r = intern(right);
         const int32_t result = intern(left + right);
         // The first occurrence of a pair keeps its rank, as in the reference.
-        enc.merges_.emplace(pair_key(l, r), Merge{static_cast<int32_t>(rank), result});
+        enc.merges_.insert_if_absent(l, r, Merge{static_cast<int32_t>(rank), result});
     }
     for (int b = 0; b < 256; ++b) {
         enc.byte_symbols_[static_cast<size_t>(b)] =
@@ -93,17 +88,18 @@ void BpeEncoder::push_pair(BpeScratch& s, int32_t left, int32_t right) const {
     const int32_t l = s.symbols[static_cast<size_t>(left)].id;
     const int32_t r = s.symbols[static_cast<size_t>(right)].id;
     if (l < 0 || r < 0) return;
-    const auto it = merges_.find(pair_key(l, r));
-    if (it == merges_.end()) return;
-    s.queue.push_back({it->second.rank, left, right, l, r});
+    const Merge* m = merges_.find(l, r);
+    if (!m) return;
+    s.queue.push_back({m->rank, left, right, l, r, m->result});
     std::push_heap(s.queue.begin(), s.queue.end(), lower_priority);
 }
 
 void BpeEncoder::encode(const Vocab& vocab, std::string_view piece, std::vector<TokenId>& out,
                         BpeScratch& s) const {
     if (piece.empty()) return;
+    const ByteUnicodeMap& map = byte_unicode_map();
     s.word.clear();
-    for (char c : piece) s.word += byte_to_unicode(static_cast<uint8_t>(c));
+    for (char c : piece) s.word += map.utf8[static_cast<uint8_t>(c)];
 
     if (vocab.ignore_merges()) {
         const TokenId whole = vocab.find(s.word);
@@ -118,7 +114,7 @@ void BpeEncoder::encode(const Vocab& vocab, std::string_view piece, std::vector<
     uint32_t start = 0;
     for (size_t i = 0; i < piece.size(); ++i) {
         const auto b = static_cast<uint8_t>(piece[i]);
-        const auto length = static_cast<uint32_t>(byte_to_unicode(b).size());
+        const auto length = static_cast<uint32_t>(map.utf8[b].size());
         const auto index = static_cast<int32_t>(i);
         s.symbols.push_back({byte_symbols_[b], start, length, index - 1, index + 1});
         start += length;
@@ -138,7 +134,7 @@ void BpeEncoder::encode(const Vocab& vocab, std::string_view piece, std::vector<
         if (l.length == 0 || r.length == 0 || l.id != pair.left_id || r.id != pair.right_id) {
             continue;
         }
-        l.id = merges_.find(pair_key(pair.left_id, pair.right_id))->second.result;
+        l.id = pair.result;
         l.length += r.length;
         r.length = 0;
         l.next = r.next;

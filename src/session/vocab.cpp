@@ -29,8 +29,7 @@ std::string_view token_type_name(TokenType t) {
 }
 
 TokenId Vocab::find(std::string_view text) const {
-    const auto it = ids_.find(text);
-    return it == ids_.end() ? kNoToken : it->second;
+    return ids_.find(text, [this](TokenId id) -> std::string_view { return token(id).text; });
 }
 
 bool Vocab::is_end_of_generation(TokenId id) const {
@@ -246,8 +245,10 @@ class VocabLoader {
                 t.type =
                     type >= 1 && type <= 6 ? static_cast<TokenType>(type) : TokenType::Undefined;
             }
-            auto [it, inserted] = v_.ids_.insert_or_assign(t.text, static_cast<TokenId>(i));
-            if (!inserted) ++n_duplicate;
+            const bool replaced = v_.ids_.insert_or_assign(
+                t.text, static_cast<TokenId>(i),
+                [this](TokenId id) -> std::string_view { return v_.token(id).text; });
+            if (replaced) ++n_duplicate;
         }
         if (n_empty) warn(std::to_string(n_empty) + " tokens have an empty text");
         if (n_duplicate) {

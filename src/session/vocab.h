@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "session/flat_hash.h"
 #include "util/result.h"
 
 namespace strata {
@@ -107,16 +107,11 @@ class Vocab {
     const std::vector<std::string>& warnings() const { return warnings_; }
 
   private:
-    struct TextHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-    };
-
     VocabKind kind_ = VocabKind::SentencePiece;
     std::string model_name_;
     std::string pre_;
     std::vector<TokenInfo> tokens_;
-    std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>> ids_;
+    TextIdTable ids_;
     std::vector<std::pair<std::string, std::string>> merges_;
     SpecialTokenIds special_;
     bool add_bos_ = false;
