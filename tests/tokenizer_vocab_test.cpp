@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "session/merge_encoders.h"
 #include "session/tokenizer.h"
+#include "session/utf8.h"
 
 namespace strata {
 namespace {
@@ -228,6 +230,24 @@ std::vector<TokenId> bpe_ids(const std::vector<std::string>& merges, const char*
     VocabFile f("gpt2", bpe_tokens());
     f.merges(merges).set("tokenizer.ggml.pre", Value(pre));
     return f.tokenizer().tokenize(text, kPlain);
+}
+
+// GPT-2's byte map: printable Latin-1 stands for itself, the other 68 bytes for U+0100...U+0143.
+TEST(TokenizerBpe, ByteToUnicodeMap) {
+    EXPECT_EQ(byte_to_unicode('a'), "a");
+    EXPECT_EQ(byte_to_unicode(0x00), "\xC4\x80");  // U+0100
+    EXPECT_EQ(byte_to_unicode(' '), "\xC4\xA0");   // U+0120 "Ġ"
+    EXPECT_EQ(byte_to_unicode('\n'), "\xC4\x8A");  // U+010A "Ċ"
+    EXPECT_EQ(byte_to_unicode(0xAD), "\xC5\x83");  // U+0143, the last one
+    EXPECT_EQ(byte_to_unicode(0xE9), "\xC3\xA9");  // é itself
+    for (int b = 0; b < 256; ++b) {
+        const std::string_view s = byte_to_unicode(static_cast<uint8_t>(b));
+        const utf8::Decoded d = utf8::decode(s, 0);
+        ASSERT_TRUE(d.valid && d.len == s.size());
+        EXPECT_EQ(unicode_to_byte(d.cp), b);
+    }
+    EXPECT_EQ(unicode_to_byte(0x144), -1);
+    EXPECT_EQ(unicode_to_byte(' '), -1);  // the space is spelled U+0120
 }
 
 TEST(TokenizerBpe, MergesByRank) {

@@ -15,7 +15,6 @@
 
 #include "session/flat_hash.h"
 #include "session/vocab.h"
-#include "util/result.h"
 
 namespace strata {
 
@@ -63,7 +62,7 @@ struct BpeScratch {
 // as comparing the texts.
 class BpeEncoder {
   public:
-    static Result<BpeEncoder> build(const Vocab& vocab);
+    static BpeEncoder build(const Vocab& vocab);
 
     // Encodes one pre-token (raw bytes). A final symbol that is not a token is written byte by
     // byte as tokens whose text is that single (encoded) byte, where they exist (llama.cpp's rule).

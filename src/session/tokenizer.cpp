@@ -52,41 +52,44 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
     } else {
         STRATA_ASSIGN(PreTokenizer pre, PreTokenizer::create(t.vocab_.pre_tokenizer()));
         t.pre_ = std::make_unique<PreTokenizer>(std::move(pre));
-        STRATA_ASSIGN(BpeEncoder bpe, BpeEncoder::build(t.vocab_));
-        t.bpe_ = std::make_unique<BpeEncoder>(std::move(bpe));
+        t.bpe_ = std::make_unique<BpeEncoder>(BpeEncoder::build(t.vocab_));
     }
 
-    // Trie of the special texts; a node keeps the best-ranked token ending there, and the
-    // best-ranked user-defined one (the only kind matched when parse_special is off).
-    t.special_trie_.emplace_back();
-    const std::vector<TokenId>& order = t.vocab_.special_match_order();
+    t.build_special_trie();
+    t.build_pieces();
+    return t;
+}
+
+// Trie of the special texts; a node keeps the best-ranked token ending there, and the
+// best-ranked user-defined one (the only kind matched when parse_special is off).
+void Tokenizer::build_special_trie() {
+    special_trie_.emplace_back();
+    const std::vector<TokenId>& order = vocab_.special_match_order();
     for (size_t rank = 0; rank < order.size(); ++rank) {
-        const TokenInfo& info = t.vocab_.token(order[rank]);
+        const TokenInfo& info = vocab_.token(order[rank]);
         uint32_t node = 0;
         for (char c : info.text) {
             const auto byte = static_cast<uint8_t>(c);
-            auto& children = t.special_trie_[node].children;
+            auto& children = special_trie_[node].children;
             const auto it = std::find_if(children.begin(), children.end(),
                                          [&](const auto& child) { return child.first == byte; });
             if (it != children.end()) {
                 node = it->second;
                 continue;
             }
-            const auto next = static_cast<uint32_t>(t.special_trie_.size());
+            const auto next = static_cast<uint32_t>(special_trie_.size());
             children.emplace_back(byte, next);
-            t.special_trie_.emplace_back();
+            special_trie_.emplace_back();
             node = next;
         }
-        TrieNode& end = t.special_trie_[node];
+        TrieNode& end = special_trie_[node];
         if (end.rank < 0) end.rank = static_cast<int32_t>(rank);
         if (end.user_rank < 0 && info.type == TokenType::UserDefined) {
             end.user_rank = static_cast<int32_t>(rank);
-            t.has_user_defined_ = true;
+            has_user_defined_ = true;
         }
     }
-    for (const auto& [byte, node] : t.special_trie_[0].children) t.special_first_byte_[byte] = true;
-    t.build_pieces();
-    return t;
+    for (const auto& [byte, node] : special_trie_[0].children) special_first_byte_[byte] = true;
 }
 
 // Same result as llama.cpp's tokenizer_st_partition, which for each special token in turn

@@ -88,6 +88,7 @@ class Tokenizer {
     Tokenizer();
     void partition_special(std::string_view text, bool parse_special,
                            std::vector<Fragment>& out) const;
+    void build_special_trie();
     void build_pieces();
 
     Vocab vocab_;

@@ -56,7 +56,7 @@ int32_t BpeEncoder::symbol_id(const Vocab& vocab, std::string_view text) const {
     return it == extra_symbols_.end() ? -1 : it->second;
 }
 
-Result<BpeEncoder> BpeEncoder::build(const Vocab& vocab) {
+BpeEncoder BpeEncoder::build(const Vocab& vocab) {
     BpeEncoder enc;
     enc.n_vocab_ = static_cast<int32_t>(vocab.size());
     auto intern = [&](const std::string& text) {
