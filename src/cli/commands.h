@@ -9,5 +9,6 @@ namespace strata::cli {
 void add_inspect(CLI::App& app);
 void add_profile(CLI::App& app);
 void add_synth(CLI::App& app);
+void add_tokenize(CLI::App& app);
 
 }  // namespace strata::cli

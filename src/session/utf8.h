@@ -1,0 +1,38 @@
+// UTF-8 decoding for the tokenizer and the streaming decoder. Validation is strict (RFC 3629): no
+// overlong forms, no surrogates, nothing above U+10FFFF. Text that breaks these rules still has
+// to be tokenized and decoded without loss, so every function here says what it does with
+// invalid bytes instead of failing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace strata::utf8 {
+
+inline constexpr char32_t kReplacement = 0xFFFD;
+// U+FFFD encoded, what replaces invalid input in text that must be valid UTF-8.
+inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
+
+struct Decoded {
+    char32_t cp = 0;     // the code point, or kReplacement when !valid
+    uint32_t len = 0;    // bytes consumed: the sequence, or the invalid part (always >= 1)
+    bool valid = false;  // a complete, well-formed sequence
+    // The invalid part is a correct but unfinished sequence cut off by the end of the input:
+    // more bytes could still complete it (what a streaming decoder must hold back).
+    bool truncated = false;
+};
+
+// Decodes the sequence starting at s[i] (i < s.size()). An invalid sequence reports its maximal
+// subpart: the longest prefix that could start a well-formed sequence, at least one byte, which
+// is what Unicode recommends to replace with one U+FFFD.
+Decoded decode(std::string_view s, size_t i);
+
+// True when all of s is well-formed UTF-8.
+bool is_valid(std::string_view s);
+
+// Appends the UTF-8 form of cp (cp must be a scalar value: <= U+10FFFF, not a surrogate).
+void append(std::string& out, char32_t cp);
+
+}  // namespace strata::utf8
