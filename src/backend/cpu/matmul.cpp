@@ -108,11 +108,12 @@ void tiled_matmul(const detail::TileKernel& k, const QuantMatrix& W, const uint8
     const int64_t n_blocks = W.cols / tensor_type_info(W.type)->block_size;
     const int64_t chunk = rows_per_chunk(W, n, k.max_rows, pool.size());
     const auto* w = static_cast<const uint8_t*>(W.data);
+    const int64_t tile_rows = k.max_rows;
     pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
         for (int64_t c0 = 0; c0 < n; c0 += k.max_cols) {
             const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
-            for (int64_t r0 = begin; r0 < end; r0 += k.max_rows) {
-                const int n_rows = int(std::min<int64_t>(k.max_rows, end - r0));
+            for (int64_t r0 = begin; r0 < end; r0 += tile_rows) {
+                const int n_rows = int(std::min<int64_t>(tile_rows, end - r0));
                 k.fn(w + r0 * W.row_stride, W.row_stride, n_rows, act + c0 * act_row_bytes,
                      act_row_bytes, n_cols, n_blocks, Y + c0 * W.rows + r0, size_t(W.rows));
             }
