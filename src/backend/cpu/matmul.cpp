@@ -1,0 +1,188 @@
+// The matmul driver: activation conversion, tiling, threading, and the scalar path.
+#include "backend/cpu/matmul.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/tile_kernel.h"
+#include "quant/quant.h"
+
+namespace strata::cpu {
+
+namespace {
+
+// Growable scratch that keeps its memory between calls, so the decode loop does not allocate
+// once it has seen its largest shape. 64-byte aligned (any block struct fits).
+class Scratch {
+public:
+    void* bytes(size_t n) {
+        if (n > words_.size() * sizeof(Line)) words_.resize((n + sizeof(Line) - 1) / sizeof(Line));
+        return words_.data();
+    }
+    float* floats(size_t n) { return static_cast<float*>(bytes(n * sizeof(float))); }
+
+private:
+    struct alignas(64) Line {
+        unsigned char b[64];
+    };
+    std::vector<Line> words_;
+};
+
+size_t type_alignment(TensorType t) {
+    using namespace quant;
+    switch (t) {
+        case TensorType::F32:
+            return alignof(float);
+        case TensorType::F16:
+        case TensorType::BF16:
+            return alignof(uint16_t);
+        case TensorType::MXFP4:
+            return alignof(BlockMXFP4);
+        default:
+            return alignof(uint16_t);  // every other block struct starts with fp16 fields
+    }
+}
+
+// The fast kernel of `path` for t; {} when there is none or this CPU cannot run the path (the
+// kernel tables themselves are compiled for their instruction set).
+detail::TileKernel tile_kernel_for(CpuPath path, TensorType t) {
+    static const CpuFeatures features = detect_cpu_features();
+    if (!cpu_path_runs_on(path, features)) return {};
+    switch (path) {
+        case CpuPath::avx2:
+            return detail::avx2_tile_kernel(t);
+        case CpuPath::avx512:
+            return detail::avx512_tile_kernel(t);
+        case CpuPath::scalar:
+            break;
+    }
+    return {};
+}
+
+// Rows per chunk handed to a thread: several chunks per thread so that a late or slow thread
+// takes fewer of them, a whole number of tiles, and (for batches) few enough weight bytes that
+// the chunk stays in the core's L2 cache while every column tile passes over it.
+int64_t rows_per_chunk(const QuantMatrix& W, int64_t n_cols, int tile_rows, int n_threads) {
+    constexpr int64_t kChunksPerThread = 8;
+    constexpr size_t kChunkCacheBytes = 256 * 1024;
+    int64_t rows = std::max<int64_t>(1, W.rows / (int64_t(n_threads) * kChunksPerThread));
+    if (n_cols > 1) {
+        rows = std::min<int64_t>(rows, std::max<size_t>(1, kChunkCacheBytes / W.row_stride));
+    }
+    return std::max<int64_t>(tile_rows, rows / tile_rows * tile_rows);
+}
+
+// Scalar path: each weight row dequantized by the reference dequantizer and dotted in double
+// with the dequantized activations (exact products of the same quantized values the fast paths
+// use, so it is their reference up to summation order).
+void scalar_matmul(const QuantMatrix& W, const uint8_t* act, size_t act_row_bytes, int64_t n,
+                   float* Y, ThreadPool& pool) {
+    const TensorType act_type = quant::vec_dot_type(W.type);
+    static thread_local Scratch act_floats_scratch;
+    float* act_floats = act_floats_scratch.floats(size_t(n * W.cols));
+    for (int64_t c = 0; c < n; ++c) {
+        quant::dequantize_row(act_type, act + c * act_row_bytes, act_floats + c * W.cols, W.cols);
+    }
+    const int64_t chunk = rows_per_chunk(W, n, 1, pool.size());
+    pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
+        static thread_local Scratch row_scratch;
+        float* row = row_scratch.floats(size_t(W.cols));
+        for (int64_t r = begin; r < end; ++r) {
+            quant::dequantize_row(W.type, static_cast<const uint8_t*>(W.data) + r * W.row_stride,
+                                  row, W.cols);
+            for (int64_t c = 0; c < n; ++c) {
+                const float* x = act_floats + c * W.cols;
+                double sum = 0;
+                for (int64_t i = 0; i < W.cols; ++i) sum += double(row[i]) * double(x[i]);
+                Y[c * W.rows + r] = float(sum);
+            }
+        }
+    });
+}
+
+void tiled_matmul(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t* act,
+                  size_t act_row_bytes, int64_t n, float* Y, ThreadPool& pool) {
+    const int64_t n_blocks = W.cols / tensor_type_info(W.type)->block_size;
+    const int64_t chunk = rows_per_chunk(W, n, k.max_rows, pool.size());
+    const auto* w = static_cast<const uint8_t*>(W.data);
+    const int64_t tile_rows = k.max_rows;
+    pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
+        for (int64_t c0 = 0; c0 < n; c0 += k.max_cols) {
+            const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
+            for (int64_t r0 = begin; r0 < end; r0 += tile_rows) {
+                const int n_rows = int(std::min<int64_t>(tile_rows, end - r0));
+                k.fn(w + r0 * W.row_stride, W.row_stride, n_rows, act + c0 * act_row_bytes,
+                     act_row_bytes, n_cols, n_blocks, Y + c0 * W.rows + r0, size_t(W.rows));
+            }
+        }
+    });
+}
+
+}  // namespace
+
+Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows,
+                                      int64_t cols, size_t row_stride) {
+    if (!matmul_supports(type)) {
+        return err("matmul: weights of type ", std::string(tensor_type_name(type)),
+                   " are not supported on the CPU");
+    }
+    STRATA_ASSIGN(const uint64_t row_bytes, quant::quant_row_bytes(type, cols));
+    if (rows < 0) return err("matmul: negative row count ", std::to_string(rows));
+    if (row_stride == 0) row_stride = size_t(row_bytes);
+    if (row_stride < row_bytes || row_stride % type_alignment(type) != 0 ||
+        reinterpret_cast<uintptr_t>(data) % type_alignment(type) != 0) {
+        return err("matmul: ", std::string(tensor_type_name(type)), " rows of ",
+                   std::to_string(row_bytes), " bytes cannot sit ", std::to_string(row_stride),
+                   " bytes apart at this address (too close or misaligned)");
+    }
+    return QuantMatrix{type, data, rows, cols, row_stride};
+}
+
+bool matmul_supports(TensorType t) {
+    return quant::is_quant_supported(t) && t != TensorType::Q8_1 && t != TensorType::Q8_K;
+}
+
+void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
+                    ThreadPool& pool) {
+    assert(matmul_supports(W.type) && n >= 0);
+    assert(cpu_path_runs_on(path, detect_cpu_features()));
+    if (n == 0 || W.rows == 0) return;
+    if (W.cols == 0) {
+        std::fill(Y, Y + n * W.rows, 0.0f);
+        return;
+    }
+    // Activations converted once per call, in parallel over the batch columns.
+    const TensorType act_type = quant::vec_dot_type(W.type);
+    const size_t act_row_bytes = size_t(quant::quant_row_bytes(act_type, W.cols).value());
+    static thread_local Scratch act_scratch;
+    auto* act = static_cast<uint8_t*>(act_scratch.bytes(act_row_bytes * size_t(n)));
+    pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t c = begin; c < end; ++c) {
+            quant::quantize_row_activations(act_type, X + c * W.cols, act + c * act_row_bytes,
+                                            W.cols);
+        }
+    });
+    const detail::TileKernel k = tile_kernel_for(path, W.type);
+    if (k.fn == nullptr) {
+        scalar_matmul(W, act, act_row_bytes, n, Y, pool);
+    } else {
+        tiled_matmul(k, W, act, act_row_bytes, n, Y, pool);
+    }
+}
+
+void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPool& pool) {
+    matmul_on_path(active_cpu_path(), W, X, Y, n, pool);
+}
+
+void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool) {
+    matmul_on_path(active_cpu_path(), W, x, y, 1, pool);
+}
+
+std::string_view matmul_kernel_name(CpuPath path, TensorType t) {
+    return tile_kernel_for(path, t).fn != nullptr ? cpu_path_name(path) : "scalar";
+}
+
+}  // namespace strata::cpu

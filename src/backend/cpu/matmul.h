@@ -1,0 +1,65 @@
+// Matrix products of quantized weights with float activations, the two shapes inference needs:
+//   matvec: y = W x           (decode: one token)
+//   matmul: Y = X W^T         (prompt batches: n tokens at once)
+//
+// Numerics follow the reference engine's CPU backend: the activations are converted once per
+// call to the weight's vec_dot_type (quant::quantize_row_activations: Q8_0, Q8_1, Q8_K, or
+// F16 / BF16 / F32 for float weights), and each weight block is dotted with its activation
+// block in integers (float for float weights), scaled, and summed in float. The result differs
+// from an exact sum over the reference dequantizer's floats times the quantized activations only
+// by float summation order: |error| <= n_terms * eps * sum |w_i x_i| (see cpu_matmul_test.cpp).
+// Against unquantized activations the difference is the activation rounding: half a step of
+// the block's int8 grid (|x|max / 254 per element) for Q8 types, 2^-11 |x| for F16, 2^-8 |x|
+// for BF16.
+//
+// Every path (scalar, AVX2, AVX-512; cpu_path.h) computes the same thing; types without a fast
+// kernel on the active path take the scalar one. Work is split across the pool's threads by
+// blocks of rows handed out dynamically.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "backend/cpu/cpu_path.h"
+#include "backend/cpu/thread_pool.h"
+#include "gguf/tensor_type.h"
+#include "util/result.h"
+
+namespace strata::cpu {
+
+// A read-only view of a row-major weight matrix in a GGUF type: rows x cols elements, row r at
+// data + r * row_stride. (GGUF's ne0 is cols, ne1 is rows.)
+struct QuantMatrix {
+    TensorType type = TensorType::F32;
+    const void* data = nullptr;
+    int64_t rows = 0;
+    int64_t cols = 0;       // a multiple of the type's block size
+    size_t row_stride = 0;  // bytes, at least the bytes of one row
+};
+
+// Checks a view (type supported, cols whole blocks, stride large enough and keeping rows aligned
+// for the block type) and fills row_stride when 0 is given (contiguous rows).
+Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows,
+                                      int64_t cols, size_t row_stride = 0);
+
+// True for the types matvec / matmul accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4.
+bool matmul_supports(TensorType t);
+
+// y[r] = dot(W[r], x) for r < W.rows. x: W.cols floats, y: W.rows floats.
+// PRECONDITION: W valid (make_quant_matrix), buffers not overlapping.
+void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool);
+
+// Y[c * W.rows + r] = dot(W[r], X[c * W.cols ...]) for c < n. X: n x W.cols, Y: n x W.rows.
+// PRECONDITION: as matvec, n >= 0.
+void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPool& pool);
+
+// matmul on a given path, for tests and benchmarks. PRECONDITION: the CPU can run `path`.
+void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
+                    ThreadPool& pool);
+
+// "avx2", "avx512" or "scalar": the kernel `path` actually runs for weights of type t.
+std::string_view matmul_kernel_name(CpuPath path, TensorType t);
+
+}  // namespace strata::cpu
