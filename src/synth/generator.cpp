@@ -257,6 +257,7 @@ Result<SynthResult> write_synthetic_model(const SynthConfig& config, const std::
     STRATA_TRY(check_free_space(path, writer.file_size()));
 
     const auto start = std::chrono::steady_clock::now();
+    writer.set_direct_io(true);  // tens of GB: no page-cache copies, nothing left cached
     STRATA_TRY(writer.open(path, overwrite));
     STRATA_TRY(write_weights(config, plan, writer, progress));
     STRATA_TRY(writer.finish());
