@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "gguf/tensor_type.h"
+#include "model/tensor_layout.h"
 #include "synth/generator.h"
 #include "util/progress.h"
 #include "util/units.h"
@@ -56,10 +57,13 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     }
     std::optional<ModelHparams> hp = synth_preset(preset);
     if (!hp && !o.preset.empty()) fail("--preset " + preset + ": unknown preset\n" + preset_help());
-    if (!hp)
-        fail("--arch " + o.arch +
-             ": unknown architecture (known: llama, qwen2, qwen3, "
-             "qwen2moe, qwen3moe)");
+    if (!hp) {
+        std::string known;
+        for (const auto& t : known_arch_traits()) {
+            known += (known.empty() ? "" : ", ") + std::string(t.arch);
+        }
+        fail("--arch " + o.arch + ": unknown architecture (known: " + known + ")");
+    }
     if (!o.arch.empty()) hp->arch = o.arch;
     auto apply = [](CLI::Option* opt, uint32_t value, uint32_t& field) {
         if (opt->count() > 0) field = value;

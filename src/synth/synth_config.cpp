@@ -59,8 +59,9 @@ std::string flag_value(std::string_view flag, uint32_t v) {
 
 Result<void> check_dim(std::string_view flag, uint32_t v, uint32_t max) {
     if (v == 0) return err(flag, " must be at least 1");
-    if (v > max)
+    if (v > max) {
         return err(flag_value(flag, v), " is too large (at most ", std::to_string(max), ")");
+    }
     return {};
 }
 
