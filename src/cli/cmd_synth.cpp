@@ -110,7 +110,7 @@ void run_synth(const SynthOptions& o) {
         }
         bar->update(done);
     };
-    auto result = write_synthetic_model(config, o.output, o.force, on_progress);
+    auto result = write_synthetic_model(config, *plan, o.output, o.force, on_progress);
     if (bar) bar->finish();
     if (!result) fail(result.error().message);
 

@@ -249,6 +249,12 @@ Result<SynthPlan> plan_synthetic_model(const SynthConfig& config) {
 Result<SynthResult> write_synthetic_model(const SynthConfig& config, const std::string& path,
                                           bool overwrite, const SynthProgress& progress) {
     STRATA_ASSIGN(SynthPlan plan, plan_synthetic_model(config));
+    return write_synthetic_model(config, plan, path, overwrite, progress);
+}
+
+Result<SynthResult> write_synthetic_model(const SynthConfig& config, const SynthPlan& plan,
+                                          const std::string& path, bool overwrite,
+                                          const SynthProgress& progress) {
     GgufWriter writer;
     for (const auto& e : plan.metadata) writer.set(e.key, e.value);
     for (size_t i = 0; i < plan.layout.size(); ++i) {

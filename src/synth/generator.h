@@ -54,5 +54,9 @@ using SynthProgress = std::function<void(uint64_t done, uint64_t total)>;
 // error nothing is left at `path` (and an existing file there is untouched).
 Result<SynthResult> write_synthetic_model(const SynthConfig& config, const std::string& path,
                                           bool overwrite, const SynthProgress& progress = {});
+// The same with a plan made by plan_synthetic_model(config).
+Result<SynthResult> write_synthetic_model(const SynthConfig& config, const SynthPlan& plan,
+                                          const std::string& path, bool overwrite,
+                                          const SynthProgress& progress = {});
 
 }  // namespace strata
