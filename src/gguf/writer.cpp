@@ -12,6 +12,8 @@ namespace strata {
 namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
+// O_DIRECT transfers must start and end on device blocks; 4096 covers 512-byte devices too.
+constexpr size_t kDirectAlignment = 4096;
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -135,10 +137,19 @@ Result<void> GgufWriter::open(const std::string& path, bool overwrite) {
     }
     path_ = path;
     tmp_path_ = path + ".partial";
-    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+    direct_io_ = false;
+    if (want_direct_io_) {
+        fd_ = ::open(tmp_path_.c_str(), flags | O_DIRECT, 0644);
+        direct_io_ = fd_ >= 0;
+    }
+    if (fd_ < 0) fd_ = ::open(tmp_path_.c_str(), flags, 0644);
     if (fd_ < 0) return err(tmp_path_, ": cannot create: ", std::strerror(errno));
-    buf_.clear();
-    buf_.reserve(kBufferBytes);
+    if (!buf_) {
+        buf_.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlignment, kBufferBytes)));
+        if (!buf_) return err(tmp_path_, ": cannot allocate the write buffer");
+    }
+    buf_len_ = 0;
 
     std::vector<uint8_t> head;
     append_pod<uint32_t>(head, kGgufMagic);
@@ -205,6 +216,10 @@ Result<void> GgufWriter::finish() {
         STRATA_TRY(pad_to(align_up(pos_, alignment_)));
     }
     STRATA_TRY(flush());
+    // Direct writes went out in whole blocks; cut the zero padding of the last one.
+    if (direct_io_ && ::ftruncate(fd_, static_cast<off_t>(pos_)) != 0) {
+        return err(tmp_path_, ": cannot set the file size: ", std::strerror(errno));
+    }
     if (::close(fd_) != 0) {
         fd_ = -1;
         return err(tmp_path_, ": close failed: ", std::strerror(errno));
@@ -221,12 +236,13 @@ Result<void> GgufWriter::finish() {
 Result<void> GgufWriter::put(const void* data, size_t n) {
     const auto* p = static_cast<const uint8_t*>(data);
     while (n > 0) {
-        const size_t take = std::min(n, kBufferBytes - buf_.size());
-        buf_.insert(buf_.end(), p, p + take);
+        const size_t take = std::min(n, kBufferBytes - buf_len_);
+        std::memcpy(buf_.get() + buf_len_, p, take);
+        buf_len_ += take;
         p += take;
         n -= take;
         pos_ += take;
-        if (buf_.size() == kBufferBytes) STRATA_TRY(flush());
+        if (buf_len_ == kBufferBytes) STRATA_TRY(flush());
     }
     return {};
 }
@@ -241,16 +257,31 @@ Result<void> GgufWriter::pad_to(uint64_t target) {
 }
 
 Result<void> GgufWriter::flush() {
+    // Only the last flush can be partial; direct I/O pads it to a whole block (finish() truncates).
+    size_t len = buf_len_;
+    if (direct_io_ && len % kDirectAlignment != 0) {
+        const size_t padded = align_up(len, kDirectAlignment);
+        std::memset(buf_.get() + len, 0, padded - len);
+        len = padded;
+    }
     size_t done = 0;
-    while (done < buf_.size()) {
-        const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return err(tmp_path_, ": write failed: ", std::strerror(errno));
+    while (done < len) {
+        const ssize_t w = ::write(fd_, buf_.get() + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EINVAL && direct_io_ && done == 0) {
+            // The file system accepted O_DIRECT at open but not for writing: go buffered.
+            const int fl = ::fcntl(fd_, F_GETFL);
+            if (fl < 0 || ::fcntl(fd_, F_SETFL, fl & ~O_DIRECT) != 0) {
+                return err(tmp_path_, ": write failed: ", std::strerror(EINVAL));
+            }
+            direct_io_ = false;
+            len = buf_len_;
+            continue;
         }
+        if (w < 0) return err(tmp_path_, ": write failed: ", std::strerror(errno));
         done += static_cast<size_t>(w);
     }
-    buf_.clear();
+    buf_len_ = 0;
     return {};
 }
 

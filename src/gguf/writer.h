@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,11 @@ public:
     // Declares the next tensor; shape in ggml order (shape[0] = row length).
     Result<void> add_tensor(const std::string& name, TensorType type,
                             const std::vector<uint64_t>& shape);
+
+    // Write with O_DIRECT, bypassing the page cache, where the file system supports it (else
+    // silently buffered). Big outputs then cost little CPU and memory, and a model just written
+    // is not left in the cache to flatter a following read benchmark. Call before open().
+    void set_direct_io(bool on) { want_direct_io_ = on; }
 
     // Writes header, metadata and tensor table. overwrite=false refuses an existing file.
     Result<void> open(const std::string& path, bool overwrite = false);
@@ -54,7 +61,11 @@ private:
     uint32_t alignment_ = kGgufDefaultAlignment;
     std::string path_, tmp_path_;
     int fd_ = -1;
-    std::vector<uint8_t> buf_;
+    bool want_direct_io_ = false;
+    bool direct_io_ = false;  // fd_ is open with O_DIRECT
+    // Write buffer, aligned for O_DIRECT; buf_len_ bytes of it are pending.
+    std::unique_ptr<uint8_t, decltype(&std::free)> buf_{nullptr, &std::free};
+    size_t buf_len_ = 0;
     uint64_t pos_ = 0;         // bytes written to the file so far (incl. buffered)
     uint64_t data_start_ = 0;  // absolute offset of the data section
     size_t cur_tensor_ = 0;

@@ -1,0 +1,144 @@
+#include "model/tensor_layout.h"
+
+#include <array>
+
+namespace strata {
+
+namespace {
+
+constexpr std::array<ArchTraits, 5> kArchTraits = {{
+    {.arch = "llama", .expert_width_is_n_ff = true},
+    {.arch = "qwen2", .qkv_bias = true, .dense = true},
+    {.arch = "qwen3", .qk_norm = true, .dense = true},
+    {.arch = "qwen2moe", .qkv_bias = true, .moe = true, .shared_expert = true},
+    {.arch = "qwen3moe", .qk_norm = true, .moe = true},
+}};
+
+// Appends tensors of one scope (top level or one layer) in file order.
+class LayoutBuilder {
+  public:
+    LayoutBuilder(std::vector<TensorSpec>& out, int layer) : out_(out), layer_(layer) {}
+
+    void weight(TensorRole role, std::vector<uint64_t> shape) {
+        add(role, false, std::move(shape));
+    }
+    void bias(TensorRole role, uint64_t n) { add(role, true, {n}); }
+
+  private:
+    void add(TensorRole role, bool is_bias, std::vector<uint64_t> shape) {
+        TensorSpec t;
+        t.name = tensor_name(role, layer_, is_bias);
+        t.role = role;
+        t.layer = layer_;
+        t.is_bias = is_bias;
+        t.shape = std::move(shape);
+        out_.push_back(std::move(t));
+    }
+
+    std::vector<TensorSpec>& out_;
+    int layer_;
+};
+
+}  // namespace
+
+const ArchTraits* find_arch_traits(std::string_view arch) {
+    for (const auto& t : kArchTraits) {
+        if (t.arch == arch) return &t;
+    }
+    return nullptr;
+}
+
+std::span<const ArchTraits> known_arch_traits() {
+    return kArchTraits;
+}
+
+ModelHparams with_layout_defaults(ModelHparams hp) {
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;
+    if (hp.head_dim_k == 0 && hp.n_head > 0) hp.head_dim_k = hp.n_embd / hp.n_head;
+    if (hp.head_dim_v == 0) hp.head_dim_v = hp.head_dim_k;
+    if (hp.n_rot == 0) hp.n_rot = hp.head_dim_k;
+    if (traits) {
+        hp.has_qkv_bias = hp.has_qkv_bias || traits->qkv_bias;
+        hp.has_qk_norm = hp.has_qk_norm || traits->qk_norm;
+    }
+    if (hp.n_expert > 0) {
+        if (traits && traits->expert_width_is_n_ff) {
+            hp.n_ff_exp = hp.n_ff;  // llama.cpp sizes Mixtral-layout experts with n_ff
+        } else if (hp.n_ff_exp == 0 && hp.n_expert_used > 0) {
+            hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
+        }
+        if (traits && traits->shared_expert) {
+            if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;
+            if (hp.n_expert_shared == 0) hp.n_expert_shared = 1;
+        }
+    }
+    return hp;
+}
+
+uint64_t TensorSpec::n_elements() const {
+    uint64_t n = 1;
+    for (uint64_t d : shape) n *= d;
+    return n;
+}
+
+std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
+    const ModelHparams hp = with_layout_defaults(hparams);
+    const uint64_t n_embd = hp.n_embd;
+    const uint64_t n_q = uint64_t{hp.n_head} * hp.head_dim_k;     // query width
+    const uint64_t n_k = uint64_t{hp.n_head_kv} * hp.head_dim_k;  // key width (GQA)
+    const uint64_t n_v = uint64_t{hp.n_head_kv} * hp.head_dim_v;  // value width
+    const uint64_t n_attn_out = uint64_t{hp.n_head} * hp.head_dim_v;
+    const bool shared_expert = hp.is_moe() && hp.n_ff_shexp > 0;
+
+    std::vector<TensorSpec> out;
+    LayoutBuilder top(out, -1);
+    top.weight(TensorRole::TokenEmbedding, {n_embd, hp.n_vocab});
+    top.weight(TensorRole::OutputNorm, {n_embd});
+    if (!hp.tied_output) top.weight(TensorRole::Output, {n_embd, hp.n_vocab});
+
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        LayoutBuilder blk(out, static_cast<int>(il));
+        blk.weight(TensorRole::AttnNorm, {n_embd});
+        blk.weight(TensorRole::AttnQ, {n_embd, n_q});
+        blk.weight(TensorRole::AttnK, {n_embd, n_k});
+        blk.weight(TensorRole::AttnV, {n_embd, n_v});
+        if (hp.has_qkv_bias) {
+            blk.bias(TensorRole::AttnQ, n_q);
+            blk.bias(TensorRole::AttnK, n_k);
+            blk.bias(TensorRole::AttnV, n_v);
+        }
+        if (hp.has_qk_norm) {
+            blk.weight(TensorRole::AttnQNorm, {hp.head_dim_k});
+            blk.weight(TensorRole::AttnKNorm, {hp.head_dim_k});
+        }
+        blk.weight(TensorRole::AttnOutput, {n_attn_out, n_embd});
+        blk.weight(TensorRole::FfnNorm, {n_embd});
+        if (!hp.is_moe()) {
+            blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
+            blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
+            blk.weight(TensorRole::FfnDown, {hp.n_ff, n_embd});
+            continue;
+        }
+        const uint64_t n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
+        blk.weight(TensorRole::MoeRouter, {n_embd, n_expert});
+        blk.weight(TensorRole::ExpertGate, {n_embd, n_ff_exp, n_expert});
+        blk.weight(TensorRole::ExpertUp, {n_embd, n_ff_exp, n_expert});
+        blk.weight(TensorRole::ExpertDown, {n_ff_exp, n_embd, n_expert});
+        if (shared_expert) {
+            blk.weight(TensorRole::SharedExpertGate, {n_embd});
+            blk.weight(TensorRole::SharedGate, {n_embd, hp.n_ff_shexp});
+            blk.weight(TensorRole::SharedUp, {n_embd, hp.n_ff_shexp});
+            blk.weight(TensorRole::SharedDown, {hp.n_ff_shexp, n_embd});
+        }
+    }
+    return out;
+}
+
+uint64_t layout_parameter_count(const std::vector<TensorSpec>& layout) {
+    uint64_t n = 0;
+    for (const auto& t : layout) n += t.n_elements();
+    return n;
+}
+
+}  // namespace strata

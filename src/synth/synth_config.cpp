@@ -1,0 +1,179 @@
+#include "synth/synth_config.h"
+
+#include "model/tensor_layout.h"
+
+namespace strata {
+
+namespace {
+
+// Limits that keep every tensor's element count far from overflow; real models are far below.
+constexpr uint32_t kMaxDim = 1u << 20;
+constexpr uint32_t kMaxExperts = 4096;
+constexpr uint32_t kMaxLayers = 4096;
+
+struct PresetShape {
+    std::string_view name;
+    std::string_view description;
+    std::string_view arch;
+    uint32_t n_embd, n_layer, n_head, n_head_kv, head_dim;
+    uint32_t n_ff, n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    uint32_t n_ctx;
+    float rope_base, rms_eps;
+    bool tied;
+};
+
+// Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
+// multiple of 256 so K-quants apply without fallback).
+//
+// mixtral-10g: Mixtral-8x7B's layer shape with 12 of its 32 layers. Per layer 3 x 4096 x 14336 x 8
+// = 1.41 G expert weights plus 42 M attention weights. At Q4_K_M (Q4_K = 4.5 bits/weight;
+// llama.cpp's recipe puts ffn_down at Q6_K = 6.5625 bits in 5 of 12 layers and attn_k/attn_v at
+// Q8_0 for 8-expert models) a layer is 0.82 GB (0.94 GB with Q6_K ffn_down): about 10.5 GB in all.
+// At F16 the same shape is 34.9 GB.
+constexpr PresetShape kPresets[] = {
+    {"tiny", "llama, 2 layers, n_embd 256, untied output (~3 MB at F16)", "llama", 256, 2, 8, 2, 0,
+     512, 0, 0, 0, 0, 2048, 500000.0f, 1e-5f, false},
+    {"tiny-moe", "llama Mixtral layout, 2 layers, 8 experts top-2, tied (~7 MB at F16)", "llama",
+     256, 2, 8, 2, 0, 256, 8, 2, 0, 0, 2048, 1000000.0f, 1e-5f, true},
+    {"tiny-qwen2", "qwen2 (q/k/v biases), 2 layers, n_embd 256, tied", "qwen2", 256, 2, 8, 2, 0,
+     512, 0, 0, 0, 0, 4096, 1000000.0f, 1e-6f, true},
+    {"tiny-qwen3", "qwen3 (q/k norms, head_dim 64 != n_embd/n_head), 2 layers, tied", "qwen3", 256,
+     2, 8, 2, 64, 512, 0, 0, 0, 0, 4096, 1000000.0f, 1e-6f, true},
+    {"tiny-qwen2moe", "qwen2moe, 2 layers, 8 experts top-2 + shared expert, untied", "qwen2moe",
+     256, 2, 8, 2, 0, 512, 8, 2, 256, 512, 4096, 1000000.0f, 1e-6f, false},
+    {"tiny-qwen3moe", "qwen3moe, 2 layers, head_dim 64, 8 experts top-2, untied", "qwen3moe", 256,
+     2, 8, 2, 64, 512, 8, 2, 256, 0, 4096, 1000000.0f, 1e-6f, false},
+    {"1b", "Llama-3.2-1B shape: n_embd 2048, 16 layers, 32/8 heads, ff 8192, tied (2 GB F16)",
+     "llama", 2048, 16, 32, 8, 0, 8192, 0, 0, 0, 0, 131072, 500000.0f, 1e-5f, true},
+    {"8b", "Llama-3-8B shape: n_embd 4096, 32 layers, 32/8 heads, ff 14336 (14 GB F16)", "llama",
+     4096, 32, 32, 8, 0, 14336, 0, 0, 0, 0, 8192, 500000.0f, 1e-5f, false},
+    {"mixtral-10g", "Mixtral-8x7B layers, 12 of them: ~10.5 GB at Q4_K_M, 35 GB at F16", "llama",
+     4096, 12, 32, 8, 0, 14336, 8, 2, 0, 0, 32768, 1000000.0f, 1e-5f, false},
+    {"qwen3moe-30b-a3b", "Qwen3-30B-A3B shape: 48 layers, 128 experts top-8 (60 GB F16)",
+     "qwen3moe", 2048, 48, 32, 4, 128, 6144, 128, 8, 768, 0, 40960, 1000000.0f, 1e-6f, false},
+};
+
+std::string flag_value(std::string_view flag, uint32_t v) {
+    return std::string(flag) + " " + std::to_string(v);
+}
+
+Result<void> check_dim(std::string_view flag, uint32_t v, uint32_t max) {
+    if (v == 0) return err(flag, " must be at least 1");
+    if (v > max) {
+        return err(flag_value(flag, v), " is too large (at most ", std::to_string(max), ")");
+    }
+    return {};
+}
+
+std::string known_arch_list() {
+    std::string out;
+    for (const auto& t : known_arch_traits()) {
+        if (!out.empty()) out += ", ";
+        out += t.arch;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<SynthPreset> synth_presets() {
+    std::vector<SynthPreset> out;
+    for (const auto& p : kPresets) out.push_back({p.name, p.description});
+    return out;
+}
+
+std::optional<ModelHparams> synth_preset(std::string_view name) {
+    for (const auto& p : kPresets) {
+        if (p.name != name) continue;
+        ModelHparams hp;
+        hp.arch = p.arch;
+        hp.name = "synthetic-" + std::string(p.name);
+        hp.n_ctx_train = p.n_ctx;
+        hp.n_embd = p.n_embd;
+        hp.n_layer = p.n_layer;
+        hp.n_head = p.n_head;
+        hp.n_head_kv = p.n_head_kv;
+        hp.head_dim_k = hp.head_dim_v = p.head_dim;
+        hp.rms_eps = p.rms_eps;
+        hp.n_ff = p.n_ff;
+        hp.n_expert = p.n_expert;
+        hp.n_expert_used = p.n_expert_used;
+        hp.n_ff_exp = p.n_ff_exp;
+        hp.n_ff_shexp = p.n_ff_shexp;
+        hp.rope_freq_base = p.rope_base;
+        hp.tied_output = p.tied;
+        return hp;
+    }
+    return std::nullopt;
+}
+
+Result<void> validate_synth_shape(const ModelHparams& hp) {
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    if (!traits) {
+        return err("--arch ", hp.arch, ": unknown architecture (known: ", known_arch_list(), ")");
+    }
+    STRATA_TRY(check_dim("--layers", hp.n_layer, kMaxLayers));
+    STRATA_TRY(check_dim("--embd", hp.n_embd, kMaxDim));
+    STRATA_TRY(check_dim("--heads", hp.n_head, kMaxDim));
+    STRATA_TRY(check_dim("--ctx", hp.n_ctx_train, 1u << 30));
+    if (hp.n_head_kv > hp.n_head || (hp.n_head_kv != 0 && hp.n_head % hp.n_head_kv != 0)) {
+        return err(flag_value("--kv-heads", hp.n_head_kv), " does not divide ",
+                   flag_value("--heads", hp.n_head),
+                   " (grouped-query attention shares each key/value head among the same number "
+                   "of query heads)");
+    }
+    if (hp.head_dim_k == 0 && hp.n_embd % hp.n_head != 0) {
+        return err(flag_value("--embd", hp.n_embd), " is not divisible by ",
+                   flag_value("--heads", hp.n_head), "; give the head size with --head-dim");
+    }
+    const uint32_t head_dim = hp.head_dim_k != 0 ? hp.head_dim_k : hp.n_embd / hp.n_head;
+    if (head_dim % 2 != 0) {
+        return err("head dimension ", std::to_string(head_dim),
+                   " is odd; rotary position embedding rotates pairs of dimensions");
+    }
+    if (uint64_t{hp.n_head} * head_dim > kMaxDim) {
+        return err(flag_value("--heads", hp.n_head), " x head dimension ", std::to_string(head_dim),
+                   " is too large (at most ", std::to_string(kMaxDim), ")");
+    }
+    if (hp.head_dim_v != 0 && hp.head_dim_v != hp.head_dim_k) {
+        return err("key and value head sizes differ (", std::to_string(hp.head_dim_k), " vs ",
+                   std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
+    }
+
+    if (hp.n_expert == 0 && traits->moe) {
+        return err(hp.arch, " is a mixture-of-experts architecture: --experts must be at least 1");
+    }
+    if (hp.n_expert_used > hp.n_expert) {
+        return err(flag_value("--experts-used", hp.n_expert_used), " exceeds ",
+                   flag_value("--experts", hp.n_expert));
+    }
+    if (hp.n_ff_shexp != 0 && !traits->shared_expert) {
+        return err(hp.arch, " has no shared expert; --ff-shexp applies to qwen2moe (set it to 0)");
+    }
+    if (hp.n_expert == 0) return check_dim("--ff", hp.n_ff, kMaxDim);
+
+    if (traits->dense) {
+        return err(hp.arch, " has no experts (", flag_value("--experts", hp.n_expert), "); use ",
+                   hp.arch, "moe for a mixture of experts");
+    }
+    STRATA_TRY(check_dim("--experts", hp.n_expert, kMaxExperts));
+    STRATA_TRY(check_dim("--experts-used", hp.n_expert_used, hp.n_expert));
+    if (traits->expert_width_is_n_ff) {
+        if (hp.n_ff_exp != 0 && hp.n_ff_exp != hp.n_ff) {
+            return err(hp.arch, " mixture-of-experts models (Mixtral layout) have one FFN width, ",
+                       "feed_forward_length, used by every expert: set it with --ff, not --ff-exp");
+        }
+        return check_dim("--ff", hp.n_ff, kMaxDim);
+    }
+    const ModelHparams full = with_layout_defaults(hp);
+    if (hp.n_ff_exp == 0 && full.n_ff_exp == 0) {
+        return err("the expert FFN width is 0: give --ff-exp (or an --ff of at least ",
+                   flag_value("--experts-used", hp.n_expert_used), ")");
+    }
+    STRATA_TRY(check_dim("--ff-exp", full.n_ff_exp, kMaxDim));
+    if (traits->shared_expert) STRATA_TRY(check_dim("--ff-shexp", full.n_ff_shexp, kMaxDim));
+    if (hp.n_ff > kMaxDim) return check_dim("--ff", hp.n_ff, kMaxDim);
+    return {};
+}
+
+}  // namespace strata

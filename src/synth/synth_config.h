@@ -1,0 +1,45 @@
+// What `strata synth` writes: architecture and shape (usually a named preset plus overrides),
+// tensor type, seed, vocabulary source and thread count, and the checks that reject shapes no
+// engine could run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "model/hparams.h"
+#include "util/result.h"
+
+namespace strata {
+
+struct SynthConfig {
+    // Architecture and shape. n_vocab is ignored: it follows the vocabulary. Optional dimensions
+    // left at 0 get llama.cpp's defaults (see with_layout_defaults()).
+    ModelHparams hparams;
+    TensorType type = TensorType::F16;  // type of the weight matrices (norms etc. stay F32)
+    uint64_t seed = 1;
+    std::string vocab_from;  // GGUF whose tokenizer.* keys are copied; empty: built-in vocabulary
+    unsigned threads = 0;    // worker threads; 0: one per hardware thread
+    // Output bytes generated per job (whole rows, at least one). Bounds memory at about
+    // (threads + 2) x chunk_bytes; never changes the bytes written.
+    uint64_t chunk_bytes = 16ull << 20;
+};
+
+struct SynthPreset {
+    std::string_view name;
+    std::string_view description;
+};
+
+// Every preset, in the order `strata synth --help` lists them.
+std::vector<SynthPreset> synth_presets();
+// The shape of a preset (arch, name and sizes); nullopt for an unknown name.
+std::optional<ModelHparams> synth_preset(std::string_view name);
+
+// Checks an architecture and shape as given (before defaults are applied). The error names the
+// command-line flag to change, e.g. "--kv-heads 3 does not divide --heads 8".
+Result<void> validate_synth_shape(const ModelHparams& hp);
+
+}  // namespace strata
