@@ -228,8 +228,8 @@ TEST(TensorLayout, DefaultsFollowLlamaCpp) {
 
 TEST(TensorLayout, RolesAndLayersAgreeWithNameClassification) {
     for (const auto& traits : known_arch_traits()) {
-        ModelHparams hp = small(std::string(traits.arch));
-        if (traits.moe) {
+        ModelHparams hp = small(std::string(traits.name));
+        if (traits.always_moe) {
             hp.n_expert = 4;
             hp.n_expert_used = 1;
         }

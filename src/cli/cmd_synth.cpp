@@ -60,7 +60,7 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     if (!hp) {
         std::string known;
         for (const auto& t : known_arch_traits()) {
-            known += (known.empty() ? "" : ", ") + std::string(t.arch);
+            known += (known.empty() ? "" : ", ") + std::string(t.name);
         }
         fail("--arch " + o.arch + ": unknown architecture (known: " + known + ")");
     }

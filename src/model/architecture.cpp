@@ -10,13 +10,21 @@ namespace {
 // Router normalisation follows what each family was trained with: Mixtral and Qwen3-MoE
 // renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
 constexpr std::array<ArchTraits, 5> kArchitectures = {{
-    {"llama", RopeStyle::Normal, false, false, false, false, true, ExpertWidthDefault::FfnLength},
-    {"qwen2", RopeStyle::Neox, true, false, false, false, false, ExpertWidthDefault::FfnLength},
-    {"qwen3", RopeStyle::Neox, false, true, false, false, false, ExpertWidthDefault::FfnLength},
-    {"qwen2moe", RopeStyle::Neox, true, false, true, true, false,
-     ExpertWidthDefault::FfnLengthOverUsed},
-    {"qwen3moe", RopeStyle::Neox, false, true, true, false, true,
-     ExpertWidthDefault::FfnLengthOverUsed},
+    {.name = "llama", .norm_topk_prob = true},
+    {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
+    {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
+    {.name = "qwen2moe",
+     .rope_style = RopeStyle::Neox,
+     .qkv_bias = true,
+     .always_moe = true,
+     .shared_expert = true,
+     .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed},
+    {.name = "qwen3moe",
+     .rope_style = RopeStyle::Neox,
+     .qk_norm = true,
+     .always_moe = true,
+     .norm_topk_prob = true,
+     .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed},
 }};
 
 }  // namespace
@@ -27,6 +35,8 @@ const ArchTraits* find_arch_traits(std::string_view arch) {
     }
     return nullptr;
 }
+
+std::span<const ArchTraits> known_arch_traits() { return kArchitectures; }
 
 std::string supported_architectures() {
     std::string out;

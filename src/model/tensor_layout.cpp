@@ -6,14 +6,6 @@ namespace strata {
 
 namespace {
 
-constexpr std::array<ArchTraits, 5> kArchTraits = {{
-    {.arch = "llama", .expert_width_is_n_ff = true},
-    {.arch = "qwen2", .qkv_bias = true, .dense = true},
-    {.arch = "qwen3", .qk_norm = true, .dense = true},
-    {.arch = "qwen2moe", .qkv_bias = true, .moe = true, .shared_expert = true},
-    {.arch = "qwen3moe", .qk_norm = true, .moe = true},
-}};
-
 // Appends tensors of one scope (top level or one layer) in file order.
 class LayoutBuilder {
   public:
@@ -41,17 +33,6 @@ class LayoutBuilder {
 
 }  // namespace
 
-const ArchTraits* find_arch_traits(std::string_view arch) {
-    for (const auto& t : kArchTraits) {
-        if (t.arch == arch) return &t;
-    }
-    return nullptr;
-}
-
-std::span<const ArchTraits> known_arch_traits() {
-    return kArchTraits;
-}
-
 ModelHparams with_layout_defaults(ModelHparams hp) {
     const ArchTraits* traits = find_arch_traits(hp.arch);
     if (hp.n_head_kv == 0) hp.n_head_kv = hp.n_head;
@@ -63,7 +44,7 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
         hp.has_qk_norm = hp.has_qk_norm || traits->qk_norm;
     }
     if (hp.n_expert > 0) {
-        if (traits && traits->expert_width_is_n_ff) {
+        if (traits && traits->expert_width_default == ExpertWidthDefault::FfnLength) {
             hp.n_ff_exp = hp.n_ff;  // llama.cpp sizes Mixtral-layout experts with n_ff
         } else if (hp.n_ff_exp == 0 && hp.n_expert_used > 0) {
             hp.n_ff_exp = hp.n_ff / hp.n_expert_used;

@@ -10,28 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "model/architecture.h"
 #include "model/hparams.h"
 #include "model/tensor_role.h"
 
 namespace strata {
-
-// What an architecture family has beyond the llama baseline (attention + SwiGLU FFN, RMSNorm).
-// Differences between families are data here, not conditionals spread through the code.
-struct ArchTraits {
-    std::string_view arch;  // general.architecture
-    bool qkv_bias = false;  // attn_{q,k,v}.bias (qwen2, qwen2moe)
-    bool qk_norm = false;   // per-head RMSNorm weights attn_{q,k}_norm [head_dim] (qwen3, qwen3moe)
-    bool moe = false;       // every layer is a mixture of experts (required, not optional)
-    bool dense = false;     // never has experts
-    bool shared_expert = false;  // one always-on expert with a sigmoid gate (qwen2moe)
-    // Expert FFN width when <arch>.expert_feed_forward_length is absent: n_ff itself (llama,
-    // Mixtral layout) or n_ff / n_expert_used (qwen MoE families), as llama.cpp reads them.
-    bool expert_width_is_n_ff = false;
-};
-
-// Families strata can describe; nullptr for any other architecture name.
-const ArchTraits* find_arch_traits(std::string_view arch);
-std::span<const ArchTraits> known_arch_traits();
 
 // The shape with every optional dimension filled in from the defaults llama.cpp applies when a
 // key is absent: n_head_kv = n_head, head_dim_k = n_embd / n_head, head_dim_v = head_dim_k,

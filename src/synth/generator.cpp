@@ -192,7 +192,7 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
         put("expert_count", hp.n_expert);
         put("expert_used_count", hp.n_expert_used);
         // Mixtral-layout llama files carry the expert width in feed_forward_length only.
-        if (!(traits && traits->expert_width_is_n_ff)) {
+        if (!(traits && traits->expert_width_default == ExpertWidthDefault::FfnLength)) {
             put("expert_feed_forward_length", hp.n_ff_exp);
         }
         if (hp.n_ff_shexp > 0) put("expert_shared_feed_forward_length", hp.n_ff_shexp);

@@ -69,7 +69,7 @@ std::string known_arch_list() {
     std::string out;
     for (const auto& t : known_arch_traits()) {
         if (!out.empty()) out += ", ";
-        out += t.arch;
+        out += t.name;
     }
     return out;
 }
@@ -140,7 +140,7 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }
 
-    if (hp.n_expert == 0 && traits->moe) {
+    if (hp.n_expert == 0 && traits->always_moe) {
         return err(hp.arch, " is a mixture-of-experts architecture: --experts must be at least 1");
     }
     if (hp.n_expert_used > hp.n_expert) {
@@ -152,13 +152,13 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
     }
     if (hp.n_expert == 0) return check_dim("--ff", hp.n_ff, kMaxDim);
 
-    if (traits->dense) {
+    if (traits->never_moe) {
         return err(hp.arch, " has no experts (", flag_value("--experts", hp.n_expert), "); use ",
                    hp.arch, "moe for a mixture of experts");
     }
     STRATA_TRY(check_dim("--experts", hp.n_expert, kMaxExperts));
     STRATA_TRY(check_dim("--experts-used", hp.n_expert_used, hp.n_expert));
-    if (traits->expert_width_is_n_ff) {
+    if (traits->expert_width_default == ExpertWidthDefault::FfnLength) {
         if (hp.n_ff_exp != 0 && hp.n_ff_exp != hp.n_ff) {
             return err(hp.arch, " mixture-of-experts models (Mixtral layout) have one FFN width, ",
                        "feed_forward_length, used by every expert: set it with --ff, not --ff-exp");
