@@ -380,7 +380,8 @@ TEST(CpuPathSelection, KernelNamesSayWhichKernelRuns) {
     EXPECT_EQ(cpu::matmul_kernel_name(CpuPath::scalar, TensorType::Q4_K), "scalar");
     for (CpuPath p : {CpuPath::avx2, CpuPath::avx512}) {
         const bool runs = cpu::cpu_path_runs_on(p, f);
-        for (TensorType t : {TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        for (TensorType t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                             TensorType::Q6_K}) {
             EXPECT_EQ(cpu::matmul_kernel_name(p, t), runs ? cpu::cpu_path_name(p) : "scalar");
         }
     }
