@@ -305,6 +305,38 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CpuMatmul, ::testing::ValuesIn(kMatmulTypes),
                              return std::string(tensor_type_name(p.param));
                          });
 
+// Every path's activation quantizer writes the reference's bytes: on random blocks, an all-zero
+// block, blocks whose scaled values fall exactly on .5 (ties round to even), blocks whose largest
+// magnitude appears with both signs (Q8_K takes the sign of the first), and blocks so small that
+// the inverse scale overflows.
+TEST(CpuActivationQuantizers, SameBytesAsTheReference) {
+    constexpr int64_t n = 2048;  // 8 Q8_K blocks, 64 Q8_0 / Q8_1 blocks
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0, 1);
+    std::vector<float> x(n);
+    for (auto& v : x) v = normal(rng) * 3.0f;
+    std::fill(x.begin(), x.begin() + 256, 0.0f);  // block 0: zeros
+    for (int i = 256; i < 512; ++i) x[size_t(i)] = float(i % 64) - 31.5f;  // ties
+    x[256 + 7] = 127.0f;
+    x[256 + 200] = -127.0f;  // largest magnitude with both signs, the positive one first
+    for (int i = 512; i < 768; ++i) x[size_t(i)] = 1e-39f * float(i % 7 - 3);  // subnormal
+    for (int i = 768; i < 1024; ++i) x[size_t(i)] = float(i % 255 - 127);  // ties to ±127
+    x[768 + 300 % 256] = -127.0f;
+    for (TensorType act : {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K}) {
+        const size_t bytes = size_t(quant::quant_row_bytes(act, n).value());
+        std::vector<uint8_t> want(bytes), got(bytes);
+        quant::quantize_row_activations(act, x.data(), want.data(), n);
+        for (CpuPath p : runnable_paths()) {
+            std::fill(got.begin(), got.end(), uint8_t(0xa5));
+            cpu::quantize_activations_on_path(p, act, x.data(), got.data(), n);
+            for (size_t i = 0; i < bytes; ++i) {
+                ASSERT_EQ(got[i], want[i]) << tensor_type_name(act) << " on "
+                                           << cpu::cpu_path_name(p) << ", byte " << i;
+            }
+        }
+    }
+}
+
 TEST(CpuMatmulShapes, EmptyShapes) {
     ThreadPool pool(2);
     std::mt19937 rng(3);
@@ -380,7 +412,8 @@ TEST(CpuPathSelection, KernelNamesSayWhichKernelRuns) {
     EXPECT_EQ(cpu::matmul_kernel_name(CpuPath::scalar, TensorType::Q4_K), "scalar");
     for (CpuPath p : {CpuPath::avx2, CpuPath::avx512}) {
         const bool runs = cpu::cpu_path_runs_on(p, f);
-        for (TensorType t : {TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        for (TensorType t : {TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K,
+                             TensorType::Q6_K}) {
             EXPECT_EQ(cpu::matmul_kernel_name(p, t), runs ? cpu::cpu_path_name(p) : "scalar");
         }
     }

@@ -62,6 +62,21 @@ detail::TileKernel tile_kernel_for(CpuPath path, TensorType t) {
     return {};
 }
 
+// The activation quantizer of `path` for act; nullptr when it has none or this CPU cannot run it.
+detail::QuantizeActivationsFn activation_quantizer_for(CpuPath path, TensorType act) {
+    static const CpuFeatures features = detect_cpu_features();
+    if (!cpu_path_runs_on(path, features)) return nullptr;
+    switch (path) {
+        case CpuPath::avx2:
+            return detail::avx2_activation_quantizer(act);
+        case CpuPath::avx512:
+            return detail::avx512_activation_quantizer(act);
+        case CpuPath::scalar:
+            break;
+    }
+    return nullptr;
+}
+
 // Rows per chunk handed to a thread: several chunks per thread so that a late or slow thread
 // takes fewer of them, a whole number of tiles, and (for batches) few enough weight bytes that
 // the chunk stays in the core's L2 cache while every column tile passes over it.
@@ -161,8 +176,8 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
     auto* act = static_cast<uint8_t*>(act_scratch.bytes(act_row_bytes * size_t(n)));
     pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
         for (int64_t c = begin; c < end; ++c) {
-            quant::quantize_row_activations(act_type, X + c * W.cols, act + c * act_row_bytes,
-                                            W.cols);
+            quantize_activations_on_path(path, act_type, X + c * W.cols, act + c * act_row_bytes,
+                                         W.cols);
         }
     });
     const detail::TileKernel k = tile_kernel_for(path, W.type);
@@ -170,6 +185,16 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
         scalar_matmul(W, act, act_row_bytes, n, Y, pool);
     } else {
         tiled_matmul(k, W, act, act_row_bytes, n, Y, pool);
+    }
+}
+
+void quantize_activations_on_path(CpuPath path, TensorType act, const float* x, void* out,
+                                  int64_t n) {
+    const detail::QuantizeActivationsFn fast = activation_quantizer_for(path, act);
+    if (fast == nullptr) {
+        quant::quantize_row_activations(act, x, out, n);
+    } else {
+        fast(x, out, n / tensor_type_info(act)->block_size);
     }
 }
 

@@ -59,6 +59,12 @@ void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPoo
 void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
                     ThreadPool& pool);
 
+// quant::quantize_row_activations(act, x, out, n) on a given path: the same bytes, computed with
+// the path's instructions where it has a quantizer for act (Q8_0, Q8_1, Q8_K on AVX2 / AVX-512).
+// PRECONDITION: as quantize_row_activations; the CPU can run `path`.
+void quantize_activations_on_path(CpuPath path, TensorType act, const float* x, void* out,
+                                  int64_t n);
+
 // "avx2", "avx512" or "scalar": the kernel `path` actually runs for weights of type t.
 std::string_view matmul_kernel_name(CpuPath path, TensorType t);
 

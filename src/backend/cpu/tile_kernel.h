@@ -24,9 +24,16 @@ struct TileKernel {
     int max_cols = 0;
 };
 
+// Converts n_blocks blocks of floats to an activation type, byte for byte as
+// quant::quantize_row_activations does.
+using QuantizeActivationsFn = void (*)(const float* x, void* out, int64_t n_blocks);
+
 // Fast kernels per instruction set; {} where a type has none (the scalar path then runs).
 // PRECONDITION for calling them: the CPU supports the instruction set (cpu_path.h).
 TileKernel avx2_tile_kernel(TensorType weight);
 TileKernel avx512_tile_kernel(TensorType weight);
+// Fast activation quantizers per instruction set (Q8_0, Q8_1, Q8_K); nullptr for other types.
+QuantizeActivationsFn avx2_activation_quantizer(TensorType act);
+QuantizeActivationsFn avx512_activation_quantizer(TensorType act);
 
 }  // namespace strata::cpu::detail

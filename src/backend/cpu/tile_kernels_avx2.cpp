@@ -4,12 +4,14 @@
 // and the unpacked weight codes in registers for the 32-element formats.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "backend/cpu/tile_kernel.h"
 #include "quant/blocks.h"
+#include "quant/quant.h"
 
 namespace strata::cpu::detail {
 
@@ -32,6 +34,7 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
 }
 
 #include "backend/cpu/x86_tile_kernels.inc"
+#include "backend/cpu/x86_activation_quantizers.inc"
 
 }  // namespace
 
@@ -41,10 +44,18 @@ TileKernel avx2_tile_kernel(TensorType weight) {
     return x86_tile_kernel(weight);
 }
 
+QuantizeActivationsFn avx2_activation_quantizer(TensorType act) {
+    return x86_activation_quantizer(act);
+}
+
 #else
 
 TileKernel avx2_tile_kernel(TensorType) {
     return {};
+}
+
+QuantizeActivationsFn avx2_activation_quantizer(TensorType) {
+    return nullptr;
 }
 
 #endif

@@ -5,12 +5,14 @@
 // cores; the 32 registers allow tiles of 4 weight rows x 4 activation columns.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "backend/cpu/tile_kernel.h"
 #include "quant/blocks.h"
+#include "quant/quant.h"
 
 namespace strata::cpu::detail {
 
@@ -32,6 +34,7 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
 }
 
 #include "backend/cpu/x86_tile_kernels.inc"
+#include "backend/cpu/x86_activation_quantizers.inc"
 
 }  // namespace
 
@@ -41,10 +44,18 @@ TileKernel avx512_tile_kernel(TensorType weight) {
     return x86_tile_kernel(weight);
 }
 
+QuantizeActivationsFn avx512_activation_quantizer(TensorType act) {
+    return x86_activation_quantizer(act);
+}
+
 #else
 
 TileKernel avx512_tile_kernel(TensorType) {
     return {};
+}
+
+QuantizeActivationsFn avx512_activation_quantizer(TensorType) {
+    return nullptr;
 }
 
 #endif
