@@ -187,7 +187,8 @@ INSTANTIATE_TEST_SUITE_P(Synth, SynthDeterminism,
                          ::testing::Values(WeightFormat(TensorType::F16),
                                            WeightFormat(TensorType::Q8_0),
                                            WeightFormat(TensorType::Q4_K, QuantMix::Q4_K_M),
-                                           WeightFormat(TensorType::IQ4_XS, QuantMix::IQ4_XS)));
+                                           WeightFormat(TensorType::IQ4_XS, QuantMix::IQ4_XS)),
+                         [](const auto& p) { return weight_format_name(p.param); });
 
 TEST(SynthSeeds, DifferentSeedChangesEveryTensor) {
     test::TempDir tmp;
