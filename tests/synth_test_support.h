@@ -11,17 +11,17 @@
 
 #include "gguf/gguf_file.h"
 #include "gguf/reader.h"
+#include "quant/quant.h"
 #include "synth/generator.h"
-#include "synth/half_float.h"
 #include "util/file.h"
 
 namespace strata::test {
 
-inline SynthConfig preset_config(const std::string& preset, TensorType type = TensorType::F16,
+inline SynthConfig preset_config(const std::string& preset, WeightFormat type = TensorType::F16,
                                  uint64_t seed = 1) {
     SynthConfig c;
     c.hparams = *synth_preset(preset);
-    c.type = type;
+    c.weights = type;
     c.seed = seed;
     c.threads = 2;
     return c;
@@ -37,21 +37,24 @@ inline GgufFile synth_and_read(const SynthConfig& config, const std::string& pat
     return f.ok() ? std::move(*f) : GgufFile{};
 }
 
-// The values of an F32, F16 or BF16 tensor.
+// The values of a tensor of any type the quant module reads, dequantized.
 inline std::vector<float> read_tensor_floats(const GgufFile& f, const TensorInfo& t) {
     auto src = FileSource::open(f.path);
     EXPECT_TRUE(src.ok());
     std::vector<uint8_t> bytes(t.n_bytes);
     EXPECT_TRUE((*src)->read_at(t.offset, bytes.data(), bytes.size()).ok());
     std::vector<float> out(t.n_elements());
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (t.type == TensorType::F32) {
-            std::memcpy(&out[i], bytes.data() + 4 * i, 4);
-        } else {
-            uint16_t h;
-            std::memcpy(&h, bytes.data() + 2 * i, 2);
-            out[i] = t.type == TensorType::F16 ? f16_to_float(h) : bf16_to_float(h);
-        }
+    EXPECT_TRUE(quant::is_quant_supported(t.type)) << t.name;
+    if (!quant::is_quant_supported(t.type) || out.empty()) return out;
+    // Row by row: a quantized row starts on a block boundary. Copied into aligned storage, as
+    // dequantize_row wants its blocks aligned.
+    const uint64_t row_len = t.shape[0];
+    const uint64_t row_bytes = t.n_bytes / (t.n_elements() / row_len);
+    std::vector<uint64_t> row(static_cast<size_t>((row_bytes + 7) / 8));
+    for (uint64_t r = 0; r * row_len < out.size(); ++r) {
+        std::memcpy(row.data(), bytes.data() + r * row_bytes, row_bytes);
+        quant::dequantize_row(t.type, row.data(), out.data() + r * row_len,
+                              static_cast<int64_t>(row_len));
     }
     return out;
 }

@@ -8,6 +8,7 @@
 #include "gguf/tensor_type.h"
 #include "model/tensor_layout.h"
 #include "synth/generator.h"
+#include "synth/weight_format.h"
 #include "util/progress.h"
 #include "util/units.h"
 
@@ -22,7 +23,7 @@ struct SynthOptions {
     std::string output, arch, preset, type = "F16", vocab_from;
     uint64_t seed = 1;
     unsigned threads = 0;
-    bool force = false;
+    bool force = false, pure = false;
     uint32_t layers = 0, embd = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0;
     uint32_t experts = 0, experts_used = 0, ff_exp = 0, ff_shexp = 0, ctx = 0;
     // Which shape flags were given (a given 0 is an override too, e.g. --experts 0).
@@ -89,9 +90,18 @@ ModelHparams resolve_shape(const SynthOptions& o) {
 void run_synth(const SynthOptions& o) {
     SynthConfig config;
     config.hparams = resolve_shape(o);
-    const std::optional<TensorType> type = tensor_type_from_name(o.type);
-    if (!type) fail("--type " + o.type + ": unknown tensor type (synth writes F32, F16, BF16)");
-    config.type = *type;
+    const std::optional<WeightFormat> weights = weight_format_from_name(o.type, o.pure);
+    if (!weights) {
+        std::string known;
+        for (const std::string& name : weight_format_names()) {
+            known += (known.empty() ? "" : ", ") + name;
+        }
+        fail("--type " + o.type + ": " +
+             (tensor_type_from_name(o.type) ? "synth cannot write this type"
+                                            : "unknown tensor type or mix") +
+             " (synth writes " + known + ")");
+    }
+    config.weights = *weights;
     config.seed = o.seed;
     config.vocab_from = o.vocab_from;
     config.threads = o.threads;
@@ -119,7 +129,7 @@ void run_synth(const SynthOptions& o) {
     std::printf("wrote %s: %s, %zu tensors, %s parameters, %s %s, vocab %s, %.2f s, %.2f GB/s\n",
                 result->path.c_str(), format_bytes(result->file_bytes, true).c_str(),
                 result->n_tensors, format_count(result->n_parameters).c_str(),
-                config.hparams.arch.c_str(), std::string(tensor_type_name(config.type)).c_str(),
+                config.hparams.arch.c_str(), weight_format_name(config.weights).c_str(),
                 plan->vocab_source.c_str(), result->seconds, gbps);
 }
 
@@ -144,7 +154,12 @@ void add_synth(CLI::App& app) {
     o->o_ff_exp = cmd->add_option("--ff-exp", o->ff_exp, "Expert FFN width (qwen MoE)");
     o->o_ff_shexp = cmd->add_option("--ff-shexp", o->ff_shexp, "Shared expert width (qwen2moe)");
     o->o_ctx = cmd->add_option("--ctx", o->ctx, "Training context length");
-    cmd->add_option("--type", o->type, "Weight type: F16 (default), BF16, F32");
+    cmd->add_option("--type", o->type,
+                    "Weight type (F16 default, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, "
+                    "Q4_K, Q5_K, IQ4_NL, MXFP4) or llama-quantize mix (Q2_K, Q3_K_S, Q3_K_M, "
+                    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_XS)");
+    cmd->add_flag("--pure", o->pure,
+                  "With a mix: every weight matrix gets its base type (llama-quantize --pure)");
     cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
     cmd->add_option("--vocab-from", o->vocab_from,
                     "Copy every tokenizer.* key from this GGUF (default: built-in vocabulary)");

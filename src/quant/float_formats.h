@@ -119,7 +119,8 @@ constexpr float e8m0_to_fp32(uint8_t e) {
     return detail::float_from_bits(e == 0 ? 0x00400000u : uint32_t(e) << 23);
 }
 
-// Row converters (contiguous arrays). They use F16C instructions when the CPU has them.
+// Row converters (contiguous arrays that do not overlap). They use F16C instructions (fp16) and
+// AVX2 (bf16) when the CPU has them; every path gives the scalar conversions' bits.
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);

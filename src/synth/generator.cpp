@@ -204,14 +204,14 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
 
 Result<SynthPlan> plan_synthetic_model(const SynthConfig& config) {
     STRATA_TRY(validate_synth_shape(config.hparams));
-    const std::optional<RowEncoder> weights_encoder = row_encoder_for(config.type);
-    const std::optional<uint32_t> file_type = file_type_for(config.type);
+    const std::optional<RowEncoder> weights_encoder = row_encoder_for(config.weights.base);
+    const std::optional<uint32_t> file_type = file_type_for(config.weights);
     if (!weights_encoder || !file_type) {
         std::string known;
-        for (TensorType t : encodable_tensor_types()) {
-            known += (known.empty() ? "" : ", ") + std::string(tensor_type_name(t));
+        for (const std::string& name : weight_format_names()) {
+            known += (known.empty() ? "" : ", ") + name;
         }
-        return err("--type ", std::string(tensor_type_name(config.type)),
+        return err("--type ", weight_format_name(config.weights),
                    ": synth cannot write this type (it writes ", known, ")");
     }
 
@@ -228,7 +228,7 @@ Result<SynthPlan> plan_synthetic_model(const SynthConfig& config) {
     plan.hparams = with_layout_defaults(plan.hparams);
     plan.layout = tensor_layout(plan.hparams);
     for (const TensorSpec& t : plan.layout) {
-        const TensorType type = synth_tensor_type(t, config.type);
+        const TensorType type = synth_tensor_type(t, config.weights, plan.hparams);
         const auto info = tensor_type_info(type);
         if (!row_encoder_for(type) || !info) {
             return err(t.name, ": synth cannot write type ", std::string(tensor_type_name(type)));
@@ -236,7 +236,9 @@ Result<SynthPlan> plan_synthetic_model(const SynthConfig& config) {
         if (t.row_length() % info->block_size != 0) {
             return err(t.name, ": row length ", std::to_string(t.row_length()),
                        " is not a multiple of the ", std::string(info->name), " block size ",
-                       std::to_string(info->block_size), "; choose sizes that are");
+                       std::to_string(info->block_size),
+                       "; choose sizes that are, or a mix such as Q4_K_M that falls back to a "
+                       "type that fits");
         }
         plan.types.push_back(type);
     }

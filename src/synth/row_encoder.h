@@ -1,9 +1,9 @@
 // How synthetic weights become tensor bytes: a RowEncoder turns rows of floats into the bytes
 // of one tensor type, and a type recipe decides which type each tensor gets.
 //
-// The generator only ever calls these two, so quantized formats plug in here: a Q8_0 or Q4_K
-// encoder is one more entry in row_encoder_for(), and a mixed recipe such as Q4_K_M is one more
-// case in synth_tensor_type() (e.g. attn_v / ffn_down of some layers at Q6_K).
+// The generator only ever calls these two. Every type the quant module can write has an encoder
+// (quant::quantize_row, and quant's fp16 / bf16 row converters); the mixes of llama-quantize
+// (Q4_K_M, ...) are decided tensor by tensor in synth_tensor_type().
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "model/hparams.h"
 #include "model/tensor_layout.h"
+#include "synth/weight_format.h"
 
 namespace strata {
 
@@ -22,16 +24,18 @@ struct RowEncoder {
     void (*encode)(const float* src, void* dst, size_t n_rows, size_t row_length) = nullptr;
 };
 
-// The encoder for a type, or nullopt when synth cannot write that type (yet).
+// The encoder for a type, or nullopt when synth cannot write that type.
 std::optional<RowEncoder> row_encoder_for(TensorType type);
-// Types row_encoder_for() knows, for help texts and errors.
+// Types row_encoder_for() knows.
 std::vector<TensorType> encodable_tensor_types();
 
-// The type a tensor is stored as when the file's weights are `requested`. Like llama.cpp: norms,
-// biases, the MoE routers and every 1-D tensor stay F32; the other matrices get `requested`.
-TensorType synth_tensor_type(const TensorSpec& spec, TensorType requested);
-
-// general.file_type (llama_ftype) for a file whose weights are `requested`; nullopt if unknown.
-std::optional<uint32_t> file_type_for(TensorType requested);
+// The type a tensor is stored as in a file of format `w`. Like llama.cpp: norms, biases, the MoE
+// routers and every 1-D tensor stay F32. A pure format gives every other matrix w.base, even when
+// the row length does not fit its blocks (the caller reports that). A mix follows
+// llama-quantize's choices (llama_tensor_get_type, without an importance matrix), including its
+// fallbacks for row lengths that are not a multiple of the block size (Q4_K -> Q5_0, Q5_K ->
+// Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K / IQ4_XS -> IQ4_NL, then F16). `hp` is the model's shape with
+// with_layout_defaults() applied.
+TensorType synth_tensor_type(const TensorSpec& spec, const WeightFormat& w, const ModelHparams& hp);
 
 }  // namespace strata

@@ -11,6 +11,7 @@
 
 #include "gguf/tensor_type.h"
 #include "model/hparams.h"
+#include "synth/weight_format.h"
 #include "util/result.h"
 
 namespace strata {
@@ -19,7 +20,8 @@ struct SynthConfig {
     // Architecture and shape. n_vocab is ignored: it follows the vocabulary. Optional dimensions
     // left at 0 get llama.cpp's defaults (see with_layout_defaults()).
     ModelHparams hparams;
-    TensorType type = TensorType::F16;  // type of the weight matrices (norms etc. stay F32)
+    // Type of the weight matrices, or a llama-quantize mix (norms etc. stay F32).
+    WeightFormat weights = TensorType::F16;
     uint64_t seed = 1;
     std::string vocab_from;  // GGUF whose tokenizer.* keys are copied; empty: built-in vocabulary
     unsigned threads = 0;    // worker threads; 0: one per hardware thread

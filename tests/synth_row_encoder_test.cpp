@@ -1,5 +1,6 @@
-// float -> F16 / BF16 conversion: special values, exact round-to-nearest-even on ties, every
-// F16 value round-trips, and the vectorised encoders agree with the scalar conversion.
+// Synth's row encoders: F16 / BF16 output through the quant module's row converters (special
+// values, exact round-to-nearest-even on ties, every F16 value round-trips, the F16C path agrees
+// with the portable one), quantized types through quantize_row, and the type recipe.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -8,14 +9,37 @@
 #include <limits>
 #include <vector>
 
-#include "synth/half_float.h"
+#include "quant/quant.h"
 #include "synth/row_encoder.h"
+#include "synth/synth_config.h"
 
 namespace strata {
 namespace {
 
 float from_bits(uint32_t b) {
     return std::bit_cast<float>(b);
+}
+
+// One value through the row converters synth writes with, and back.
+uint16_t float_to_f16(float f) {
+    uint16_t h;
+    quant::fp32_to_fp16_row(&f, &h, 1);
+    return h;
+}
+uint16_t float_to_bf16(float f) {
+    uint16_t h;
+    quant::fp32_to_bf16_row(&f, &h, 1);
+    return h;
+}
+float f16_to_float(uint16_t h) {
+    float f;
+    quant::fp16_to_fp32_row(&h, &f, 1);
+    return f;
+}
+float bf16_to_float(uint16_t h) {
+    float f;
+    quant::bf16_to_fp32_row(&h, &f, 1);
+    return f;
 }
 
 TEST(HalfFloat, SpecialValuesToF16) {
@@ -121,13 +145,20 @@ TEST(HalfFloat, SampledFloatsRoundToNearestF16) {
 #ifdef __FLT16_MAX__
 // The compiler's own _Float16 conversion is an independent reference (IEEE, ties to even).
 TEST(HalfFloat, AgreesWithCompilerFloat16) {
+    // In bulk through the F16 encoder, so that the vectorised path is the one checked.
+    std::vector<float> src;
     for (uint64_t b = 0; b <= 0xffffffffu; b += 257) {
         const float f = from_bits(static_cast<uint32_t>(b));
-        if (std::isnan(f)) continue;
-        const _Float16 ref = static_cast<_Float16>(f);
+        if (!std::isnan(f)) src.push_back(f);
+    }
+    src.resize(src.size() / 8 * 8);
+    std::vector<uint16_t> got(src.size());
+    row_encoder_for(TensorType::F16)->encode(src.data(), got.data(), src.size() / 8, 8);
+    for (size_t i = 0; i < src.size(); ++i) {
+        const _Float16 ref = static_cast<_Float16>(src[i]);
         uint16_t ref_bits;
         std::memcpy(&ref_bits, &ref, sizeof ref_bits);
-        ASSERT_EQ(float_to_f16(f), ref_bits) << std::hex << b;
+        ASSERT_EQ(got[i], ref_bits) << std::hex << std::bit_cast<uint32_t>(src[i]);
     }
 }
 #endif
@@ -183,8 +214,8 @@ TEST(RowEncoder, VectorisedEncodersMatchScalarConversion) {
     row_encoder_for(TensorType::F16)->encode(src.data(), f16.data(), rows, 8);
     row_encoder_for(TensorType::BF16)->encode(src.data(), bf16.data(), rows, 8);
     for (size_t i = 0; i < src.size(); ++i) {
-        ASSERT_EQ(f16[i], float_to_f16(src[i])) << i;
-        ASSERT_EQ(bf16[i], float_to_bf16(src[i])) << i;
+        ASSERT_EQ(f16[i], quant::detail::fp32_to_fp16_portable(src[i])) << i;
+        ASSERT_EQ(bf16[i], quant::fp32_to_bf16(src[i])) << i;
     }
     std::vector<float> f32(src.size());
     row_encoder_for(TensorType::F32)->encode(src.data(), f32.data(), rows, 8);
@@ -192,17 +223,22 @@ TEST(RowEncoder, VectorisedEncodersMatchScalarConversion) {
 }
 
 TEST(RowEncoder, TypeRecipeKeepsSmallTensorsF32) {
+    ModelHparams hp = *synth_preset("tiny");
+    hp = with_layout_defaults(hp);
     TensorSpec norm{"blk.0.attn_norm.weight", TensorRole::AttnNorm, 0, false, {256}};
     TensorSpec bias{"blk.0.attn_q.bias", TensorRole::AttnQ, 0, true, {256}};
     TensorSpec router{"blk.0.ffn_gate_inp.weight", TensorRole::MoeRouter, 0, false, {256, 8}};
     TensorSpec q{"blk.0.attn_q.weight", TensorRole::AttnQ, 0, false, {256, 256}};
     TensorSpec experts{"blk.0.ffn_up_exps.weight", TensorRole::ExpertUp, 0, false, {256, 64, 8}};
-    EXPECT_EQ(synth_tensor_type(norm, TensorType::BF16), TensorType::F32);
-    EXPECT_EQ(synth_tensor_type(bias, TensorType::F16), TensorType::F32);
-    EXPECT_EQ(synth_tensor_type(router, TensorType::F16), TensorType::F32);
-    EXPECT_EQ(synth_tensor_type(q, TensorType::F16), TensorType::F16);
-    EXPECT_EQ(synth_tensor_type(experts, TensorType::BF16), TensorType::BF16);
-    EXPECT_FALSE(row_encoder_for(TensorType::Q4_K).has_value());
+    for (WeightFormat w : {WeightFormat(TensorType::BF16), WeightFormat(TensorType::Q8_0),
+                           WeightFormat(TensorType::Q4_K, QuantMix::Q4_K_M)}) {
+        EXPECT_EQ(synth_tensor_type(norm, w, hp), TensorType::F32);
+        EXPECT_EQ(synth_tensor_type(bias, w, hp), TensorType::F32);
+        EXPECT_EQ(synth_tensor_type(router, w, hp), TensorType::F32);
+        EXPECT_EQ(synth_tensor_type(q, w, hp), w.base);
+        EXPECT_EQ(synth_tensor_type(experts, w, hp), w.base);
+    }
+    EXPECT_FALSE(row_encoder_for(TensorType::IQ2_XXS).has_value());
     EXPECT_EQ(file_type_for(TensorType::F32), 0u);
     EXPECT_EQ(file_type_for(TensorType::F16), 1u);
     EXPECT_EQ(file_type_for(TensorType::BF16), 32u);
