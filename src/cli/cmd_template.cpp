@@ -42,7 +42,9 @@ Result<std::string> read_text(const std::string& path) {
     return s;
 }
 
-bool looks_like_gguf(const std::string& text) { return text.rfind("GGUF", 0) == 0; }
+bool looks_like_gguf(const std::string& text) {
+    return text.rfind("GGUF", 0) == 0;
+}
 
 Result<ChatTemplate> load_template(const std::string& path) {
     // GGUF files are recognised by their magic, so a model without a .gguf suffix works too.

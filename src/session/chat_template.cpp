@@ -136,24 +136,36 @@ std::optional<std::string> token_text(const GgufFile& file, const std::vector<st
 
 std::string_view chat_family_name(ChatFamily family) {
     switch (family) {
-        case ChatFamily::ChatML: return "ChatML";
-        case ChatFamily::Llama3: return "Llama 3";
-        case ChatFamily::Llama2: return "Llama 2";
-        case ChatFamily::Mistral: return "Mistral";
-        case ChatFamily::Gemma: return "Gemma";
-        case ChatFamily::Phi3: return "Phi-3";
+        case ChatFamily::ChatML:
+            return "ChatML";
+        case ChatFamily::Llama3:
+            return "Llama 3";
+        case ChatFamily::Llama2:
+            return "Llama 2";
+        case ChatFamily::Mistral:
+            return "Mistral";
+        case ChatFamily::Gemma:
+            return "Gemma";
+        case ChatFamily::Phi3:
+            return "Phi-3";
     }
     return "ChatML";
 }
 
 std::string_view builtin_chat_template_source(ChatFamily family) {
     switch (family) {
-        case ChatFamily::ChatML: return kChatML;
-        case ChatFamily::Llama3: return kLlama3;
-        case ChatFamily::Llama2: return kLlama2;
-        case ChatFamily::Mistral: return kMistral;
-        case ChatFamily::Gemma: return kGemma;
-        case ChatFamily::Phi3: return kPhi3;
+        case ChatFamily::ChatML:
+            return kChatML;
+        case ChatFamily::Llama3:
+            return kLlama3;
+        case ChatFamily::Llama2:
+            return kLlama2;
+        case ChatFamily::Mistral:
+            return kMistral;
+        case ChatFamily::Gemma:
+            return kGemma;
+        case ChatFamily::Phi3:
+            return kPhi3;
     }
     return kChatML;
 }

@@ -50,7 +50,7 @@ DefaultChatChoice default_chat_family(std::string_view architecture,
 DefaultChatChoice default_chat_family(const GgufFile& file);
 
 class ChatTemplate {
-public:
+  public:
     // `name` names the template in error messages.
     static Result<ChatTemplate> parse(std::string_view source, std::string name = "chat template");
     static ChatTemplate builtin(ChatFamily family);
@@ -69,7 +69,7 @@ public:
     const std::optional<std::string>& bos_token() const { return bos_token_; }
     const std::optional<std::string>& eos_token() const { return eos_token_; }
 
-private:
+  private:
     ChatTemplate(jinja::Template t, std::string origin)
         : template_(std::move(t)), origin_(std::move(origin)) {}
     jinja::Template template_;

@@ -81,7 +81,8 @@ struct CompareExpr : Expr {
     CompareExpr(uint32_t off, ExprPtr first_operand)
         : Expr(ExprKind::Compare, off), first(std::move(first_operand)) {}
     ExprPtr first;
-    std::vector<std::pair<CompareOp, ExprPtr>> rest;  // a < b <= c: each pair compares to the previous
+    std::vector<std::pair<CompareOp, ExprPtr>>
+        rest;  // a < b <= c: each pair compares to the previous
 };
 
 struct AttributeExpr : Expr {
@@ -140,11 +141,11 @@ struct ConditionalExpr : Expr {
 
 enum class StmtKind : uint8_t {
     Text,
-    Output,       // {{ expr }}
+    Output,  // {{ expr }}
     If,
     For,
-    Set,          // {% set target = expr %}
-    SetBlock,     // {% set name %}...{% endset %}
+    Set,       // {% set target = expr %}
+    SetBlock,  // {% set name %}...{% endset %}
     Macro,
     CallBlock,    // {% call m() %}...{% endcall %}
     FilterBlock,  // {% filter f %}...{% endfilter %}
@@ -181,7 +182,7 @@ struct IfStmt : Stmt {
 // Assignment targets: one name, names to unpack (`for k, v in ...`), or `ns.attr`.
 struct Target {
     std::vector<std::string> names;
-    bool unpack = false;     // a tuple target, even of one name: `for (x,) in ...`
+    bool unpack = false;    // a tuple target, even of one name: `for (x,) in ...`
     std::string attribute;  // non-empty: assign names[0].attribute
 };
 
@@ -226,7 +227,7 @@ struct MacroStmt : Stmt {
 struct CallBlockStmt : Stmt {
     explicit CallBlockStmt(uint32_t off) : Stmt(StmtKind::CallBlock, off) {}
     MacroStmt caller{0};  // the body as a macro named "caller"
-    ExprPtr call;          // a CallExpr
+    ExprPtr call;         // a CallExpr
 };
 
 struct FilterBlockStmt : Stmt {

@@ -40,8 +40,7 @@ FilterFn find_filter(std::string_view name);
 TestFn find_test(std::string_view name);
 
 bool has_method(const Value& object, std::string_view name);
-Result<Value> call_method(Renderer& r, const Value& object, std::string_view name,
-                          CallArgs& args);
+Result<Value> call_method(Renderer& r, const Value& object, std::string_view name, CallArgs& args);
 
 // nullptr when `name` is not a global.
 const Value* find_global(std::string_view name);

@@ -68,29 +68,31 @@ Result<std::string> format_one(const Spec& spec, const Value& v) {
         case 'o':
         case 'x':
         case 'X': {
-            const bool integer_only = spec.conversion == 'o' || spec.conversion == 'x' ||
-                                      spec.conversion == 'X';
+            const bool integer_only =
+                spec.conversion == 'o' || spec.conversion == 'x' || spec.conversion == 'X';
             int64_t n = 0;
             if (v.is_integral()) {
                 n = v.as_int();
             } else if (v.is_float() && !integer_only) {
                 n = static_cast<int64_t>(v.as_double());
             } else {
-                return err("%", std::string(1, spec.conversion), " format: ",
-                           integer_only ? "an integer" : "a real number", " is required, not ",
-                           type_name(v));
+                return err("%", std::string(1, spec.conversion),
+                           " format: ", integer_only ? "an integer" : "a real number",
+                           " is required, not ", type_name(v));
             }
             if (spec.conversion == 'o' && spec.flags.find('#') != std::string::npos) {
                 Spec plain = spec;
                 plain.flags.erase(plain.flags.find('#'), 1);
-                std::snprintf(buf, sizeof(buf), c_format(plain, "ll", "o").c_str(), static_cast<long long>(n));
+                std::snprintf(buf, sizeof(buf), c_format(plain, "ll", "o").c_str(),
+                              static_cast<long long>(n));
                 std::string s = buf;
                 const size_t digit = s.find_first_not_of(" -+");
                 s.insert(digit, "0o");  // Python spells the octal prefix 0o
                 return s;
             }
             const char* conv = spec.conversion == 'i' || spec.conversion == 'u' ? "d" : nullptr;
-            std::snprintf(buf, sizeof(buf), c_format(spec, "ll", conv).c_str(), static_cast<long long>(n));
+            std::snprintf(buf, sizeof(buf), c_format(spec, "ll", conv).c_str(),
+                          static_cast<long long>(n));
             return std::string(buf);
         }
         case 'e':
@@ -105,7 +107,8 @@ Result<std::string> format_one(const Spec& spec, const Value& v) {
             std::snprintf(buf, sizeof(buf), c_format(spec, "").c_str(), v.as_double());
             return std::string(buf);
         }
-        default: break;
+        default:
+            break;
     }
     return err("unsupported format character '", std::string(1, spec.conversion), "'");
 }
@@ -217,7 +220,8 @@ Result<std::string> brace_format(const std::string& s, const CallArgs& a) {
         if (close == std::string::npos) return err("Single '{' encountered in format string");
         const std::string field = s.substr(i + 1, close - i - 1);
         if (field.find_first_of(":!.[") != std::string::npos) {
-            return err("format fields such as '{", field, "}' are not supported; use {}, {0} or "
+            return err("format fields such as '{", field,
+                       "}' are not supported; use {}, {0} or "
                        "{name}");
         }
         const Value* v = nullptr;

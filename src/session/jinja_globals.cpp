@@ -43,19 +43,23 @@ Result<Value> g_range(Renderer& r, CallArgs& a) {
     uint64_t count = 0;
     if (step > 0 && start < stop) {
         count = (static_cast<uint64_t>(stop) - static_cast<uint64_t>(start) - 1) /
-                    static_cast<uint64_t>(step) + 1;
+                    static_cast<uint64_t>(step) +
+                1;
     } else if (step < 0 && start > stop) {
         count = (static_cast<uint64_t>(start) - static_cast<uint64_t>(stop) - 1) /
-                    (0 - static_cast<uint64_t>(step)) + 1;
+                    (0 - static_cast<uint64_t>(step)) +
+                1;
     }
     if (count > static_cast<uint64_t>(kMaxRange)) {
-        return err("range too big: ", std::to_string(count), " items, and templates may use at most ",
-                   std::to_string(kMaxRange), " (as in jinja2's sandbox)");
+        return err("range too big: ", std::to_string(count),
+                   " items, and templates may use at most ", std::to_string(kMaxRange),
+                   " (as in jinja2's sandbox)");
     }
     std::vector<Value> items;
     items.reserve(count);
     int64_t x = start;
-    for (uint64_t i = 0; i < count; ++i, x += (i < count ? step : 0)) items.push_back(Value::integer(x));
+    for (uint64_t i = 0; i < count; ++i, x += (i < count ? step : 0))
+        items.push_back(Value::integer(x));
     return r.make_list(std::move(items));
 }
 
@@ -131,10 +135,12 @@ const std::unordered_map<std::string_view, Value>& global_table() {
     static const std::unordered_map<std::string_view, Value> table = {
         {"range", Value::callable("range", "<class 'range'>", g_range)},
         {"dict", Value::callable("dict", "<class 'dict'>", g_dict)},
-        {"namespace", Value::callable("namespace", "<class 'jinja2.utils.Namespace'>", g_namespace)},
-        {"raise_exception", Value::callable("raise_exception", "<function raise_exception>",
-                                            g_raise_exception)},
-        {"strftime_now", Value::callable("strftime_now", "<function strftime_now>", g_strftime_now)},
+        {"namespace",
+         Value::callable("namespace", "<class 'jinja2.utils.Namespace'>", g_namespace)},
+        {"raise_exception",
+         Value::callable("raise_exception", "<function raise_exception>", g_raise_exception)},
+        {"strftime_now",
+         Value::callable("strftime_now", "<function strftime_now>", g_strftime_now)},
     };
     return table;
 }

@@ -22,10 +22,10 @@ Result<bool> no_args(std::string_view test, CallArgs& a) {
     return true;
 }
 
-#define STRATA_SIMPLE_TEST(fn, name, expr)                      \
-    Result<bool> fn(Renderer&, const Value& v, CallArgs& a) {   \
-        STRATA_TRY(no_args(name, a));                           \
-        return (expr);                                          \
+#define STRATA_SIMPLE_TEST(fn, name, expr)                    \
+    Result<bool> fn(Renderer&, const Value& v, CallArgs& a) { \
+        STRATA_TRY(no_args(name, a));                         \
+        return (expr);                                        \
     }
 
 STRATA_SIMPLE_TEST(t_defined, "defined", !v.is_undefined())
@@ -59,8 +59,12 @@ Result<bool> parity(const Value& v, CallArgs& a, std::string_view name, bool wan
     }
     return err("the '", name, "' test needs a number, not ", type_name(v));
 }
-Result<bool> t_odd(Renderer&, const Value& v, CallArgs& a) { return parity(v, a, "odd", true); }
-Result<bool> t_even(Renderer&, const Value& v, CallArgs& a) { return parity(v, a, "even", false); }
+Result<bool> t_odd(Renderer&, const Value& v, CallArgs& a) {
+    return parity(v, a, "odd", true);
+}
+Result<bool> t_even(Renderer&, const Value& v, CallArgs& a) {
+    return parity(v, a, "even", false);
+}
 
 Result<bool> t_divisibleby(Renderer& r, const Value& v, CallArgs& a) {
     STRATA_ASSIGN(Value n, one_arg("divisibleby", a, "num"));
@@ -96,12 +100,24 @@ Result<bool> compare_test(const Value& v, CallArgs& a, std::string_view name, Co
     STRATA_ASSIGN(Value other, one_arg(name, a, "other"));
     return compare_op(op, v, other);
 }
-Result<bool> t_eq(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "eq", CompareOp::Eq); }
-Result<bool> t_ne(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "ne", CompareOp::Ne); }
-Result<bool> t_lt(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "lt", CompareOp::Lt); }
-Result<bool> t_le(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "le", CompareOp::Le); }
-Result<bool> t_gt(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "gt", CompareOp::Gt); }
-Result<bool> t_ge(Renderer&, const Value& v, CallArgs& a) { return compare_test(v, a, "ge", CompareOp::Ge); }
+Result<bool> t_eq(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "eq", CompareOp::Eq);
+}
+Result<bool> t_ne(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "ne", CompareOp::Ne);
+}
+Result<bool> t_lt(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "lt", CompareOp::Lt);
+}
+Result<bool> t_le(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "le", CompareOp::Le);
+}
+Result<bool> t_gt(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "gt", CompareOp::Gt);
+}
+Result<bool> t_ge(Renderer&, const Value& v, CallArgs& a) {
+    return compare_test(v, a, "ge", CompareOp::Ge);
+}
 
 Result<bool> t_in(Renderer&, const Value& v, CallArgs& a) {
     STRATA_ASSIGN(Value seq, one_arg("in", a, "seq"));

@@ -18,14 +18,29 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
         const char32_t c = unicode::next_code_point(s, i);
         char buf[16];
         switch (c) {
-            case '"': out += "\\\""; continue;
-            case '\\': out += "\\\\"; continue;
-            case '\n': out += "\\n"; continue;
-            case '\r': out += "\\r"; continue;
-            case '\t': out += "\\t"; continue;
-            case '\b': out += "\\b"; continue;
-            case '\f': out += "\\f"; continue;
-            default: break;
+            case '"':
+                out += "\\\"";
+                continue;
+            case '\\':
+                out += "\\\\";
+                continue;
+            case '\n':
+                out += "\\n";
+                continue;
+            case '\r':
+                out += "\\r";
+                continue;
+            case '\t':
+                out += "\\t";
+                continue;
+            case '\b':
+                out += "\\b";
+                continue;
+            case '\f':
+                out += "\\f";
+                continue;
+            default:
+                break;
         }
         if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
             if (c >= 0x10000) {
@@ -53,18 +68,24 @@ std::string json_float(double d) {
 // Dict keys as json.dumps converts them; other key types are an error.
 Result<std::string> json_key(const Value& k) {
     switch (k.kind()) {
-        case Kind::String: return k.str();
-        case Kind::Int: return std::to_string(k.as_int());
-        case Kind::Float: return json_float(k.as_double());
-        case Kind::Bool: return std::string(k.as_bool() ? "true" : "false");
-        case Kind::None: return std::string("null");
-        default: break;
+        case Kind::String:
+            return k.str();
+        case Kind::Int:
+            return std::to_string(k.as_int());
+        case Kind::Float:
+            return json_float(k.as_double());
+        case Kind::Bool:
+            return std::string(k.as_bool() ? "true" : "false");
+        case Kind::None:
+            return std::string("null");
+        default:
+            break;
     }
     return err("keys must be str, int, float, bool or None, not ", type_name(k));
 }
 
 class JsonWriter {
-public:
+  public:
     explicit JsonWriter(const JsonFormat& f) : f_(f) {}
 
     Result<void> write(const Value& v, int level) {
@@ -74,21 +95,34 @@ public:
                        " bytes");
         }
         switch (v.kind()) {
-            case Kind::None: out += "null"; return {};
-            case Kind::Bool: out += v.as_bool() ? "true" : "false"; return {};
-            case Kind::Int: out += std::to_string(v.as_int()); return {};
-            case Kind::Float: out += json_float(v.as_double()); return {};
-            case Kind::String: append_json_string(out, v.str(), f_.ensure_ascii); return {};
-            case Kind::List: return write_list(v, level);
-            case Kind::Dict: return write_dict(v, level);
-            default: break;
+            case Kind::None:
+                out += "null";
+                return {};
+            case Kind::Bool:
+                out += v.as_bool() ? "true" : "false";
+                return {};
+            case Kind::Int:
+                out += std::to_string(v.as_int());
+                return {};
+            case Kind::Float:
+                out += json_float(v.as_double());
+                return {};
+            case Kind::String:
+                append_json_string(out, v.str(), f_.ensure_ascii);
+                return {};
+            case Kind::List:
+                return write_list(v, level);
+            case Kind::Dict:
+                return write_dict(v, level);
+            default:
+                break;
         }
         return err("Object of type ", type_name(v), " is not JSON serializable");
     }
 
     std::string out;
 
-private:
+  private:
     void newline(int level) {
         if (!f_.indent) return;
         out += '\n';

@@ -23,9 +23,8 @@ std::string SourceMap::location(uint32_t offset) const {
     auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
     const size_t line = static_cast<size_t>(it - line_starts_.begin());
     const uint32_t start = *(it - 1);
-    const size_t col = unicode::code_point_count(
-                           std::string_view(source_).substr(start, offset - start)) +
-                       1;
+    const size_t col =
+        unicode::code_point_count(std::string_view(source_).substr(start, offset - start)) + 1;
     return std::to_string(line) + ":" + std::to_string(col);
 }
 
@@ -46,19 +45,23 @@ std::string normalize_template_source(std::string_view source) {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 bool is_name_start(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_name_char(char c) {
+    return is_name_start(c) || is_digit(c);
+}
 
 // Operators, longest first so that "//" wins over "/".
-constexpr const char* kOperators[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*",
-                                      "%",  "~",  "[",  "]",  "(",  ")",  "{", "}", ">", "<",
-                                      "=",  ".",  ":",  "|",  ",",  ";"};
+constexpr const char* kOperators[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/",
+                                      "*",  "%",  "~",  "[",  "]",  "(",  ")", "{", "}",
+                                      ">",  "<",  "=",  ".",  ":",  "|",  ",", ";"};
 
 class Lexer {
-public:
+  public:
     Lexer(std::string_view src, const SourceMap& map) : src_(src), map_(map) {}
 
     Result<std::vector<Token>> run() {
@@ -97,7 +100,7 @@ public:
         return std::move(out_);
     }
 
-private:
+  private:
     Error fail(size_t offset, const std::string& msg) const {
         return err(map_.location(static_cast<uint32_t>(offset)), ": ", msg);
     }
@@ -105,8 +108,8 @@ private:
     size_t find_tag_start(size_t from) const {
         for (size_t i = src_.find('{', from); i != std::string_view::npos;
              i = src_.find('{', i + 1)) {
-            if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' ||
-                                        src_[i + 1] == '#')) {
+            if (i + 1 < src_.size() &&
+                (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) {
                 return i;
             }
         }
@@ -284,11 +287,11 @@ private:
                 const char want = c == ')' ? '(' : c == ']' ? '[' : '{';
                 if (open_brackets.empty()) return fail(i, std::string("unexpected '") + c + "'");
                 if (open_brackets.back() != want) {
-                    const char expected = open_brackets.back() == '(' ? ')'
+                    const char expected = open_brackets.back() == '('   ? ')'
                                           : open_brackets.back() == '[' ? ']'
                                                                         : '}';
-                    return fail(i, std::string("unexpected '") + c + "', expected '" + expected +
-                                       "'");
+                    return fail(i,
+                                std::string("unexpected '") + c + "', expected '" + expected + "'");
                 }
                 open_brackets.pop_back();
             }
@@ -307,9 +310,8 @@ private:
     // Digits with optional '_' separators; returns the end.
     size_t scan_digits(size_t i) const {
         while (i < src_.size() &&
-               (is_digit(src_[i]) ||
-                (src_[i] == '_' && i + 1 < src_.size() && is_digit(src_[i + 1]) &&
-                 i > 0 && is_digit(src_[i - 1])))) {
+               (is_digit(src_[i]) || (src_[i] == '_' && i + 1 < src_.size() &&
+                                      is_digit(src_[i + 1]) && i > 0 && is_digit(src_[i - 1])))) {
             ++i;
         }
         return i;
@@ -410,17 +412,38 @@ private:
             const char e = src_[j + 1];
             j += 2;
             switch (e) {
-                case '\n': break;  // line continuation
-                case '\\': put_bytes("\\"); break;
-                case '\'': put_bytes("'"); break;
-                case '"': put_bytes("\""); break;
-                case 'n': put_bytes("\n"); break;
-                case 't': put_bytes("\t"); break;
-                case 'r': put_bytes("\r"); break;
-                case 'b': put_bytes("\b"); break;
-                case 'f': put_bytes("\f"); break;
-                case 'v': put_bytes("\v"); break;
-                case 'a': put_bytes("\a"); break;
+                case '\n':
+                    break;  // line continuation
+                case '\\':
+                    put_bytes("\\");
+                    break;
+                case '\'':
+                    put_bytes("'");
+                    break;
+                case '"':
+                    put_bytes("\"");
+                    break;
+                case 'n':
+                    put_bytes("\n");
+                    break;
+                case 't':
+                    put_bytes("\t");
+                    break;
+                case 'r':
+                    put_bytes("\r");
+                    break;
+                case 'b':
+                    put_bytes("\b");
+                    break;
+                case 'f':
+                    put_bytes("\f");
+                    break;
+                case 'v':
+                    put_bytes("\v");
+                    break;
+                case 'a':
+                    put_bytes("\a");
+                    break;
                 case 'x':
                 case 'u':
                 case 'U': {
@@ -434,7 +457,8 @@ private:
                         }
                         cp = cp * 16 + static_cast<char32_t>(h);
                     }
-                    if (cp > 0x10FFFF) return fail(j - 2, "escape beyond U+10FFFF in string literal");
+                    if (cp > 0x10FFFF)
+                        return fail(j - 2, "escape beyond U+10FFFF in string literal");
                     j += n;
                     put(cp);
                     break;
@@ -442,7 +466,8 @@ private:
                 default:
                     if (e >= '0' && e <= '7') {
                         char32_t cp = static_cast<char32_t>(e - '0');
-                        for (int k = 0; k < 2 && j < src_.size() && src_[j] >= '0' && src_[j] <= '7';
+                        for (int k = 0;
+                             k < 2 && j < src_.size() && src_[j] >= '0' && src_[j] <= '7';
                              ++k, ++j) {
                             cp = cp * 8 + static_cast<char32_t>(src_[j] - '0');
                         }

@@ -41,12 +41,12 @@ struct Token {
 
 // Maps byte offsets of the normalised source to 1-based line and column (in code points).
 class SourceMap {
-public:
+  public:
     SourceMap() = default;
     explicit SourceMap(std::string_view source);
     std::string location(uint32_t offset) const;  // "12:5"
 
-private:
+  private:
     std::string source_;
     std::vector<uint32_t> line_starts_;
 };

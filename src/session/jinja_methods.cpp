@@ -19,11 +19,10 @@ using Args = std::vector<std::optional<Value>>;
 
 const std::unordered_set<std::string_view>& string_methods() {
     static const std::unordered_set<std::string_view> names = {
-        "capitalize", "count",    "endswith",    "find",         "format",     "index",
-        "isalnum",    "isalpha",  "isdigit",     "islower",      "isspace",    "isupper",
-        "join",       "lower",    "lstrip",      "removeprefix", "removesuffix", "replace",
-        "rfind",      "rindex",   "rsplit",      "rstrip",       "split",      "splitlines",
-        "startswith", "strip",    "title",       "upper"};
+        "capitalize", "count",        "endswith",     "find",       "format",  "index",  "isalnum",
+        "isalpha",    "isdigit",      "islower",      "isspace",    "isupper", "join",   "lower",
+        "lstrip",     "removeprefix", "removesuffix", "replace",    "rfind",   "rindex", "rsplit",
+        "rstrip",     "split",        "splitlines",   "startswith", "strip",   "title",  "upper"};
     return names;
 }
 
@@ -108,7 +107,8 @@ Result<Value> split(Renderer& r, const std::string& s, CallArgs& a, bool from_ri
                 while (i < n && unicode::is_space(cps[static_cast<size_t>(i)])) ++i;
                 if (i >= n) break;
                 if (maxsplit >= 0 && splits == maxsplit) {
-                    parts.push_back(unicode::encode(std::u32string_view(cps).substr(static_cast<size_t>(i))));
+                    parts.push_back(
+                        unicode::encode(std::u32string_view(cps).substr(static_cast<size_t>(i))));
                     if (parts.size() > max_parts) return too_many();
                     break;
                 }
@@ -126,7 +126,8 @@ Result<Value> split(Renderer& r, const std::string& s, CallArgs& a, bool from_ri
                 while (i > 0 && unicode::is_space(cps[static_cast<size_t>(i - 1)])) --i;
                 if (i <= 0) break;
                 if (maxsplit >= 0 && splits == maxsplit) {
-                    parts.push_back(unicode::encode(std::u32string_view(cps).substr(0, static_cast<size_t>(i))));
+                    parts.push_back(unicode::encode(
+                        std::u32string_view(cps).substr(0, static_cast<size_t>(i))));
                     if (parts.size() > max_parts) return too_many();
                     break;
                 }
@@ -236,7 +237,8 @@ Result<Value> search(const std::string& s, CallArgs& a, std::string_view name) {
         if (name == "index" || name == "rindex") return err("substring not found");
         return Value::integer(-1);
     }
-    const std::u32string_view window = std::u32string_view(hay).substr(range.first, range.second - range.first);
+    const std::u32string_view window =
+        std::u32string_view(hay).substr(range.first, range.second - range.first);
     if (name == "count") {
         if (needle.empty()) return Value::integer(static_cast<int64_t>(window.size()) + 1);
         int64_t n = 0;
@@ -325,7 +327,8 @@ Result<Value> string_method(Renderer& r, const std::string& s, std::string_view 
     if (name == "replace") return replace(r, s, a);
     if (name == "startswith") return starts_or_ends(s, a, true);
     if (name == "endswith") return starts_or_ends(s, a, false);
-    if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    if (name == "find" || name == "rfind" || name == "index" || name == "rindex" ||
+        name == "count") {
         return search(s, a, name);
     }
     if (name == "format") {
@@ -382,7 +385,8 @@ Result<Value> string_method(Renderer& r, const std::string& s, std::string_view 
         bool cased = false;
         for (size_t i = 0; i < s.size();) {
             const char32_t c = unicode::next_code_point(s, i);
-            if (want_upper ? unicode::is_lower(c) : unicode::is_upper(c)) return Value::boolean(false);
+            if (want_upper ? unicode::is_lower(c) : unicode::is_upper(c))
+                return Value::boolean(false);
             cased = cased || unicode::is_cased(c);
         }
         return Value::boolean(cased);
@@ -524,22 +528,29 @@ std::string capitalize(std::string_view s) {
 
 bool has_method(const Value& object, std::string_view name) {
     switch (object.kind()) {
-        case Kind::String: return string_methods().count(name) > 0;
-        case Kind::Dict: return name == "items" || name == "keys" || name == "values" || name == "get";
+        case Kind::String:
+            return string_methods().count(name) > 0;
+        case Kind::Dict:
+            return name == "items" || name == "keys" || name == "values" || name == "get";
         case Kind::List:
             if (name == "index" || name == "count") return true;
             return !object.is_tuple() &&
                    (name == "append" || name == "pop" || name == "insert" || name == "extend");
-        default: return false;
+        default:
+            return false;
     }
 }
 
 Result<Value> call_method(Renderer& r, const Value& object, std::string_view name, CallArgs& args) {
     switch (object.kind()) {
-        case Kind::String: return string_method(r, object.str(), name, args);
-        case Kind::Dict: return dict_method(r, object, name, args);
-        case Kind::List: return list_method(r, object, name, args);
-        default: break;
+        case Kind::String:
+            return string_method(r, object.str(), name, args);
+        case Kind::Dict:
+            return dict_method(r, object, name, args);
+        case Kind::List:
+            return list_method(r, object, name, args);
+        default:
+            break;
     }
     return err("'", type_name(object), "' object has no attribute '", name, "'");
 }

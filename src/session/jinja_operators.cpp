@@ -20,13 +20,15 @@ bool is_ascii(std::string_view s) {
     return true;
 }
 
-Error overflow() { return err("integer overflow: the result does not fit in 64 bits"); }
+Error overflow() {
+    return err("integer overflow: the result does not fit in 64 bits");
+}
 
 Error unsupported(std::string_view op, const Value& a, const Value& b) {
     if (a.is_undefined()) return err(a.undefined_hint());
     if (b.is_undefined()) return err(b.undefined_hint());
-    return err("unsupported operand type(s) for ", op, ": '", type_name(a), "' and '",
-               type_name(b), "'");
+    return err("unsupported operand type(s) for ", op, ": '", type_name(a), "' and '", type_name(b),
+               "'");
 }
 
 // Python's float floor division and modulo (Objects/floatobject.c semantics).
@@ -130,15 +132,20 @@ Result<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
                 }
                 return Value::integer(op == BinaryOp::Mod ? m : q);
             }
-            case BinaryOp::Pow: return int_pow(x, y);
-            default: break;
+            case BinaryOp::Pow:
+                return int_pow(x, y);
+            default:
+                break;
         }
     }
     const double x = a.as_double(), y = b.as_double();
     switch (op) {
-        case BinaryOp::Add: return Value::number(x + y);
-        case BinaryOp::Sub: return Value::number(x - y);
-        case BinaryOp::Mul: return Value::number(x * y);
+        case BinaryOp::Add:
+            return Value::number(x + y);
+        case BinaryOp::Sub:
+            return Value::number(x - y);
+        case BinaryOp::Mul:
+            return Value::number(x * y);
         case BinaryOp::Div:
             if (y == 0.0) return err("float division by zero");
             return Value::number(x / y);
@@ -154,11 +161,13 @@ Result<Value> arithmetic(BinaryOp op, const Value& a, const Value& b) {
         case BinaryOp::Pow:
             if (x == 0.0 && y < 0) return err("0.0 cannot be raised to a negative power");
             if (x < 0 && std::floor(y) != y) {
-                return err("a negative number to a fractional power is a complex number, which "
-                           "templates do not support");
+                return err(
+                    "a negative number to a fractional power is a complex number, which "
+                    "templates do not support");
             }
             return Value::number(std::pow(x, y));
-        default: break;
+        default:
+            break;
     }
     return unsupported(sym, a, b);
 }
@@ -201,8 +210,10 @@ Result<Value> binary_op(Renderer& r, BinaryOp op, const Value& a, const Value& b
             }
             return arithmetic(op, a, b);
         case BinaryOp::And:
-        case BinaryOp::Or: break;  // evaluated with short-circuit by the renderer
-        default: return arithmetic(op, a, b);
+        case BinaryOp::Or:
+            break;  // evaluated with short-circuit by the renderer
+        default:
+            return arithmetic(op, a, b);
     }
     return err("internal error: unexpected operator");
 }
@@ -222,20 +233,24 @@ Result<Value> unary_op(UnaryOp op, const Value& v) {
 
 Result<bool> compare_op(CompareOp op, const Value& a, const Value& b) {
     switch (op) {
-        case CompareOp::Eq: return equals(a, b);
+        case CompareOp::Eq:
+            return equals(a, b);
         case CompareOp::Ne: {
             STRATA_ASSIGN(bool eq, equals(a, b));
             return !eq;
         }
-        case CompareOp::Lt: return less_than(a, b);
-        case CompareOp::Gt: return less_than(b, a);
+        case CompareOp::Lt:
+            return less_than(a, b);
+        case CompareOp::Gt:
+            return less_than(b, a);
         case CompareOp::Le:
         case CompareOp::Ge: {
             STRATA_ASSIGN(bool lt, op == CompareOp::Le ? less_than(a, b) : less_than(b, a));
             if (lt) return true;
             return equals(a, b);
         }
-        case CompareOp::In: return contains(b, a);
+        case CompareOp::In:
+            return contains(b, a);
         case CompareOp::NotIn: {
             STRATA_ASSIGN(bool in, contains(b, a));
             return !in;
@@ -246,7 +261,8 @@ Result<bool> compare_op(CompareOp op, const Value& a, const Value& b) {
 
 Result<bool> contains(const Value& container, const Value& item) {
     switch (container.kind()) {
-        case Kind::Undefined: return false;
+        case Kind::Undefined:
+            return false;
         case Kind::String:
             if (!item.is_string()) {
                 return err("'in <string>' requires string as left operand, not ", type_name(item));
@@ -258,16 +274,20 @@ Result<bool> contains(const Value& container, const Value& item) {
                 if (eq) return true;
             }
             return false;
-        case Kind::Dict: return container.dict_data().find(item) != nullptr;
-        default: break;
+        case Kind::Dict:
+            return container.dict_data().find(item) != nullptr;
+        default:
+            break;
     }
     return err("argument of type '", type_name(container), "' is not iterable");
 }
 
 Result<std::vector<Value>> iterate(const Value& v) {
     switch (v.kind()) {
-        case Kind::Undefined: return std::vector<Value>{};
-        case Kind::List: return v.items();
+        case Kind::Undefined:
+            return std::vector<Value>{};
+        case Kind::List:
+            return v.items();
         case Kind::Dict: {
             std::vector<Value> keys;
             keys.reserve(v.dict_data().size());
@@ -288,18 +308,24 @@ Result<std::vector<Value>> iterate(const Value& v) {
             }
             return chars;
         }
-        default: break;
+        default:
+            break;
     }
     return err("'", type_name(v), "' object is not iterable");
 }
 
 Result<int64_t> length(const Value& v) {
     switch (v.kind()) {
-        case Kind::Undefined: return 0;
-        case Kind::String: return static_cast<int64_t>(unicode::code_point_count(v.str()));
-        case Kind::List: return static_cast<int64_t>(v.items().size());
-        case Kind::Dict: return static_cast<int64_t>(v.dict_data().size());
-        default: break;
+        case Kind::Undefined:
+            return 0;
+        case Kind::String:
+            return static_cast<int64_t>(unicode::code_point_count(v.str()));
+        case Kind::List:
+            return static_cast<int64_t>(v.items().size());
+        case Kind::Dict:
+            return static_cast<int64_t>(v.dict_data().size());
+        default:
+            break;
     }
     return err("object of type '", type_name(v), "' has no len()");
 }

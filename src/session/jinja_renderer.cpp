@@ -27,19 +27,19 @@ namespace {
 
 // Counts nesting of evaluation; construction fails past the limit.
 class EvalDepth {
-public:
+  public:
     explicit EvalDepth(int& depth) : depth_(depth) { ++depth_; }
     ~EvalDepth() { --depth_; }
     EvalDepth(const EvalDepth&) = delete;
     EvalDepth& operator=(const EvalDepth&) = delete;
 
-private:
+  private:
     int& depth_;
 };
 
 // Swaps the current scope for the lifetime of the guard.
 class ScopeSwap {
-public:
+  public:
     ScopeSwap(std::shared_ptr<Scope>& slot, std::shared_ptr<Scope> next)
         : slot_(slot), saved_(std::move(slot)) {
         slot_ = std::move(next);
@@ -48,7 +48,7 @@ public:
     ScopeSwap(const ScopeSwap&) = delete;
     ScopeSwap& operator=(const ScopeSwap&) = delete;
 
-private:
+  private:
     std::shared_ptr<Scope>& slot_;
     std::shared_ptr<Scope> saved_;
 };
@@ -138,8 +138,7 @@ Result<void> Renderer::emit(std::string_view text) {
 
 Result<std::string> Renderer::render(const nlohmann::ordered_json& context) {
     if (!context.is_object()) {
-        return err(program_.name, ": the context must be a JSON object, not ",
-                   context.type_name());
+        return err(program_.name, ": the context must be a JSON object, not ", context.type_name());
     }
     scope_ = std::make_shared<Scope>(nullptr);
     for (const auto& [key, value] : context.items()) {
@@ -190,12 +189,11 @@ Result<void> Renderer::assign(const Target& target, Value value, uint32_t offset
     if (!items) return at(offset, items.take_error());
     const size_t want = target.names.size();
     if (items->size() != want) {
-        return at(offset, items->size() < want
-                              ? err("not enough values to unpack (expected ",
-                                    std::to_string(want), ", got ",
-                                    std::to_string(items->size()), ")")
-                              : err("too many values to unpack (expected ",
-                                    std::to_string(want), ")"));
+        return at(offset,
+                  items->size() < want
+                      ? err("not enough values to unpack (expected ", std::to_string(want),
+                            ", got ", std::to_string(items->size()), ")")
+                      : err("too many values to unpack (expected ", std::to_string(want), ")"));
     }
     for (size_t i = 0; i < want; ++i) scope_->set(target.names[i], std::move((*items)[i]));
     return {};
@@ -214,9 +212,9 @@ Result<Renderer::Flow> Renderer::exec_body(const Body& body) {
 Result<Renderer::Flow> Renderer::exec(const Stmt& s) {
     EvalDepth depth(eval_depth_);
     if (eval_depth_ > options_.limits.max_eval_depth) {
-        return at(s.offset, err("the template nests deeper than ",
-                                std::to_string(options_.limits.max_eval_depth),
-                                " levels while rendering"));
+        return at(s.offset,
+                  err("the template nests deeper than ",
+                      std::to_string(options_.limits.max_eval_depth), " levels while rendering"));
     }
     if (auto c = charge(1); !c) return at(s.offset, c.take_error());
     switch (s.kind) {
@@ -234,20 +232,29 @@ Result<Renderer::Flow> Renderer::exec(const Stmt& s) {
             if (!r) return at(s.offset, r.take_error());
             return Flow::Normal;
         }
-        case StmtKind::If: return exec_if(static_cast<const IfStmt&>(s));
-        case StmtKind::For: return exec_for(static_cast<const ForStmt&>(s));
-        case StmtKind::Set: return exec_set(static_cast<const SetStmt&>(s));
-        case StmtKind::SetBlock: return exec_set_block(static_cast<const SetBlockStmt&>(s));
+        case StmtKind::If:
+            return exec_if(static_cast<const IfStmt&>(s));
+        case StmtKind::For:
+            return exec_for(static_cast<const ForStmt&>(s));
+        case StmtKind::Set:
+            return exec_set(static_cast<const SetStmt&>(s));
+        case StmtKind::SetBlock:
+            return exec_set_block(static_cast<const SetBlockStmt&>(s));
         case StmtKind::Macro: {
             const auto& m = static_cast<const MacroStmt&>(s);
             scope_->set(m.name, define_macro(m));
             return Flow::Normal;
         }
-        case StmtKind::CallBlock: return exec_call_block(static_cast<const CallBlockStmt&>(s));
-        case StmtKind::FilterBlock: return exec_filter_block(static_cast<const FilterBlockStmt&>(s));
-        case StmtKind::With: return exec_with(static_cast<const WithStmt&>(s));
-        case StmtKind::Break: return Flow::Break;
-        case StmtKind::Continue: return Flow::Continue;
+        case StmtKind::CallBlock:
+            return exec_call_block(static_cast<const CallBlockStmt&>(s));
+        case StmtKind::FilterBlock:
+            return exec_filter_block(static_cast<const FilterBlockStmt&>(s));
+        case StmtKind::With:
+            return exec_with(static_cast<const WithStmt&>(s));
+        case StmtKind::Break:
+            return Flow::Break;
+        case StmtKind::Continue:
+            return Flow::Continue;
     }
     return Flow::Normal;
 }
@@ -291,9 +298,9 @@ Result<Renderer::Flow> Renderer::exec_for(const ForStmt& s) {
     const Value loop_value = Value::object(loop);
     for (size_t i = 0; i < shared_items->size(); ++i) {
         if (++iterations_ > options_.limits.max_loop_iterations) {
-            return at(s.offset, err("loops ran more than ",
-                                    std::to_string(options_.limits.max_loop_iterations),
-                                    " iterations"));
+            return at(s.offset,
+                      err("loops ran more than ",
+                          std::to_string(options_.limits.max_loop_iterations), " iterations"));
         }
         loop->loop_index = i;
         ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
@@ -385,8 +392,7 @@ Value Renderer::define_macro(const MacroStmt& m) {
 Result<Value> Renderer::invoke_macro(const MacroStmt& m, const std::shared_ptr<Scope>& closure,
                                      CallArgs& args) {
     if (call_depth_ >= options_.limits.max_call_depth) {
-        return err("macro calls nest deeper than ",
-                   std::to_string(options_.limits.max_call_depth),
+        return err("macro calls nest deeper than ", std::to_string(options_.limits.max_call_depth),
                    " (runaway recursion in macro '", m.name, "'?)");
     }
     auto scope = std::make_shared<Scope>(closure);
@@ -399,8 +405,8 @@ Result<Value> Renderer::invoke_macro(const MacroStmt& m, const std::shared_ptr<S
         } else if (m.uses_varargs) {
             extra_positional.push_back(std::move(args.positional[i]));
         } else {
-            return err("macro '", m.name, "' takes not more than ",
-                       std::to_string(m.params.size()), " argument(s)");
+            return err("macro '", m.name, "' takes not more than ", std::to_string(m.params.size()),
+                       " argument(s)");
         }
     }
     DictData extra_keywords;
@@ -433,8 +439,8 @@ Result<Value> Renderer::invoke_macro(const MacroStmt& m, const std::shared_ptr<S
             STRATA_ASSIGN(Value v, eval(*m.params[i].default_value));
             scope->set(m.params[i].name, std::move(v));
         } else {
-            scope->set(m.params[i].name, Value::undefined("parameter '" + m.params[i].name +
-                                                          "' was not provided"));
+            scope->set(m.params[i].name,
+                       Value::undefined("parameter '" + m.params[i].name + "' was not provided"));
         }
     }
     if (m.uses_varargs) {
@@ -463,7 +469,8 @@ Result<Value> Renderer::call(const Value& callee, CallArgs& args) {
 
 Result<Value> Renderer::get_attribute(const Value& object, std::string_view name) {
     switch (object.kind()) {
-        case Kind::Undefined: return err(object.undefined_hint());
+        case Kind::Undefined:
+            return err(object.undefined_hint());
         case Kind::Dict:
             if (!has_method(object, name)) {
                 if (const Value* v = object.dict_data().find(name)) return *v;
@@ -504,27 +511,28 @@ Result<Value> Renderer::get_attribute(const Value& object, std::string_view name
                                            if (a.positional.empty()) {
                                                return err("no items for cycling given");
                                            }
-                                           const auto k = static_cast<size_t>(i) %
-                                                          a.positional.size();
+                                           const auto k =
+                                               static_cast<size_t>(i) % a.positional.size();
                                            return a.positional[k];
                                        });
             }
-            return Value::undefined("'LoopContext object' has no attribute '" +
-                                    std::string(name) + "'");
+            return Value::undefined("'LoopContext object' has no attribute '" + std::string(name) +
+                                    "'");
         }
-        default: break;
+        default:
+            break;
     }
     if (has_method(object, name)) {
         std::string method(name);
-        return Value::callable(method,
-                               "<built-in method " + method + " of " +
-                                   std::string(type_name(object)) + " object>",
-                               [object, method](Renderer& r, CallArgs& a) {
-                                   return call_method(r, object, method, a);
-                               });
+        return Value::callable(
+            method,
+            "<built-in method " + method + " of " + std::string(type_name(object)) + " object>",
+            [object, method](Renderer& r, CallArgs& a) {
+                return call_method(r, object, method, a);
+            });
     }
-    return Value::undefined(object_description(object) + " has no attribute '" +
-                            std::string(name) + "'");
+    return Value::undefined(object_description(object) + " has no attribute '" + std::string(name) +
+                            "'");
 }
 
 Result<Value> Renderer::get_item(const Value& object, const Value& key) {
@@ -577,19 +585,26 @@ Result<CallArgs> Renderer::eval_arguments(const Arguments& a) {
 Result<Value> Renderer::eval(const Expr& e) {
     EvalDepth depth(eval_depth_);
     if (eval_depth_ > options_.limits.max_eval_depth) {
-        return at(e.offset, err("the template nests deeper than ",
-                                std::to_string(options_.limits.max_eval_depth),
-                                " levels while rendering"));
+        return at(e.offset,
+                  err("the template nests deeper than ",
+                      std::to_string(options_.limits.max_eval_depth), " levels while rendering"));
     }
     if (auto c = charge(1); !c) return at(e.offset, c.take_error());
     switch (e.kind) {
-        case ExprKind::Literal: return static_cast<const LiteralExpr&>(e).value;
-        case ExprKind::Name: return lookup(static_cast<const NameExpr&>(e).name);
-        case ExprKind::ListLit: return eval_list(static_cast<const ListExpr&>(e));
-        case ExprKind::DictLit: return eval_dict(static_cast<const DictExpr&>(e));
-        case ExprKind::Unary: return eval_unary(static_cast<const UnaryExpr&>(e));
-        case ExprKind::Binary: return eval_binary(static_cast<const BinaryExpr&>(e));
-        case ExprKind::Compare: return eval_compare(static_cast<const CompareExpr&>(e));
+        case ExprKind::Literal:
+            return static_cast<const LiteralExpr&>(e).value;
+        case ExprKind::Name:
+            return lookup(static_cast<const NameExpr&>(e).name);
+        case ExprKind::ListLit:
+            return eval_list(static_cast<const ListExpr&>(e));
+        case ExprKind::DictLit:
+            return eval_dict(static_cast<const DictExpr&>(e));
+        case ExprKind::Unary:
+            return eval_unary(static_cast<const UnaryExpr&>(e));
+        case ExprKind::Binary:
+            return eval_binary(static_cast<const BinaryExpr&>(e));
+        case ExprKind::Compare:
+            return eval_compare(static_cast<const CompareExpr&>(e));
         case ExprKind::Attribute: {
             const auto& a = static_cast<const AttributeExpr&>(e);
             STRATA_ASSIGN(Value object, eval(*a.object));
@@ -605,10 +620,14 @@ Result<Value> Renderer::eval(const Expr& e) {
             if (!v) return at(e.offset, v.take_error());
             return v;
         }
-        case ExprKind::Slice: return eval_slice(static_cast<const SliceExpr&>(e));
-        case ExprKind::Call: return eval_call(static_cast<const CallExpr&>(e));
-        case ExprKind::Filter: return eval_filter(static_cast<const FilterExpr&>(e), nullptr);
-        case ExprKind::Test: return eval_test(static_cast<const TestExpr&>(e));
+        case ExprKind::Slice:
+            return eval_slice(static_cast<const SliceExpr&>(e));
+        case ExprKind::Call:
+            return eval_call(static_cast<const CallExpr&>(e));
+        case ExprKind::Filter:
+            return eval_filter(static_cast<const FilterExpr&>(e), nullptr);
+        case ExprKind::Test:
+            return eval_test(static_cast<const TestExpr&>(e));
         case ExprKind::Conditional: {
             const auto& c = static_cast<const ConditionalExpr&>(e);
             STRATA_ASSIGN(Value cond, eval(*c.condition));
@@ -755,6 +774,8 @@ Result<std::string> Template::render(const nlohmann::ordered_json& context,
     return renderer.render(context);
 }
 
-const std::string& Template::name() const { return program_->name; }
+const std::string& Template::name() const {
+    return program_->name;
+}
 
 }  // namespace strata::jinja

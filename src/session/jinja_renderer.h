@@ -29,7 +29,7 @@ struct Scope {
 };
 
 class Renderer {
-public:
+  public:
     Renderer(const Program& program, const RenderOptions& options);
     ~Renderer();
     Renderer(const Renderer&) = delete;
@@ -55,7 +55,7 @@ public:
     Result<Value> apply_filter(std::string_view name, Value input, CallArgs& args);
     Result<bool> apply_test(std::string_view name, const Value& value, CallArgs& args);
 
-private:
+  private:
     enum class Flow { Normal, Break, Continue };
 
     Result<Flow> exec_body(const Body& body);

@@ -23,14 +23,14 @@ namespace strata::jinja {
 struct Program;
 
 struct RenderLimits {
-    size_t max_output_bytes = 64u << 20;  // all text produced, including captured blocks
-    size_t max_string_bytes = 32u << 20;  // one string value
-    size_t max_list_items = 1u << 20;     // one list value
+    size_t max_output_bytes = 64u << 20;       // all text produced, including captured blocks
+    size_t max_string_bytes = 32u << 20;       // one string value
+    size_t max_list_items = 1u << 20;          // one list value
     uint64_t max_loop_iterations = 1'000'000;  // summed over all loops of one render
     // Evaluation steps, plus bytes/4 of built strings and the length of built lists.
     uint64_t max_work = 50'000'000;
-    int max_call_depth = 100;                  // macro calls in progress
-    int max_eval_depth = 1000;                 // nested statements and expressions, all calls
+    int max_call_depth = 100;   // macro calls in progress
+    int max_eval_depth = 1000;  // nested statements and expressions, all calls
 };
 
 struct RenderOptions {
@@ -40,7 +40,7 @@ struct RenderOptions {
 };
 
 class Template {
-public:
+  public:
     // `name` prefixes error messages ("chat_template.jinja:3:14: ..."). Syntax errors are
     // reported here, with line and column.
     static Result<Template> parse(std::string_view source, std::string name = "template");
@@ -53,7 +53,7 @@ public:
 
     const std::string& name() const;
 
-private:
+  private:
     explicit Template(std::shared_ptr<const Program> p) : program_(std::move(p)) {}
     std::shared_ptr<const Program> program_;
 };

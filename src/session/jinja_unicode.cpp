@@ -98,8 +98,8 @@ size_t first_invalid_utf8(std::string_view s) {
 
 bool is_space(char32_t c) {
     if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
-    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
-           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+           c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_line_break(char32_t c) {
@@ -162,17 +162,25 @@ char32_t to_upper(char32_t c) {
     if (c == 0x131) return 'I';
     if (c == 0x17F) return 'S';
     if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 32;
-    if (c == 0x3C2) return 0x3A3;  // final sigma
+    if (c == 0x3C2) return 0x3A3;    // final sigma
     if (c >= 0x3AC && c <= 0x3CE) {  // accented Greek
         switch (c) {
-            case 0x3AC: return 0x386;
-            case 0x3AD: return 0x388;
-            case 0x3AE: return 0x389;
-            case 0x3AF: return 0x38A;
-            case 0x3CC: return 0x38C;
-            case 0x3CD: return 0x38E;
-            case 0x3CE: return 0x38F;
-            default: break;
+            case 0x3AC:
+                return 0x386;
+            case 0x3AD:
+                return 0x388;
+            case 0x3AE:
+                return 0x389;
+            case 0x3AF:
+                return 0x38A;
+            case 0x3CC:
+                return 0x38C;
+            case 0x3CD:
+                return 0x38E;
+            case 0x3CE:
+                return 0x38F;
+            default:
+                break;
         }
     }
     if (c >= 0x430 && c <= 0x44F) return c - 32;
@@ -191,14 +199,22 @@ char32_t to_lower(char32_t c) {
     if (c == 0x130) return 'i';
     if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
     switch (c) {
-        case 0x386: return 0x3AC;
-        case 0x388: return 0x3AD;
-        case 0x389: return 0x3AE;
-        case 0x38A: return 0x3AF;
-        case 0x38C: return 0x3CC;
-        case 0x38E: return 0x3CD;
-        case 0x38F: return 0x3CE;
-        default: break;
+        case 0x386:
+            return 0x3AC;
+        case 0x388:
+            return 0x3AD;
+        case 0x389:
+            return 0x3AE;
+        case 0x38A:
+            return 0x3AF;
+        case 0x38C:
+            return 0x3CC;
+        case 0x38E:
+            return 0x3CD;
+        case 0x38F:
+            return 0x3CE;
+        default:
+            break;
     }
     if (c >= 0x410 && c <= 0x42F) return c + 32;
     if (c >= 0x400 && c <= 0x40F) return c + 80;
@@ -207,11 +223,15 @@ char32_t to_lower(char32_t c) {
     return c;
 }
 
-bool is_upper(char32_t c) { return to_lower(c) != c; }
+bool is_upper(char32_t c) {
+    return to_lower(c) != c;
+}
 bool is_lower(char32_t c) {
     return to_upper(c) != c || c == 0xDF || c == 0x138 || c == 0x149;
 }
-bool is_cased(char32_t c) { return is_upper(c) || is_lower(c); }
+bool is_cased(char32_t c) {
+    return is_upper(c) || is_lower(c);
+}
 
 bool is_printable(char32_t c) {
     if (c < 0x20 || c == 0x7F) return false;
@@ -260,7 +280,9 @@ size_t leading_space_bytes(std::string_view s) {
     return i;
 }
 
-std::string_view lstrip_space(std::string_view s) { return s.substr(leading_space_bytes(s)); }
+std::string_view lstrip_space(std::string_view s) {
+    return s.substr(leading_space_bytes(s));
+}
 
 std::string_view rstrip_space(std::string_view s) {
     size_t end = 0;  // end of the last non-space code point
@@ -270,6 +292,8 @@ std::string_view rstrip_space(std::string_view s) {
     return s.substr(0, end);
 }
 
-std::string_view strip_space(std::string_view s) { return rstrip_space(lstrip_space(s)); }
+std::string_view strip_space(std::string_view s) {
+    return rstrip_space(lstrip_space(s));
+}
 
 }  // namespace strata::jinja::unicode

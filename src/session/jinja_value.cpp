@@ -16,8 +16,7 @@ namespace {
 constexpr size_t kIndexThreshold = 12;  // dicts up to this size are searched linearly
 
 Error too_deep() {
-    return err("value is nested more than ", std::to_string(kMaxValueDepth),
-               " levels deep");
+    return err("value is nested more than ", std::to_string(kMaxValueDepth), " levels deep");
 }
 
 // Python's hash-equality for dict keys: 1, 1.0 and True are the same key.
@@ -81,14 +80,24 @@ void DictData::clear() {
 Value Value::undefined(std::string hint) {
     return Value(Kind::Undefined, std::make_shared<const std::string>(std::move(hint)));
 }
-Value Value::none() { return Value(Kind::None, std::monostate{}); }
-Value Value::boolean(bool b) { return Value(Kind::Bool, b); }
-Value Value::integer(int64_t i) { return Value(Kind::Int, i); }
-Value Value::number(double d) { return Value(Kind::Float, d); }
+Value Value::none() {
+    return Value(Kind::None, std::monostate{});
+}
+Value Value::boolean(bool b) {
+    return Value(Kind::Bool, b);
+}
+Value Value::integer(int64_t i) {
+    return Value(Kind::Int, i);
+}
+Value Value::number(double d) {
+    return Value(Kind::Float, d);
+}
 Value Value::string(std::string s) {
     return Value(Kind::String, std::make_shared<const std::string>(std::move(s)));
 }
-Value Value::string(std::shared_ptr<const std::string> s) { return Value(Kind::String, std::move(s)); }
+Value Value::string(std::shared_ptr<const std::string> s) {
+    return Value(Kind::String, std::move(s));
+}
 
 Result<Value> Value::list(std::vector<Value> items, bool is_tuple) {
     int depth = 1;
@@ -109,7 +118,9 @@ Result<Value> Value::dict(DictData d) {
     return Value(Kind::Dict, std::make_shared<DictData>(std::move(d)));
 }
 
-Value Value::object(std::shared_ptr<ObjectData> o) { return Value(Kind::Object, std::move(o)); }
+Value Value::object(std::shared_ptr<ObjectData> o) {
+    return Value(Kind::Object, std::move(o));
+}
 
 Value Value::callable(std::string name, std::string repr, NativeFunction fn) {
     auto c = std::make_shared<Callable>();
@@ -131,10 +142,14 @@ double Value::as_double() const {
 
 int Value::depth() const {
     switch (kind_) {
-        case Kind::List: return list_data().depth;
-        case Kind::Dict: return dict_data().depth;
-        case Kind::Object: return 1;  // attributes are bounded when they are assigned
-        default: return 0;
+        case Kind::List:
+            return list_data().depth;
+        case Kind::Dict:
+            return dict_data().depth;
+        case Kind::Object:
+            return 1;  // attributes are bounded when they are assigned
+        default:
+            return 0;
     }
 }
 
@@ -142,14 +157,22 @@ bool Value::same_object(const Value& other) const {
     if (kind_ != other.kind_) return false;
     switch (kind_) {
         case Kind::Undefined:
-        case Kind::None: return true;
-        case Kind::Bool: return as_bool() == other.as_bool();
-        case Kind::Int: return as_int() == other.as_int();
-        case Kind::Float: return as_double() == other.as_double();
-        case Kind::String: return str_ptr() == other.str_ptr() || str() == other.str();
-        case Kind::List: return list_ptr() == other.list_ptr();
-        case Kind::Dict: return dict_ptr() == other.dict_ptr();
-        case Kind::Object: return object_ptr() == other.object_ptr();
+        case Kind::None:
+            return true;
+        case Kind::Bool:
+            return as_bool() == other.as_bool();
+        case Kind::Int:
+            return as_int() == other.as_int();
+        case Kind::Float:
+            return as_double() == other.as_double();
+        case Kind::String:
+            return str_ptr() == other.str_ptr() || str() == other.str();
+        case Kind::List:
+            return list_ptr() == other.list_ptr();
+        case Kind::Dict:
+            return dict_ptr() == other.dict_ptr();
+        case Kind::Object:
+            return object_ptr() == other.object_ptr();
         case Kind::Callable:
             return &callable_data() == &other.callable_data();
     }
@@ -161,33 +184,50 @@ bool Value::same_object(const Value& other) const {
 bool truthy(const Value& v) {
     switch (v.kind()) {
         case Kind::Undefined:
-        case Kind::None: return false;
-        case Kind::Bool: return v.as_bool();
-        case Kind::Int: return v.as_int() != 0;
-        case Kind::Float: return v.as_double() != 0.0;
-        case Kind::String: return !v.str().empty();
-        case Kind::List: return !v.items().empty();
-        case Kind::Dict: return !v.dict_data().empty();
+        case Kind::None:
+            return false;
+        case Kind::Bool:
+            return v.as_bool();
+        case Kind::Int:
+            return v.as_int() != 0;
+        case Kind::Float:
+            return v.as_double() != 0.0;
+        case Kind::String:
+            return !v.str().empty();
+        case Kind::List:
+            return !v.items().empty();
+        case Kind::Dict:
+            return !v.dict_data().empty();
         case Kind::Object:
-        case Kind::Callable: return true;
+        case Kind::Callable:
+            return true;
     }
     return false;
 }
 
 std::string_view type_name(const Value& v) {
     switch (v.kind()) {
-        case Kind::Undefined: return "Undefined";
-        case Kind::None: return "NoneType";
-        case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
-        case Kind::Float: return "float";
-        case Kind::String: return "str";
-        case Kind::List: return v.is_tuple() ? "tuple" : "list";
-        case Kind::Dict: return "dict";
+        case Kind::Undefined:
+            return "Undefined";
+        case Kind::None:
+            return "NoneType";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::String:
+            return "str";
+        case Kind::List:
+            return v.is_tuple() ? "tuple" : "list";
+        case Kind::Dict:
+            return "dict";
         case Kind::Object:
             return v.object_data().type == ObjectData::Type::Namespace ? "Namespace"
-                                                                        : "LoopContext";
-        case Kind::Callable: return "function";
+                                                                       : "LoopContext";
+        case Kind::Callable:
+            return "function";
     }
     return "object";
 }
@@ -205,8 +245,10 @@ Result<bool> equals_at(const Value& a, const Value& b, int depth) {
     if (a.kind() != b.kind()) return false;
     switch (a.kind()) {
         case Kind::Undefined:
-        case Kind::None: return true;
-        case Kind::String: return a.str() == b.str();
+        case Kind::None:
+            return true;
+        case Kind::String:
+            return a.str() == b.str();
         case Kind::List: {
             if (a.is_tuple() != b.is_tuple()) return false;
             const auto& x = a.items();
@@ -230,7 +272,8 @@ Result<bool> equals_at(const Value& a, const Value& b, int depth) {
             }
             return true;
         }
-        default: return a.same_object(b);
+        default:
+            return a.same_object(b);
     }
 }
 
@@ -252,14 +295,18 @@ Result<bool> less_at(const Value& a, const Value& b, int depth) {
     }
     if (a.is_undefined()) return err(a.undefined_hint());
     if (b.is_undefined()) return err(b.undefined_hint());
-    return err("'<' not supported between instances of '", type_name(a), "' and '",
-               type_name(b), "'");
+    return err("'<' not supported between instances of '", type_name(a), "' and '", type_name(b),
+               "'");
 }
 
 }  // namespace
 
-Result<bool> equals(const Value& a, const Value& b) { return equals_at(a, b, 0); }
-Result<bool> less_than(const Value& a, const Value& b) { return less_at(a, b, 0); }
+Result<bool> equals(const Value& a, const Value& b) {
+    return equals_at(a, b, 0);
+}
+Result<bool> less_than(const Value& a, const Value& b) {
+    return less_at(a, b, 0);
+}
 
 // ---- printing ----
 
@@ -398,10 +445,18 @@ bool Printer::append(const Value& v, int depth, bool as_str) {
         case Kind::Undefined:
             if (!as_str) out += "Undefined";
             return true;
-        case Kind::None: out += "None"; return true;
-        case Kind::Bool: out += v.as_bool() ? "True" : "False"; return true;
-        case Kind::Int: out += std::to_string(v.as_int()); return true;
-        case Kind::Float: out += float_repr(v.as_double()); return true;
+        case Kind::None:
+            out += "None";
+            return true;
+        case Kind::Bool:
+            out += v.as_bool() ? "True" : "False";
+            return true;
+        case Kind::Int:
+            out += std::to_string(v.as_int());
+            return true;
+        case Kind::Float:
+            out += float_repr(v.as_double());
+            return true;
         case Kind::String:
             if (as_str) {
                 out += v.str();
@@ -410,7 +465,8 @@ bool Printer::append(const Value& v, int depth, bool as_str) {
             }
             return true;
         case Kind::List:
-        case Kind::Dict: return append_items(v, depth);
+        case Kind::Dict:
+            return append_items(v, depth);
         case Kind::Object:
             if (v.object_data().type == ObjectData::Type::Loop) {
                 const auto& o = v.object_data();
@@ -422,7 +478,9 @@ bool Printer::append(const Value& v, int depth, bool as_str) {
             if (!append_items(v, depth)) return false;
             out += '>';
             return true;
-        case Kind::Callable: out += v.callable_data().repr; return true;
+        case Kind::Callable:
+            out += v.callable_data().repr;
+            return true;
     }
     return true;
 }
@@ -450,11 +508,14 @@ Result<std::string> to_repr(const Value& v, size_t max_bytes) {
 namespace {
 
 Result<Value> from_json_at(const nlohmann::ordered_json& j, int depth) {
-    if (depth > kMaxValueDepth) return err("the context is nested more than ",
-                                           std::to_string(kMaxValueDepth), " levels deep");
+    if (depth > kMaxValueDepth)
+        return err("the context is nested more than ", std::to_string(kMaxValueDepth),
+                   " levels deep");
     switch (j.type()) {
-        case nlohmann::ordered_json::value_t::null: return Value::none();
-        case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+        case nlohmann::ordered_json::value_t::null:
+            return Value::none();
+        case nlohmann::ordered_json::value_t::boolean:
+            return Value::boolean(j.get<bool>());
         case nlohmann::ordered_json::value_t::number_integer:
             return Value::integer(j.get<int64_t>());
         case nlohmann::ordered_json::value_t::number_unsigned: {
@@ -462,8 +523,10 @@ Result<Value> from_json_at(const nlohmann::ordered_json& j, int depth) {
             if (u > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(u));
             return Value::integer(static_cast<int64_t>(u));
         }
-        case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
-        case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
+        case nlohmann::ordered_json::value_t::number_float:
+            return Value::number(j.get<double>());
+        case nlohmann::ordered_json::value_t::string:
+            return Value::string(j.get<std::string>());
         case nlohmann::ordered_json::value_t::array: {
             std::vector<Value> items;
             items.reserve(j.size());
@@ -482,13 +545,16 @@ Result<Value> from_json_at(const nlohmann::ordered_json& j, int depth) {
             return Value::dict(std::move(d));
         }
         case nlohmann::ordered_json::value_t::binary:
-        case nlohmann::ordered_json::value_t::discarded: break;
+        case nlohmann::ordered_json::value_t::discarded:
+            break;
     }
     return err("the context holds a JSON value that is not text");
 }
 
 }  // namespace
 
-Result<Value> from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
+Result<Value> from_json(const nlohmann::ordered_json& j) {
+    return from_json_at(j, 0);
+}
 
 }  // namespace strata::jinja

@@ -27,7 +27,18 @@ namespace strata::jinja {
 class Renderer;
 class Value;
 
-enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Object, Callable };
+enum class Kind : uint8_t {
+    Undefined,
+    None,
+    Bool,
+    Int,
+    Float,
+    String,
+    List,
+    Dict,
+    Object,
+    Callable
+};
 
 // Values nest at most this deep. Destroying or printing a value recurses over its depth, so the
 // bound keeps a hostile template from overflowing the stack.
@@ -36,14 +47,14 @@ inline constexpr int kMaxValueDepth = 256;
 struct ListData {
     std::vector<Value> items;
     bool is_tuple = false;
-    int depth = 1;             // 1 + the deepest child container when built (see kMaxValueDepth)
+    int depth = 1;            // 1 + the deepest child container when built (see kMaxValueDepth)
     bool registered = false;  // mutated by the template; the renderer clears it after rendering
 };
 
 // A dict keeps insertion order; keys are usually strings, and those are found through a hash
 // index once the dict is large.
 class DictData {
-public:
+  public:
     size_t size() const { return entries_.size(); }
     bool empty() const { return entries_.empty(); }
     const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
@@ -57,7 +68,7 @@ public:
     int depth = 1;
     bool registered = false;
 
-private:
+  private:
     void index_entry(size_t i);
     std::vector<std::pair<Value, Value>> entries_;
     std::unordered_map<std::string, size_t> string_index_;  // built once the dict is large
@@ -89,7 +100,7 @@ struct Callable {
 };
 
 class Value {
-public:
+  public:
     Value() : kind_(Kind::Undefined) {}
 
     // `hint` is the message of the error raised when the undefined value is used where jinja2's
@@ -114,7 +125,9 @@ public:
     bool is_int() const { return kind_ == Kind::Int; }
     bool is_float() const { return kind_ == Kind::Float; }
     // Python's numbers: bool is an int subclass, so True + 1 == 2.
-    bool is_number() const { return kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float; }
+    bool is_number() const {
+        return kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float;
+    }
     bool is_integral() const { return kind_ == Kind::Bool || kind_ == Kind::Int; }
     bool is_string() const { return kind_ == Kind::String; }
     bool is_list() const { return kind_ == Kind::List; }  // list or tuple
@@ -127,7 +140,7 @@ public:
     bool is_callable() const { return kind_ == Kind::Callable; }
 
     bool as_bool() const { return std::get<bool>(v_); }
-    int64_t as_int() const;  // Bool or Int
+    int64_t as_int() const;    // Bool or Int
     double as_double() const;  // any number
     const std::string& str() const { return *std::get<StrPtr>(v_); }
     const std::shared_ptr<const std::string>& str_ptr() const { return std::get<StrPtr>(v_); }
@@ -152,7 +165,7 @@ public:
     // True when both refer to the same container or callable (Python's `is`).
     bool same_object(const Value& other) const;
 
-private:
+  private:
     using StrPtr = std::shared_ptr<const std::string>;
     using Storage = std::variant<std::monostate, bool, int64_t, double, StrPtr,
                                  std::shared_ptr<ListData>, std::shared_ptr<DictData>,
