@@ -36,8 +36,6 @@ Result<ExprPtr> ExpressionParser::parse_expression(bool with_conditional) {
 }
 
 Result<ExprPtr> ExpressionParser::parse_conditional() {
-    DepthGuard guard(depth_);
-    if (guard.too_deep()) return too_deep();
     const uint32_t off = cur().offset;
     STRATA_ASSIGN(ExprPtr expr, parse_or());
     while (skip_name("if")) {
@@ -45,6 +43,9 @@ Result<ExprPtr> ExpressionParser::parse_conditional() {
         c->then_value = std::move(expr);
         STRATA_ASSIGN(c->condition, parse_or());
         if (skip_name("else")) {
+            // `a if x else b if y else ...` recurses once per else: one nesting level each.
+            DepthGuard guard(depth_);
+            if (guard.too_deep()) return too_deep();
             STRATA_ASSIGN(c->else_value, parse_conditional());
         }
         expr = std::move(c);

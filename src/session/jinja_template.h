@@ -29,8 +29,10 @@ struct RenderLimits {
     uint64_t max_loop_iterations = 1'000'000;  // summed over all loops of one render
     // Evaluation steps, plus bytes/4 of built strings and the length of built lists.
     uint64_t max_work = 50'000'000;
-    int max_call_depth = 100;   // macro calls in progress
-    int max_eval_depth = 1000;  // nested statements and expressions, all calls
+    int max_call_depth = 100;  // macro calls in progress
+    // Nested statements and expressions, summed over macro calls. Together with max_call_depth
+    // this keeps rendering within about 512 KiB of stack.
+    int max_eval_depth = 500;
 };
 
 struct RenderOptions {
