@@ -96,6 +96,36 @@ TEST(JinjaLimits, ExpensiveWorkStops) {
         "more work than the render limit allows");
 }
 
+TEST(JinjaLimits, RepeatedScansOfLargeStringsStop) {
+    // Each of these reads a 2 MB string once per iteration.
+    for (const char* body : {"{{ big|length }}", "{{ big[5] }}", "{{ big.find('x') }}",
+                             "{{ big|wordcount }}", "{% for c in big %}{% break %}{% endfor %}"}) {
+        expect_bounded_failure("{% set big = 'é' * 1000000 %}{% for i in range(100000) %}" +
+                                   std::string(body) + "{% endfor %}",
+                               "more work than the render limit allows");
+    }
+}
+
+TEST(JinjaLimits, LongConversationsStayWellWithinTheLimits) {
+    // 20000 turns through a template that takes messages|length inside its loop.
+    nlohmann::ordered_json context;
+    context["messages"] = nlohmann::ordered_json::array();
+    for (int i = 0; i < 20000; ++i) {
+        context["messages"].push_back(
+            {{"role", i % 2 ? "assistant" : "user"},
+             {"content", "turn " + std::to_string(i) + repeat(" word", 50)}});
+    }
+    auto t = jinja::Template::parse(
+        "{% for m in messages %}{% set last = messages|length - 1 %}<{{ m.role }}>{{ "
+        "m.content|trim }}"
+        "{% if loop.index0 == last %}!{% endif %}{% endfor %}",
+        "test.jinja");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    auto out = t->render(context);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_GT(out->size(), 20000u * 250);
+}
+
 TEST(JinjaLimits, DeepValuesAndCyclesFailOrPrintWithoutCrashing) {
     expect_bounded_failure(
         "{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}"

@@ -53,12 +53,20 @@ class ScopeSwap {
     std::shared_ptr<Scope> saved_;
 };
 
-// Work charged for scanning a value in a comparison or `in` test.
+// Work charged for reading a value through (a comparison, `in`, a filter or method): a unit is
+// roughly one evaluation step, which costs about as much as decoding four bytes of text.
 uint64_t scan_cost(const Value& v) {
-    if (v.is_string()) return v.str().size() / 16;
+    if (v.is_string()) return v.str().size() / 4;
     if (v.is_list()) return v.items().size();
     if (v.is_dict()) return v.dict_data().size();
     return 0;
+}
+
+// Filters and methods read their whole input, except these, which take constant time on lists
+// and dicts (the usual `messages|length` inside a loop over messages must stay cheap).
+bool constant_time_on_containers(std::string_view filter) {
+    return filter == "length" || filter == "count" || filter == "first" || filter == "last" ||
+           filter == "default" || filter == "d" || filter == "attr";
 }
 
 std::string object_description(const Value& v) {
@@ -284,6 +292,9 @@ Result<Renderer::Flow> Renderer::exec_for(const ForStmt& s) {
     } else {
         items = std::move(*all);
     }
+    // Iterating a string makes one value per character, which costs more than copying a list.
+    const uint64_t per_item = iterable.is_string() ? 4 : 1;
+    if (auto c = charge(items.size() * per_item); !c) return at(s.offset, c.take_error());
     if (items.empty()) {
         if (s.else_body.empty()) return Flow::Normal;
         ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
@@ -537,13 +548,11 @@ Result<Value> Renderer::get_attribute(const Value& object, std::string_view name
 
 Result<Value> Renderer::get_item(const Value& object, const Value& key) {
     if (object.is_undefined()) return err(object.undefined_hint());
+    if (object.is_string()) STRATA_TRY(charge(scan_cost(object)));  // indexes code points
     if (object.is_dict()) {
         if (const Value* v = object.dict_data().find(key)) return *v;
     } else if ((object.is_list() || object.is_string()) && key.is_integral()) {
-        if (auto v = index_sequence(object, key.as_int())) {
-            if (object.is_string()) return make_string(v->str());
-            return *v;
-        }
+        if (auto v = index_sequence(object, key.as_int())) return *v;
         return Value::undefined(object_description(object) + " has no element " +
                                 std::to_string(key.as_int()));
     }
@@ -557,6 +566,9 @@ Result<Value> Renderer::get_item(const Value& object, const Value& key) {
 Result<Value> Renderer::apply_filter(std::string_view name, Value input, CallArgs& args) {
     FilterFn f = find_filter(name);
     if (!f) return err("no filter named '", name, "'");
+    if (input.is_string() || !constant_time_on_containers(name)) {
+        STRATA_TRY(charge(scan_cost(input)));
+    }
     return f(*this, input, args);
 }
 
@@ -701,6 +713,7 @@ Result<Value> Renderer::eval_compare(const CompareExpr& e) {
 
 Result<Value> Renderer::eval_slice(const SliceExpr& e) {
     STRATA_ASSIGN(Value object, eval(*e.object));
+    if (auto c = charge(scan_cost(object)); !c) return at(e.offset, c.take_error());
     Value bounds[3] = {Value::none(), Value::none(), Value::none()};
     const Expr* parts[3] = {e.start.get(), e.stop.get(), e.step.get()};
     for (int i = 0; i < 3; ++i) {
@@ -720,6 +733,10 @@ Result<Value> Renderer::eval_call(const CallExpr& e) {
         STRATA_ASSIGN(Value object, eval(*a.object));
         if (has_method(object, a.name)) {
             STRATA_ASSIGN(CallArgs args, eval_arguments(e.args));
+            // String methods scan the string; list methods other than append may scan the list.
+            if (object.is_string() || (object.is_list() && a.name != "append")) {
+                if (auto c = charge(scan_cost(object)); !c) return at(e.offset, c.take_error());
+            }
             auto r = call_method(*this, object, a.name, args);
             if (!r) return at(e.offset, r.take_error());
             return r;

@@ -63,6 +63,10 @@ Result<Value> f_dictsort(Renderer& r, Value& v, CallArgs& a) {
 
 Result<Value> f_first(Renderer&, Value& v, CallArgs& a) {
     STRATA_TRY(bind_args("first", a, {}));
+    if (v.is_list()) {  // without copying the list
+        if (v.items().empty()) return Value::undefined("No first item, sequence was empty.");
+        return v.items().front();
+    }
     STRATA_ASSIGN(auto items, iterate(v));
     if (items.empty()) return Value::undefined("No first item, sequence was empty.");
     return items.front();
@@ -70,6 +74,10 @@ Result<Value> f_first(Renderer&, Value& v, CallArgs& a) {
 
 Result<Value> f_last(Renderer&, Value& v, CallArgs& a) {
     STRATA_TRY(bind_args("last", a, {}));
+    if (v.is_list()) {
+        if (v.items().empty()) return Value::undefined("No last item, sequence was empty.");
+        return v.items().back();
+    }
     STRATA_ASSIGN(auto items, iterate(v));
     if (items.empty()) return Value::undefined("No last item, sequence was empty.");
     return items.back();
