@@ -189,6 +189,13 @@ const RenderCase kScoping[] = {
      "13"},
     {"{% set messages = messages[1:] %}{{ messages|length }}", "2"},
     {"{% for m in messages %}{% set m = m.role %}{{ m }}{% endfor %}", "systemuserassistant"},
+    {"{% set x %}{% set inner = 1 %}{{ inner }}{% endset %}{{ x }}[{{ inner }}]", "1[]"},
+    {"{% set inner = 0 %}{% set x %}{% set inner = 1 %}{% endset %}[{{ inner }}]", "[0]"},
+    {"{% filter upper %}{% set z = 'q' %}{{ z }}{% endfilter %}[{{ z }}]", "Q[]"},
+    {"{% set a = 'outer' %}{% macro m() %}{% set a = 'inner' %}{{ a }}{% endmacro %}{{ m() }}{{ a "
+     "}}",
+     "innerouter"},
+    {"{% with %}{% set y = 1 %}{{ y }}{% endwith %}[{{ y }}]", "1[]"},
 };
 
 const RenderCase kGlobals[] = {

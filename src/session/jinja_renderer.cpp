@@ -329,6 +329,11 @@ Result<Renderer::Flow> Renderer::exec_set(const SetStmt& s) {
     return Flow::Normal;
 }
 
+Result<std::string> Renderer::capture_scoped(const Body& body) {
+    ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
+    return capture(body);
+}
+
 Result<std::string> Renderer::capture(const Body& body) {
     std::string buffer;
     std::string* saved = out_;
@@ -340,7 +345,7 @@ Result<std::string> Renderer::capture(const Body& body) {
 }
 
 Result<Renderer::Flow> Renderer::exec_set_block(const SetBlockStmt& s) {
-    STRATA_ASSIGN(std::string text, capture(s.body));
+    STRATA_ASSIGN(std::string text, capture_scoped(s.body));
     Value v = Value::string(std::move(text));
     if (s.filter) {
         STRATA_ASSIGN(v, eval_filter(static_cast<const FilterExpr&>(*s.filter), &v));
@@ -350,7 +355,7 @@ Result<Renderer::Flow> Renderer::exec_set_block(const SetBlockStmt& s) {
 }
 
 Result<Renderer::Flow> Renderer::exec_filter_block(const FilterBlockStmt& s) {
-    STRATA_ASSIGN(std::string text, capture(s.body));
+    STRATA_ASSIGN(std::string text, capture_scoped(s.body));
     const Value input = Value::string(std::move(text));
     STRATA_ASSIGN(Value v, eval_filter(static_cast<const FilterExpr&>(*s.filter), &input));
     auto str = to_str(v);

@@ -4,7 +4,8 @@
 //
 // Scoping follows Jinja2: a for-loop iteration, a macro call and a `with` block each get a new
 // scope whose assignments do not leak out (namespace() objects exist for that); `if` does not
-// open a scope. Macros see the scope they were defined in, live.
+// open a scope. The bodies of `{% set x %}...{% endset %}` and `{% filter %}` blocks are scopes
+// too. Macros see the scope they were defined in, live.
 #pragma once
 
 #include <memory>
@@ -83,6 +84,8 @@ class Renderer {
     Value lookup(const std::string& name);
     Result<void> assign(const Target& target, Value value, uint32_t offset);
     Result<std::string> capture(const Body& body);  // renders into a separate buffer
+    // The same in a new scope: assignments in {% set x %} and {% filter %} bodies stay inside.
+    Result<std::string> capture_scoped(const Body& body);
     Result<void> emit(std::string_view text);
     Value define_macro(const MacroStmt& m);
     Result<Value> invoke_macro(const MacroStmt& m, const std::shared_ptr<Scope>& closure,
