@@ -140,6 +140,7 @@ const RenderCase kStatements[] = {
     {"{% set ns = namespace(count=0) %}{% for x in xs %}{% set ns.count = ns.count + x %}{% endfor "
      "%}{{ ns.count }}",
      "6"},
+    {"{% set ns = namespace() %}{% set ns.x %}abc{% endset %}{{ ns.x }}", "abc"},
     {"{% set x %}hello {{ 1 }}{% endset %}[{{ x }}]{% set y | upper %}abc{% endset %}{{ y }}",
      "[hello 1]ABC"},
     {"{% set a, b = 1, 2 %}{{ a }}{{ b }}|{% set t = 1, 2 %}{{ t }}", "12|(1, 2)"},

@@ -61,6 +61,7 @@ const FailCase kSyntaxErrorsErrors[] = {
     {"{% include 'x.jinja' %}", "unknown tag 'include'"},
     {"{{ a $ b }}", "unexpected character '$'"},
     {"{% set x = 1 %}{% endset %}", "unknown tag 'endset'"},
+    {"{{ '\\N{BULLET}' }}", "1:5: \\N{...} escapes are not supported"},
 };
 
 TEST(JinjaWhitespace, MatchesJinja2TrimAndLstripBlocks) {

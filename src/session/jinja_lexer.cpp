@@ -414,6 +414,11 @@ class Lexer {
             switch (e) {
                 case '\n':
                     break;  // line continuation
+                case 'N':
+                    // Python's \N{NAME} needs the Unicode name database.
+                    return fail(j - 2,
+                                "\\N{...} escapes are not supported; write the character or "
+                                "use \\u");
                 case '\\':
                     put_bytes("\\");
                     break;

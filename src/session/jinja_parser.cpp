@@ -202,9 +202,7 @@ class Parser : public ExpressionParser {
             STRATA_TRY(expect_block_end());
             return StmtPtr(std::move(stmt));
         }
-        if (target.unpack || !target.attribute.empty()) {
-            return unexpected("'=' (a block assignment sets a single name)");
-        }
+        if (target.unpack) return unexpected("'=' (a block assignment sets one name)");
         auto stmt = std::make_unique<SetBlockStmt>(off);
         stmt->target = std::move(target);
         if (is_op("|")) {
