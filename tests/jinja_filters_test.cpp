@@ -217,8 +217,32 @@ const FailCase kMethodsErrors[] = {
     {"{{ s.upper(1) }}", "takes at most 0 arguments"},
 };
 
+const RenderCase kFormatting[] = {
+    {"{{ '%5.1f|%-8.3e|%+g|% f|%010.2f|%G|%E|%.0f|%.0e|%g|%g|%g|%.3g|%F' % (-2.25, 12345.678, "
+     "0.0001, 1.5, -3.14159, 1e20, 1.5, 2.5, 15000.0, 100000.0, 1000000.0, 1e-5, 3.14159, 1.5) }}",
+     " -2.2|1.235e+04|+0.0001| "
+     "1.500000|-000003.14|1E+20|1.500000E+00|2|2e+04|100000|1e+06|1e-05|3.14|1.500000"},
+    {"{{ '%d|%5d|%-5d|%05d|%+d|%x|%X|%o|%#x|%#o|%i|%u' % (42, 42, 42, -42, 42, 255, 255, 8, 255, "
+     "8, 3.9, 7) }}",
+     "42|   42|42   |-0042|+42|ff|FF|10|0xff|0o10|3|7"},
+    {"{{ '%c%c|%s|%r' % (65, 'é', none, 'x') }}", "Aé|None|'x'"},
+    {"{{ 1e400 }}|{{ '1e400'|float }}|{{ '-1e400'|float }}|{{ '1e-400'|float }}|{{ '+.5'|float "
+     "}}|{{ '5.'|float }}|{{ '.5e1'|float }}",
+     "inf|inf|-inf|0.0|0.5|5.0|5.0"},
+};
+const FailCase kFormattingErrors[] = {
+    {"{{ '%s %s' % ('a',) }}", "not enough arguments for format string"},
+    {"{{ '%s' % ('a', 'b') }}", "not all arguments converted during string formatting"},
+    {"{{ '%d' % 'a' }}", "%d format: a real number is required, not str"},
+};
+
 TEST(JinjaFilters, StringFilters) {
     expect_renders(kStringFilters);
+}
+
+TEST(JinjaFilters, PrintfStyleFormattingAndFloatParsing) {
+    expect_renders(kFormatting);
+    expect_fails(kFormattingErrors);
 }
 
 TEST(JinjaFilters, NumberFilters) {

@@ -185,9 +185,8 @@ std::optional<double> parse_python_float(std::string_view s) {
     std::string clean;
     for (size_t i = 0; i < s.size(); ++i) {
         if (s[i] == '_') {
-            if (i == 0 || i + 1 == s.size() ||
-                !std::isdigit(static_cast<unsigned char>(s[i - 1])) ||
-                !std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+            if (i == 0 || i + 1 == s.size() || !unicode::is_ascii_digit(s[i - 1]) ||
+                !unicode::is_ascii_digit(s[i + 1])) {
                 return std::nullopt;
             }
             continue;
@@ -203,16 +202,11 @@ std::optional<double> parse_python_float(std::string_view s) {
         return lower[0] == '-' ? -x : x;
     }
     for (char c : body) {
-        if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'e' && c != '+' &&
-            c != '-') {
+        if (!unicode::is_ascii_digit(c) && c != '.' && c != 'e' && c != '+' && c != '-') {
             return std::nullopt;
         }
     }
-    const char* begin = clean.c_str();
-    char* end = nullptr;
-    const double x = std::strtod(begin, &end);
-    if (end != begin + clean.size()) return std::nullopt;
-    return x;
+    return parse_decimal(clean);
 }
 
 // Python's int(str, base): whitespace, sign, optional 0x/0o/0b prefix, '_' between digits.
@@ -243,10 +237,10 @@ std::optional<int64_t> parse_python_int(std::string_view s, int64_t base) {
             prev_digit = false;
             continue;
         }
-        int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                : std::isalpha(static_cast<unsigned char>(c))
-                    ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
-                    : 99;
+        const int d = unicode::is_ascii_digit(c) ? c - '0'
+                      : (c >= 'a' && c <= 'z')   ? c - 'a' + 10
+                      : (c >= 'A' && c <= 'Z')   ? c - 'A' + 10
+                                                 : 99;
         if (d >= base) return std::nullopt;
         if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v)) {
             return std::nullopt;
@@ -402,7 +396,8 @@ Result<Value> f_round(Renderer&, Value& v, CallArgs& a) {
     auto res = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed,
                              static_cast<int>(std::min<int64_t>(precision, 340)));
     if (res.ec != std::errc()) return v;
-    return Value::number(std::strtod(std::string(buf, res.ptr).c_str(), nullptr));
+    const auto rounded = parse_decimal(std::string_view(buf, static_cast<size_t>(res.ptr - buf)));
+    return rounded ? Value::number(*rounded) : v;
 }
 
 Result<Value> f_safe(Renderer& r, Value& v, CallArgs& a) {

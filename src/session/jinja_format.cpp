@@ -1,6 +1,8 @@
 // String formatting as Python does it: printf-style `"%s: %d" % (a, b)` (also the `format`
 // filter) and str.format with `{}`, `{0}` and `{name}` fields.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -34,6 +36,47 @@ std::string c_format(const Spec& spec, const char* length, const char* conv_over
     f += length;
     f += conv_override ? conv_override : std::string(1, spec.conversion);
     return f;
+}
+
+// %e %f %g as C's printf in the "C" locale (which is what Python produces), whatever the
+// process locale: digits from std::to_chars, then sign and padding.
+std::string format_float(double x, const Spec& spec) {
+    const bool upper = spec.conversion == 'E' || spec.conversion == 'F' || spec.conversion == 'G';
+    const char conv = static_cast<char>(spec.conversion | 0x20);  // lower case
+    const int precision = spec.precision < 0 ? 6 : std::min(spec.precision, 400);
+    std::string digits;
+    if (std::isnan(x)) {
+        digits = "nan";
+    } else if (std::isinf(x)) {
+        digits = "inf";
+    } else {
+        char buf[1024];
+        const auto format = conv == 'f'   ? std::chars_format::fixed
+                            : conv == 'e' ? std::chars_format::scientific
+                                          : std::chars_format::general;
+        const int p = (conv == 'g' && precision == 0) ? 1 : precision;
+        const auto res = std::to_chars(buf, buf + sizeof(buf), std::fabs(x), format, p);
+        digits = res.ec == std::errc() ? std::string(buf, res.ptr) : "inf";
+    }
+    if (upper) {
+        for (char& c : digits) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
+    }
+    std::string sign;
+    if (std::signbit(x) && !std::isnan(x)) {
+        sign = "-";
+    } else if (spec.flags.find('+') != std::string::npos) {
+        sign = "+";
+    } else if (spec.flags.find(' ') != std::string::npos) {
+        sign = " ";
+    }
+    const auto len = static_cast<int>(sign.size() + digits.size());
+    if (spec.width <= len) return sign + digits;
+    const auto fill = static_cast<size_t>(spec.width - len);
+    if (spec.flags.find('-') != std::string::npos) return sign + digits + std::string(fill, ' ');
+    if (spec.flags.find('0') != std::string::npos && std::isfinite(x)) {
+        return sign + std::string(fill, '0') + digits;
+    }
+    return std::string(fill, ' ') + sign + digits;
 }
 
 Result<std::string> format_one(const Spec& spec, const Value& v) {
@@ -104,8 +147,7 @@ Result<std::string> format_one(const Spec& spec, const Value& v) {
             if (!v.is_number()) {
                 return err("must be real number, not ", type_name(v));
             }
-            std::snprintf(buf, sizeof(buf), c_format(spec, "").c_str(), v.as_double());
-            return std::string(buf);
+            return format_float(v.as_double(), spec);
         }
         default:
             break;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "session/jinja_unicode.h"
+#include "session/jinja_value.h"
 
 namespace strata::jinja {
 
@@ -343,7 +344,7 @@ class Lexer {
         }
         if (is_float) {
             t.type = TokenType::Float;
-            t.float_value = std::strtod(digits.c_str(), nullptr);
+            t.float_value = parse_decimal(digits).value_or(0.0);  // digits were checked above
         } else {
             t.type = TokenType::Integer;
             int64_t v = 0;

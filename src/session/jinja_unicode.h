@@ -23,6 +23,10 @@ size_t code_point_count(std::string_view s);
 // Offset of the first byte that is not valid UTF-8, or npos.
 size_t first_invalid_utf8(std::string_view s);
 
+inline bool is_ascii_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
 // str.isspace(): ASCII whitespace, \x1c-\x1f, \x85, \xa0 and the Unicode space separators.
 bool is_space(char32_t c);
 // Characters that str.splitlines() breaks at.

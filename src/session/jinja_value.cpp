@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -358,6 +359,22 @@ std::string float_repr(double d) {
         out += ebuf;
     }
     return out;
+}
+
+std::optional<double> parse_decimal(std::string_view text) {
+    if (!text.empty() && text[0] == '+') text.remove_prefix(1);  // from_chars takes no '+'
+    if (text.empty() || text[0] == '+') return std::nullopt;
+    double x = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+    if (ec == std::errc::result_out_of_range) {
+        // Python gives inf for overflow and 0 for underflow; the digits decide which.
+        const size_t e = text.find_first_of("eE");
+        const bool big_exponent = e != std::string_view::npos && text.substr(e + 1, 1) != "-";
+        const double mag = big_exponent ? std::numeric_limits<double>::infinity() : 0.0;
+        return text[0] == '-' ? -mag : mag;
+    }
+    if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return x;
 }
 
 namespace {

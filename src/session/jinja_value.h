@@ -198,6 +198,9 @@ Result<std::string> to_str(const Value& v, size_t max_bytes = kMaxPrintedBytes);
 Result<std::string> to_repr(const Value& v, size_t max_bytes = kMaxPrintedBytes);
 // Python's repr of a float ("1.0", "1e+16", "0.30000000000000004", "inf").
 std::string float_repr(double d);
+// Parses a whole decimal floating-point text ("-1.5e3", "+.5"), independent of the C locale;
+// nullopt when it is not one.
+std::optional<double> parse_decimal(std::string_view text);
 
 // Context values come from JSON with insertion order kept (nlohmann::ordered_json).
 Result<Value> from_json(const nlohmann::ordered_json& j);
