@@ -212,6 +212,16 @@ const FailCase kGlobalsErrors[] = {
     {"{{ nosuchfn(1) }}", "'nosuchfn' is undefined"},
 };
 
+const RenderCase kUnknownNames[] = {
+    {"{% if false %}{{ 1|nosuch }}{% endif %}ok", "ok"},
+    {"{% if false %}{% if true %}{{ 1 is nosuchtest }}{% endif %}{% endif %}ok", "ok"},
+    {"{% if 'nosuch' is filter %}{{ 1|nosuch }}{% endif %}ok", "ok"},
+    {"{{ 1 if true else 2|nosuch }}", "1"},
+    {"{% if false %}{% set y = 1|nosuch %}{% for x in []|nosuch %}{% endfor %}{% endif %}ok", "ok"},
+    {"{{ é }}|{% set größe = 1 %}{{ größe }}|{{ d.é }}|{% for ключ in xs %}{{ ключ }}{% endfor %}",
+     "|1||123"},
+};
+
 TEST(JinjaLanguage, PrintsValuesAsPythonStr) {
     expect_renders(kPrinting);
 }
@@ -247,6 +257,36 @@ TEST(JinjaLanguage, ScopesFollowJinja2) {
 TEST(JinjaLanguage, Globals) {
     expect_renders(kGlobals);
     expect_fails(kGlobalsErrors);
+}
+
+// jinja2 rejects unknown filters and tests when it compiles a template, except inside {% if %}
+// and `a if b else c`, where it fails only if they run; loop and macro bodies are strict again.
+TEST(JinjaLanguage, UnknownFiltersAndTestsFailAtLoadUnlessInsideIf) {
+    expect_renders(kUnknownNames);
+    const FailCase at_load[] = {
+        {"{{ 1|nosuch }}", "1:6: no filter named 'nosuch'"},
+        {"{{ 1 is nosuchtest }}", "1:6: no test named 'nosuchtest'"},
+        {"{% for x in [] %}{{ x|nosuch }}{% endfor %}", "1:23: no filter named 'nosuch'"},
+        {"{% macro m() %}{{ 1|nosuch }}{% endmacro %}", "no filter named 'nosuch'"},
+        {"{% if false %}{% for x in [] %}{{ 1|nosuch }}{% endfor %}{% endif %}",
+         "no filter named 'nosuch'"},
+        {"{% if false %}{% filter nosuch %}a{% endfilter %}{% endif %}",
+         "no filter named 'nosuch'"},
+        {"{% if false %}{% set x %}{{ 1|nosuch }}{% endset %}{% endif %}",
+         "no filter named 'nosuch'"},
+    };
+    for (const auto& c : at_load) {
+        SCOPED_TRACE(c.source);
+        auto t = jinja::Template::parse(c.source, "test.jinja");
+        ASSERT_FALSE(t.ok());
+        EXPECT_NE(t.error().message.find(c.message), std::string::npos) << t.error().message;
+    }
+    auto deferred = jinja::Template::parse("{% if x|nosuch %}{% endif %}", "test.jinja");
+    ASSERT_TRUE(deferred.ok()) << deferred.error().message;
+    auto out = deferred->render(nlohmann::ordered_json::object());
+    ASSERT_FALSE(out.ok());
+    EXPECT_NE(out.error().message.find("1:9: no filter named 'nosuch'"), std::string::npos)
+        << out.error().message;
 }
 
 }  // namespace

@@ -224,7 +224,9 @@ Result<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
         if (!t) return t.take_error();
         chosen = ChatTemplate(std::move(*t), "tokenizer.chat_template");
     } else {
-        const DefaultChatChoice choice = default_chat_family(file);
+        const DefaultChatChoice choice =
+            default_chat_family(file.get_string("general.architecture").value_or(""), tokens,
+                                file.get_string("tokenizer.ggml.model").value_or(""));
         chosen = builtin(choice.family);
         chosen->origin_ = "built-in " + std::string(chat_family_name(choice.family)) +
                           " template (the file has no tokenizer.chat_template; " + choice.reason +

@@ -270,13 +270,14 @@ class Lexer {
         Token t;
         t.offset = static_cast<uint32_t>(i);
         if (is_digit(c)) return read_number(i);
-        if (is_name_start(c)) {
-            size_t j = i;
-            while (j < src_.size() && is_name_char(src_[j])) ++j;
-            t.type = TokenType::Name;
-            t.text = std::string(src_.substr(i, j - i));
-            out_.push_back(std::move(t));
-            return j;
+        if (is_name_start(c) || static_cast<unsigned char>(c) >= 0x80) {
+            const size_t len = name_length(i);
+            if (len > 0) {
+                t.type = TokenType::Name;
+                t.text = std::string(src_.substr(i, len));
+                out_.push_back(std::move(t));
+                return i + len;
+            }
         }
         if (c == '\'' || c == '"') return read_string(i);
         for (const char* op : kOperators) {
@@ -306,6 +307,23 @@ class Lexer {
         std::string shown;
         unicode::append_utf8(shown, cp);
         return fail(i, "unexpected character '" + shown + "' in a tag");
+    }
+
+    // Identifiers are ASCII letters, digits and '_', and, as in Python, letters and digits of
+    // any script (`{% set größe = 1 %}`). Digits cannot start one: numbers are read first.
+    size_t name_length(size_t i) const {
+        size_t j = i;
+        while (j < src_.size()) {
+            if (static_cast<unsigned char>(src_[j]) < 0x80) {
+                if (!is_name_char(src_[j])) break;
+                ++j;
+            } else {
+                size_t k = j;
+                if (!unicode::is_word_char(unicode::next_code_point(src_, k))) break;
+                j = k;
+            }
+        }
+        return j - i;
     }
 
     // Digits with optional '_' separators; returns the end.

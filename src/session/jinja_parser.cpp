@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "session/jinja_builtins.h"
 #include "session/jinja_parse_internal.h"
 #include "session/jinja_unicode.h"
 
@@ -300,6 +301,163 @@ class Parser : public ExpressionParser {
     }
 };
 
+// Unknown filter and test names are errors when the template is loaded, as in jinja2, except
+// inside `{% if %}` statements and `a if b else c` expressions, where jinja2 defers them until
+// they run (so templates can guard optional filters). Loop, macro, call, filter, with and
+// set-block bodies are checked strictly again, as jinja2's inner frames are.
+class NameCheck {
+  public:
+    explicit NameCheck(const Program& program) : program_(program) {}
+
+    Result<void> body(const Body& b, bool deferred) {
+        for (const auto& s : b) STRATA_TRY(stmt(*s, deferred));
+        return {};
+    }
+
+  private:
+    Result<void> stmt(const Stmt& s, bool deferred) {
+        switch (s.kind) {
+            case StmtKind::Output:
+                return expr(static_cast<const OutputStmt&>(s).expr.get(), deferred);
+            case StmtKind::If: {
+                const auto& i = static_cast<const IfStmt&>(s);
+                for (const auto& [cond, b] : i.branches) {
+                    STRATA_TRY(expr(cond.get(), true));
+                    STRATA_TRY(body(b, true));
+                }
+                return body(i.else_body, true);
+            }
+            case StmtKind::For: {
+                const auto& f = static_cast<const ForStmt&>(s);
+                STRATA_TRY(expr(f.iterable.get(), deferred));
+                STRATA_TRY(expr(f.filter.get(), false));
+                STRATA_TRY(body(f.body, false));
+                return body(f.else_body, false);
+            }
+            case StmtKind::Set:
+                return expr(static_cast<const SetStmt&>(s).value.get(), deferred);
+            case StmtKind::SetBlock: {
+                const auto& b = static_cast<const SetBlockStmt&>(s);
+                STRATA_TRY(expr(b.filter.get(), false));
+                return body(b.body, false);
+            }
+            case StmtKind::Macro:
+                return macro(static_cast<const MacroStmt&>(s));
+            case StmtKind::CallBlock: {
+                const auto& c = static_cast<const CallBlockStmt&>(s);
+                STRATA_TRY(expr(c.call.get(), deferred));
+                return macro(c.caller);
+            }
+            case StmtKind::FilterBlock: {
+                const auto& f = static_cast<const FilterBlockStmt&>(s);
+                STRATA_TRY(expr(f.filter.get(), false));
+                return body(f.body, false);
+            }
+            case StmtKind::With: {
+                const auto& w = static_cast<const WithStmt&>(s);
+                for (const auto& [target, value] : w.assignments) {
+                    STRATA_TRY(expr(value.get(), deferred));
+                }
+                return body(w.body, false);
+            }
+            case StmtKind::Text:
+            case StmtKind::Break:
+            case StmtKind::Continue:
+                return {};
+        }
+        return {};
+    }
+
+    Result<void> macro(const MacroStmt& m) {
+        for (const auto& p : m.params) STRATA_TRY(expr(p.default_value.get(), false));
+        return body(m.body, false);
+    }
+
+    Result<void> arguments(const Arguments& a, bool deferred) {
+        for (const auto& e : a.positional) STRATA_TRY(expr(e.get(), deferred));
+        for (const auto& [key, e] : a.keyword) STRATA_TRY(expr(e.get(), deferred));
+        return {};
+    }
+
+    Result<void> expr(const Expr* e, bool deferred) {
+        if (!e) return {};
+        switch (e->kind) {
+            case ExprKind::Literal:
+            case ExprKind::Name:
+                return {};
+            case ExprKind::ListLit:
+                for (const auto& item : static_cast<const ListExpr*>(e)->items) {
+                    STRATA_TRY(expr(item.get(), deferred));
+                }
+                return {};
+            case ExprKind::DictLit:
+                for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
+                    STRATA_TRY(expr(k.get(), deferred));
+                    STRATA_TRY(expr(v.get(), deferred));
+                }
+                return {};
+            case ExprKind::Unary:
+                return expr(static_cast<const UnaryExpr*>(e)->operand.get(), deferred);
+            case ExprKind::Binary: {
+                const auto* b = static_cast<const BinaryExpr*>(e);
+                STRATA_TRY(expr(b->lhs.get(), deferred));
+                return expr(b->rhs.get(), deferred);
+            }
+            case ExprKind::Compare: {
+                const auto* c = static_cast<const CompareExpr*>(e);
+                STRATA_TRY(expr(c->first.get(), deferred));
+                for (const auto& [op, rhs] : c->rest) STRATA_TRY(expr(rhs.get(), deferred));
+                return {};
+            }
+            case ExprKind::Attribute:
+                return expr(static_cast<const AttributeExpr*>(e)->object.get(), deferred);
+            case ExprKind::Subscript: {
+                const auto* s = static_cast<const SubscriptExpr*>(e);
+                STRATA_TRY(expr(s->object.get(), deferred));
+                return expr(s->index.get(), deferred);
+            }
+            case ExprKind::Slice: {
+                const auto* s = static_cast<const SliceExpr*>(e);
+                for (const Expr* part :
+                     {s->object.get(), s->start.get(), s->stop.get(), s->step.get()}) {
+                    STRATA_TRY(expr(part, deferred));
+                }
+                return {};
+            }
+            case ExprKind::Call: {
+                const auto* c = static_cast<const CallExpr*>(e);
+                STRATA_TRY(expr(c->callee.get(), deferred));
+                return arguments(c->args, deferred);
+            }
+            case ExprKind::Filter: {
+                const auto* f = static_cast<const FilterExpr*>(e);
+                if (!deferred && !find_filter(f->name)) {
+                    return err(program_.location(f->offset), ": no filter named '", f->name, "'");
+                }
+                STRATA_TRY(expr(f->operand.get(), deferred));
+                return arguments(f->args, deferred);
+            }
+            case ExprKind::Test: {
+                const auto* t = static_cast<const TestExpr*>(e);
+                if (!deferred && !find_test(t->name)) {
+                    return err(program_.location(t->offset), ": no test named '", t->name, "'");
+                }
+                STRATA_TRY(expr(t->operand.get(), deferred));
+                return arguments(t->args, deferred);
+            }
+            case ExprKind::Conditional: {
+                const auto* c = static_cast<const ConditionalExpr*>(e);
+                STRATA_TRY(expr(c->condition.get(), true));
+                STRATA_TRY(expr(c->then_value.get(), true));
+                return expr(c->else_value.get(), true);
+            }
+        }
+        return {};
+    }
+
+    const Program& program_;
+};
+
 }  // namespace
 
 Result<std::shared_ptr<const Program>> parse_program(std::string_view source, std::string name) {
@@ -316,6 +474,7 @@ Result<std::shared_ptr<const Program>> parse_program(std::string_view source, st
     if (!tokens) return err(program->name, ":", tokens.error().message);
     Parser parser(std::move(*tokens), *program);
     STRATA_ASSIGN(program->body, parser.parse_template());
+    STRATA_TRY(NameCheck(*program).body(program->body, false));
     return std::shared_ptr<const Program>(std::move(program));
 }
 

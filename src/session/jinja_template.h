@@ -4,7 +4,13 @@
 // keeps non-ASCII text, `raise_exception`, `strftime_now`).
 //
 // Rendering is bounded: a hostile template gets an error, not a hang or a crash, once it passes
-// any of the limits below.
+// any of the limits below. A parsed Template is immutable; render() may run concurrently.
+//
+// Deliberate differences from jinja2: integers are 64-bit (overflow is an error, not a big
+// integer); lists have append/pop/insert/extend (Hugging Face's sandbox refuses them, llama.cpp
+// allows them); filters that return generators in jinja2 (map, select, reverse, dict.items())
+// return lists; escape/safe do not produce markup-safe strings (autoescape is off in chat
+// templates); loop.changed and recursive loops are not supported.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +33,8 @@ struct RenderLimits {
     size_t max_string_bytes = 32u << 20;       // one string value
     size_t max_list_items = 1u << 20;          // one list value
     uint64_t max_loop_iterations = 1'000'000;  // summed over all loops of one render
-    // Evaluation steps, plus bytes/4 of built strings and the length of built lists.
+    // Evaluation steps, plus a quarter of the bytes of each string built or read through and
+    // the length of each list built or read through: at most a second or two of work.
     uint64_t max_work = 50'000'000;
     int max_call_depth = 100;  // macro calls in progress
     // Nested statements and expressions, summed over macro calls. Together with max_call_depth
