@@ -62,6 +62,7 @@ const FailCase kSyntaxErrorsErrors[] = {
     {"{{ a $ b }}", "unexpected character '$'"},
     {"{% set x = 1 %}{% endset %}", "unknown tag 'endset'"},
     {"{{ '\\N{BULLET}' }}", "1:5: \\N{...} escapes are not supported"},
+    {"{{ d['a',] }}", "1:10: expected an expression, got ']'"},
 };
 
 TEST(JinjaWhitespace, MatchesJinja2TrimAndLstripBlocks) {

@@ -318,8 +318,7 @@ Result<ExprPtr> ExpressionParser::parse_subscript(ExprPtr object, uint32_t off) 
         if (is_op(",")) {  // x[a, b] indexes with a tuple
             auto t = std::make_unique<ListExpr>(start->offset, true);
             t->items.push_back(std::move(start));
-            while (skip_op(",")) {
-                if (is_op("]")) break;
+            while (skip_op(",")) {  // no trailing comma, as in jinja2
                 STRATA_ASSIGN(ExprPtr e, parse_expression(true));
                 t->items.push_back(std::move(e));
             }
