@@ -89,6 +89,22 @@ TEST(TemplateCli, SyntaxErrorsNameLineAndColumn) {
                          ":3:28: expected an expression, got end of print statement '}}'\n");
 }
 
+TEST(TemplateCli, DateFixesTheClockThatTemplatesRead) {
+    TempDir dir;
+    write_file(dir.file("t.jinja"), "{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%H:%M') }}");
+    write_file(dir.file("ctx.json"), "{}");
+    const std::string args = "template " + shell_quote(dir.file("t.jinja")) + " --context " +
+                             shell_quote(dir.file("ctx.json"));
+    auto r = run_strata(args + " --date 2024-07-26");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "26 Jul 2024|12:00");
+    r = run_strata(args + " --date 2024-07-26T08:30");
+    EXPECT_EQ(r.out, "26 Jul 2024|08:30");
+    r = run_strata(args + " --date 26/07/2024");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "strata: --date 26/07/2024: expected YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]\n");
+}
+
 TEST(TemplateCli, BadInputsAreErrors) {
     TempDir dir;
     write_file(dir.file("t.jinja"), "{{ messages|length }}");

@@ -1,4 +1,4 @@
-// strata template MODEL_OR_JINJA --context FILE.json
+// strata template MODEL_OR_JINJA --context FILE.json [--date YYYY-MM-DD]
 //
 // Renders a chat template and prints the prompt exactly, with no newline added. MODEL_OR_JINJA
 // is a GGUF file (its tokenizer.chat_template, or the built-in default for its family, with
@@ -6,9 +6,13 @@
 // holding the template text. The context is a JSON object: messages, add_generation_prompt,
 // tools, and any other variables the template reads; `--context -` reads it from stdin.
 //
+// --date fixes the clock that templates read through strftime_now() (Llama 3.x and Mistral
+// templates print today's date), for reproducible prompts.
+//
 // Errors (unreadable files, bad JSON, template syntax errors with line:column, the template's
 // own raise_exception messages) go to stderr as "strata: ..." with exit status 1.
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -64,7 +68,38 @@ Result<ChatTemplate> load_template(const std::string& path) {
     return ChatTemplate::parse(source, path);
 }
 
-Result<std::string> render(const std::string& template_path, const std::string& context_path) {
+// "YYYY-MM-DD" or "YYYY-MM-DDTHH:MM[:SS]", local time (what strftime_now formats).
+Result<std::time_t> parse_date(const std::string& text) {
+    std::tm tm{};
+    int n = 0;
+    const int fields =
+        std::sscanf(text.c_str(), "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n);
+    bool ok = fields == 3 && n == 10;
+    if (ok && text.size() > 10) {
+        int m = 0;
+        tm.tm_sec = 0;
+        ok = (std::sscanf(text.c_str() + 10, "T%2d:%2d%n", &tm.tm_hour, &tm.tm_min, &m) == 2 &&
+              m == 6) &&
+             (text.size() == 16 || (std::sscanf(text.c_str() + 16, ":%2d%n", &tm.tm_sec, &m) == 1 &&
+                                    m == 3 && text.size() == 19));
+    } else if (ok) {
+        tm.tm_hour = 12;  // midday: the same date whatever the time zone rules do
+    }
+    ok = ok && tm.tm_mon >= 1 && tm.tm_mon <= 12 && tm.tm_mday >= 1 && tm.tm_mday <= 31 &&
+         tm.tm_hour <= 23 && tm.tm_min <= 59 && tm.tm_sec <= 60;
+    if (!ok) return err("--date ", text, ": expected YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_isdst = -1;
+    return std::mktime(&tm);
+}
+
+Result<std::string> render(const std::string& template_path, const std::string& context_path,
+                           const std::string& date) {
+    jinja::RenderOptions options;
+    if (!date.empty()) {
+        STRATA_ASSIGN(options.now, parse_date(date));
+    }
     STRATA_ASSIGN(ChatTemplate tmpl, load_template(template_path));
     STRATA_ASSIGN(std::string context_text, read_text(context_path));
     const std::string context_name = context_path == "-" ? "stdin" : context_path;
@@ -74,7 +109,7 @@ Result<std::string> render(const std::string& template_path, const std::string& 
         return err(context_name, ": the context must be a JSON object such as ",
                    "{\"messages\": [...], \"add_generation_prompt\": true}");
     }
-    return tmpl.render(context);
+    return tmpl.render(context, options);
 }
 
 }  // namespace
@@ -89,8 +124,11 @@ void add_template(CLI::App& app) {
     cmd->add_option("--context", *context_path,
                     "JSON file with messages, add_generation_prompt, tools, ... ('-' for stdin)")
         ->required();
-    cmd->callback([template_path, context_path] {
-        auto out = render(*template_path, *context_path);
+    auto date = std::make_shared<std::string>();
+    cmd->add_option("--date", *date,
+                    "the date strftime_now() sees, YYYY-MM-DD[THH:MM[:SS]] (default: now)");
+    cmd->callback([template_path, context_path, date] {
+        auto out = render(*template_path, *context_path, *date);
         if (!out) {
             std::fprintf(stderr, "strata: %s\n", out.error().message.c_str());
             throw CLI::RuntimeError(1);
