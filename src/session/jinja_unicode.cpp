@@ -1,66 +1,18 @@
 #include "session/jinja_unicode.h"
 
+#include "session/utf8.h"
+
 namespace strata::jinja::unicode {
 
 char32_t next_code_point(std::string_view s, size_t& i) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    if (b0 < 0x80) {
-        ++i;
-        return b0;
-    }
-    int len = 0;
-    char32_t cp = 0;
-    if ((b0 & 0xE0) == 0xC0) {
-        len = 2;
-        cp = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-        len = 3;
-        cp = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-        len = 4;
-        cp = b0 & 0x07;
-    } else {
-        ++i;
-        return 0xFFFD;
-    }
-    if (i + len > s.size()) {
-        ++i;
-        return 0xFFFD;
-    }
-    for (int k = 1; k < len; ++k) {
-        const auto b = static_cast<unsigned char>(s[i + k]);
-        if ((b & 0xC0) != 0x80) {
-            ++i;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    static constexpr char32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-        ++i;
-        return 0xFFFD;
-    }
-    i += len;
-    return cp;
+    const utf8::Decoded d = utf8::decode(s, i);
+    i += d.len;
+    return d.cp;
 }
 
 void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    const bool scalar = cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    utf8::append(out, scalar ? cp : utf8::kReplacement);
 }
 
 std::u32string decode(std::string_view s) {
@@ -88,10 +40,9 @@ size_t code_point_count(std::string_view s) {
 
 size_t first_invalid_utf8(std::string_view s) {
     for (size_t i = 0; i < s.size();) {
-        const size_t start = i;
-        const char32_t cp = next_code_point(s, i);
-        // A genuine U+FFFD is three bytes long; a one-byte step to U+FFFD is an invalid byte.
-        if (cp == 0xFFFD && i - start != 3) return start;
+        const utf8::Decoded d = utf8::decode(s, i);
+        if (!d.valid) return i;
+        i += d.len;
     }
     return std::string_view::npos;
 }

@@ -1,4 +1,4 @@
-// UTF-8 and the parts of Python's Unicode behaviour that chat templates reach: strings are
+// The parts of Python's Unicode behaviour that chat templates reach: strings are
 // indexed, sliced and measured in code points; strip() and split() treat every Unicode
 // whitespace character as whitespace; upper()/lower() map cased letters.
 //
@@ -14,8 +14,10 @@
 
 namespace strata::jinja::unicode {
 
-// Decodes the code point at s[i] and advances i. Invalid bytes decode as U+FFFD (one byte).
+// Decodes the code point at s[i] and advances i; invalid bytes decode as U+FFFD (see
+// session/utf8.h, which does the decoding).
 char32_t next_code_point(std::string_view s, size_t& i);
+// Appends cp as UTF-8; a surrogate or a value past U+10FFFF becomes U+FFFD.
 void append_utf8(std::string& out, char32_t cp);
 std::u32string decode(std::string_view s);
 std::string encode(std::u32string_view s);
