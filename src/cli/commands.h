@@ -10,5 +10,6 @@ void add_inspect(CLI::App& app);
 void add_profile(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_tokenize(CLI::App& app);
+void add_template(CLI::App& app);
 
 }  // namespace strata::cli

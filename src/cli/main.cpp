@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
     strata::cli::add_profile(app);
     strata::cli::add_synth(app);
     strata::cli::add_tokenize(app);
+    strata::cli::add_template(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
