@@ -55,8 +55,9 @@ struct ListData {
 // index once the dict is large.
 class DictData {
   public:
-    size_t size() const { return entries_.size(); }
-    bool empty() const { return entries_.empty(); }
+    // Defined after Value, which must be complete for them.
+    size_t size() const;
+    bool empty() const;
     const std::vector<std::pair<Value, Value>>& entries() const { return entries_; }
 
     const Value* find(const Value& key) const;
@@ -175,6 +176,9 @@ class Value {
     Kind kind_;
     Storage v_;
 };
+
+inline size_t DictData::size() const { return entries_.size(); }
+inline bool DictData::empty() const { return entries_.empty(); }
 
 // Python's truthiness: empty containers, "", 0, None and undefined are false.
 bool truthy(const Value& v);
