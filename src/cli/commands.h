@@ -11,5 +11,7 @@ void add_profile(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_template(CLI::App& app);
+void add_run(CLI::App& app);
+void add_perplexity(CLI::App& app);
 
 }  // namespace strata::cli

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
     strata::cli::add_synth(app);
     strata::cli::add_tokenize(app);
     strata::cli::add_template(app);
+    strata::cli::add_run(app);
+    strata::cli::add_perplexity(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,221 @@
+// strata run [MODEL] [--prompt TEXT] [--interactive] [--raw] [--json] [flags]
+//
+// Generates text. With --prompt the answer streams to stdout as it is generated, followed by a
+// one-line summary on stderr (prompt and generation speed, load time, weight bytes read per
+// token and the bandwidth that makes). The prompt goes through the model's chat template when
+// the file has one (--raw sends it as it is). --interactive is a chat loop that keeps the KV
+// cache between turns, so each turn evaluates only its new tokens. --json prints one JSON object
+// (prompt_ids, generated_ids, text, done_reason, timings) instead, for scripts.
+//
+// Without a model it runs the built-in default (synth/default_model.h); without --prompt it
+// chats when standard input is a terminal and reads the prompt from standard input otherwise.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/run_options.h"
+#include "session/generation.h"
+#include "session/prompt.h"
+#include "synth/default_model.h"
+#include "util/units.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct RunCommand {
+    std::string model;
+    std::string prompt;
+    std::string system;
+    bool interactive = false;
+    bool raw = false;
+    bool json = false;
+    bool greedy = false;
+    int32_t max_tokens = 256;
+    std::vector<std::string> stop;
+    EngineFlags engine;
+    SamplerParams sampling;
+};
+
+double per_second(double n, double s) { return s > 0 ? n / s : 0.0; }
+
+std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
+    const GenerateTimings& t = r.timings;
+    const double bytes_per_token =
+        t.generated_tokens ? double(t.generate_weight_bytes) / t.generated_tokens : 0.0;
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "prompt %u tokens (%u cached), %.1f tok/s | generated %u tokens, %.2f tok/s | "
+                  "load %.2f s | %s weights/token, %.2f GB/s",
+                  t.prompt_tokens, t.cached_tokens, per_second(t.prompt_tokens, t.prompt_seconds),
+                  t.generated_tokens, per_second(t.generated_tokens, t.generate_seconds),
+                  m.load_seconds, format_bytes(uint64_t(bytes_per_token), true).c_str(),
+                  per_second(double(t.generate_weight_bytes), t.generate_seconds) / 1e9);
+    return buf;
+}
+
+nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m,
+                                   const GenerateResult& r) {
+    const GenerateTimings& t = r.timings;
+    nlohmann::ordered_json j;
+    j["model"] = path;
+    j["prompt_ids"] = r.prompt_ids;
+    j["generated_ids"] = r.generated_ids;
+    j["text"] = r.text;
+    j["done_reason"] = r.done_reason;
+    j["timings"] = {
+        {"load_seconds", m.load_seconds},
+        {"prompt_tokens", t.prompt_tokens},
+        {"cached_tokens", t.cached_tokens},
+        {"prompt_seconds", t.prompt_seconds},
+        {"prompt_tokens_per_second", per_second(t.prompt_tokens, t.prompt_seconds)},
+        {"generated_tokens", t.generated_tokens},
+        {"generate_seconds", t.generate_seconds},
+        {"generate_tokens_per_second", per_second(t.generated_tokens, t.generate_seconds)},
+        {"weight_bytes_per_token",
+         t.generated_tokens ? double(t.generate_weight_bytes) / t.generated_tokens : 0.0},
+        {"effective_gb_per_second",
+         per_second(double(t.generate_weight_bytes), t.generate_seconds) / 1e9},
+    };
+    return j;
+}
+
+bool has_file_template(const LoadedModel& m) {
+    return m.info.file.get_string("tokenizer.chat_template").has_value();
+}
+
+GenerateOptions generate_options(const RunCommand& c) {
+    GenerateOptions g;
+    g.max_tokens = c.max_tokens;
+    g.sampling = c.sampling;
+    if (c.greedy) g.sampling.temperature = 0.0f;
+    g.stop = c.stop;
+    return g;
+}
+
+nlohmann::ordered_json first_messages(const RunCommand& c) {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!c.system.empty()) messages.push_back({{"role", "system"}, {"content", c.system}});
+    return messages;
+}
+
+void run_once(const RunCommand& c, const std::string& path, LoadedModel& m) {
+    std::string text = c.prompt;
+    if (!c.raw && has_file_template(m)) {
+        auto tmpl = ChatTemplate::from_gguf(m.info.file);
+        if (!tmpl) fail("chat template: " + tmpl.error().message);
+        auto messages = first_messages(c);
+        messages.push_back({{"role", "user"}, {"content", c.prompt}});
+        auto rendered = render_chat(*tmpl, messages);
+        if (!rendered) fail("chat template: " + rendered.error().message);
+        text = *rendered;
+    }
+    const auto ids = tokenize_prompt(m.tokenizer, text);
+    GenerationSession session(*m.engine, m.tokenizer);
+    TextSink sink;
+    if (!c.json) {
+        sink = [](std::string_view piece) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+            return true;
+        };
+    }
+    auto r = session.generate(ids, generate_options(c), sink);
+    if (!r) fail(r.error().message);
+    if (c.json) {
+        std::printf("%s\n", result_json(path, m, *r).dump().c_str());
+    } else {
+        std::printf("\n");
+        std::fprintf(stderr, "%s\n", summary_line(m, *r).c_str());
+    }
+}
+
+void run_interactive(const RunCommand& c, LoadedModel& m) {
+    auto tmpl = ChatTemplate::from_gguf(m.info.file);
+    if (!tmpl) fail("chat template: " + tmpl.error().message);
+    std::fprintf(stderr, "strata: chatting with %s (template: %s). /bye or end of input quits.\n",
+                 m.info.file.path.c_str(), tmpl->origin().c_str());
+    GenerationSession session(*m.engine, m.tokenizer);
+    auto messages = first_messages(c);
+    const bool tty = isatty(STDIN_FILENO);
+    std::string line;
+    for (;;) {
+        if (tty) std::fprintf(stderr, ">>> ");
+        if (!std::getline(std::cin, line) || line == "/bye") break;
+        if (line.empty()) continue;
+        messages.push_back({{"role", "user"}, {"content", line}});
+        auto rendered = render_chat(*tmpl, messages);
+        if (!rendered) fail("chat template: " + rendered.error().message);
+        auto r = session.generate(tokenize_prompt(m.tokenizer, *rendered), generate_options(c),
+                                  [](std::string_view piece) {
+                                      std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                      std::fflush(stdout);
+                                      return true;
+                                  });
+        if (!r) fail(r.error().message);
+        std::printf("\n");
+        std::fprintf(stderr, "%s\n", summary_line(m, *r).c_str());
+        messages.push_back({{"role", "assistant"}, {"content", r->text}});
+    }
+}
+
+void run_command(RunCommand& c, bool have_prompt) {
+    if (c.json && c.interactive) fail("--json prints one answer; it does not go with --interactive");
+    std::string path = c.model;
+    if (path.empty()) {
+        auto p = ensure_default_model();
+        if (!p) fail("the built-in default model: " + p.error().message);
+        path = *p;
+        if (!have_prompt && !c.interactive) {
+            c.prompt = "Once upon a time";
+            have_prompt = true;
+        }
+        if (!c.json) std::fprintf(stderr, "strata: no model given; running the built-in default %s "
+                                          "(random weights)\n", path.c_str());
+    }
+    if (!have_prompt && !c.interactive) {
+        if (isatty(STDIN_FILENO)) {
+            c.interactive = true;
+        } else {
+            c.prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+            if (c.prompt.empty()) fail("no prompt: give --prompt, or text on standard input");
+        }
+    }
+    auto opts = model_load_options(c.engine, !c.json && isatty(STDERR_FILENO));
+    if (!opts) fail(opts.error().message);
+    auto m = LoadedModel::load(path, *opts);
+    if (!m) fail(m.error().message);
+    if (c.interactive) {
+        run_interactive(c, **m);
+    } else {
+        run_once(c, path, **m);
+    }
+}
+
+}  // namespace
+
+void add_run(CLI::App& app) {
+    auto c = std::make_shared<RunCommand>();
+    CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
+    cmd->add_option("model", c->model, "GGUF model file (default: the built-in tiny model)");
+    auto* prompt = cmd->add_option("--prompt,-p", c->prompt, "Prompt text");
+    cmd->add_option("--system", c->system, "System message for the chat template");
+    cmd->add_flag("--interactive,-i", c->interactive, "Chat in a loop, keeping the context");
+    cmd->add_flag("--raw", c->raw, "Send the prompt as it is, without the chat template");
+    cmd->add_flag("--json", c->json, "Print one JSON object with ids, text and timings");
+    cmd->add_option("--max-tokens,-n", c->max_tokens,
+                    "Tokens to generate at most; -1 until the context is full")
+        ->capture_default_str();
+    cmd->add_option("--stop", c->stop, "Stop string (repeatable); it is not printed");
+    cmd->add_flag("--greedy", c->greedy, "Always take the most likely token (temperature 0)");
+    add_engine_flags(*cmd, c->engine);
+    add_sampling_flags(*cmd, c->sampling);
+    cmd->callback([c, prompt] { run_command(*c, prompt->count() > 0); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,107 @@
+#include "engine/attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "engine/ops.h"
+#include "quant/quant.h"
+
+namespace strata::engine {
+
+namespace {
+
+constexpr int64_t kTokensPerTask = 32;
+
+// Kernels called inside a task run on the task's thread: a pool of one runs work inline.
+ThreadPool& inline_pool() {
+    static thread_local ThreadPool pool(1);
+    return pool;
+}
+
+size_t element_offset(TensorType t, int64_t n) {
+    return t == TensorType::F16 ? size_t(n) * 2 : size_t(n / 32) * sizeof(quant::BlockQ8_0);
+}
+
+struct TaskScratch {
+    std::vector<float> q, scores, out, values;
+};
+
+void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q,
+                  int64_t t0, int64_t t1, int64_t pos0, int kvh, float* out) {
+    static thread_local TaskScratch sc;
+    const int group = s.n_head / s.n_head_kv;
+    const int64_t n_q = (t1 - t0) * group;
+    const int64_t n_kv = pos0 + t1;  // positions the last token of the block sees
+    const TensorType et = kv.element_type();
+
+    // Queries of the heads sharing this KV head, one row per (token, head).
+    sc.q.resize(size_t(n_q * s.head_dim_k));
+    for (int64_t t = t0; t < t1; ++t) {
+        for (int j = 0; j < group; ++j) {
+            const float* src = q + t * s.n_head * s.head_dim_k + (kvh * group + j) * s.head_dim_k;
+            std::memcpy(&sc.q[size_t(((t - t0) * group + j) * s.head_dim_k)], src,
+                        sizeof(float) * size_t(s.head_dim_k));
+        }
+    }
+    cpu::QuantMatrix K{et, kv.key_row(layer, 0) + element_offset(et, kvh * s.head_dim_k), n_kv,
+                       s.head_dim_k, kv.key_row_bytes(layer)};
+    sc.scores.resize(size_t(n_q * n_kv));
+    cpu::matmul(K, sc.q.data(), sc.scores.data(), n_q, inline_pool());
+
+    for (int64_t c = 0; c < n_q; ++c) {
+        const int64_t visible = pos0 + t0 + c / group + 1;
+        float* row = &sc.scores[size_t(c * n_kv)];
+        for (int64_t p = 0; p < visible; ++p) row[p] *= s.scale;
+        std::fill(row + visible, row + n_kv, -std::numeric_limits<float>::infinity());
+        softmax(row, n_kv);
+    }
+
+    sc.out.resize(size_t(n_q * s.head_dim_v));
+    if (kv.values_transposed()) {
+        cpu::QuantMatrix Vt{et, kv.value_row(layer, int64_t(kvh) * s.head_dim_v), s.head_dim_v,
+                            n_kv, kv.value_row_bytes(layer)};
+        cpu::matmul(Vt, sc.scores.data(), sc.out.data(), n_q, inline_pool());
+    } else {
+        sc.values.resize(size_t(n_kv * s.head_dim_v));
+        for (int64_t p = 0; p < n_kv; ++p) {
+            quant::dequantize_row(et, kv.value_row(layer, p) + element_offset(et, kvh * s.head_dim_v),
+                                  &sc.values[size_t(p * s.head_dim_v)], s.head_dim_v);
+        }
+        std::fill(sc.out.begin(), sc.out.end(), 0.0f);
+        for (int64_t c = 0; c < n_q; ++c) {
+            const float* w = &sc.scores[size_t(c * n_kv)];
+            float* o = &sc.out[size_t(c * s.head_dim_v)];
+            for (int64_t p = 0; p < n_kv; ++p) {
+                if (w[p] != 0.0f) axpy(o, w[p], &sc.values[size_t(p * s.head_dim_v)], s.head_dim_v);
+            }
+        }
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+        for (int j = 0; j < group; ++j) {
+            std::memcpy(out + t * s.n_head * s.head_dim_v + (kvh * group + j) * s.head_dim_v,
+                        &sc.out[size_t(((t - t0) * group + j) * s.head_dim_v)],
+                        sizeof(float) * size_t(s.head_dim_v));
+        }
+    }
+}
+
+}  // namespace
+
+void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
+               int64_t pos0, float* out, ThreadPool& pool) {
+    const int64_t blocks = (n + kTokensPerTask - 1) / kTokensPerTask;
+    const int64_t tasks = blocks * s.n_head_kv;
+    pool.parallel_for(tasks, 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t task = begin; task < end; ++task) {
+            const int kvh = int(task % s.n_head_kv);
+            const int64_t t0 = (task / s.n_head_kv) * kTokensPerTask;
+            const int64_t t1 = std::min(n, t0 + kTokensPerTask);
+            attend_block(kv, layer, s, q, t0, t1, pos0, kvh, out);
+        }
+    });
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,101 @@
+#include "engine/kv_cache.h"
+
+#include "quant/quant.h"
+#include "util/units.h"
+
+namespace strata::engine {
+
+std::string_view kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "q8_0"; }
+
+Result<KvType> parse_kv_type(std::string_view name) {
+    if (name == "f16") return KvType::F16;
+    if (name == "q8_0") return KvType::Q8_0;
+    return err("unknown KV cache type '" + std::string(name) + "' (known: f16, q8_0)");
+}
+
+TensorType KvCache::element_type() const {
+    return type_ == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
+}
+
+namespace {
+
+size_t row_bytes(KvType type, uint64_t n) {
+    return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
+}
+
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+uint64_t KvCache::bytes_needed(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        const uint64_t kv = hp.n_head_kv_at(l);
+        total += round_up(row_bytes(type, kv * hp.head_dim_k) * n_ctx, 64);
+        total += round_up(row_bytes(type, kv * hp.head_dim_v) * n_ctx, 64);
+    }
+    return total;
+}
+
+Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
+    if (n_ctx == 0) return err("the context size must be at least 1");
+    if (type == KvType::Q8_0 && (hp.head_dim_k % 32 != 0 || hp.head_dim_v % 32 != 0)) {
+        return err("a Q8_0 KV cache needs head sizes that are multiples of 32; this model's are " +
+                   std::to_string(hp.head_dim_k) + " and " + std::to_string(hp.head_dim_v) +
+                   " (use the f16 cache)");
+    }
+    KvCache c;
+    c.type_ = type;
+    c.n_ctx_ = n_ctx;
+    size_t offset = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        Layer L;
+        L.n_embd_k = hp.n_head_kv_at(l) * hp.head_dim_k;
+        L.n_embd_v = hp.n_head_kv_at(l) * hp.head_dim_v;
+        L.k_row_bytes = row_bytes(type, L.n_embd_k);
+        // transposed F16 values: one row of n_ctx positions per value dimension
+        L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : row_bytes(type, L.n_embd_v);
+        L.k_offset = offset;
+        offset += round_up(L.k_row_bytes * n_ctx, 64);
+        L.v_offset = offset;
+        offset += round_up(row_bytes(type, L.n_embd_v) * n_ctx, 64);
+        c.layers_.push_back(L);
+    }
+    auto buf = AlignedBuffer::allocate(offset);
+    if (!buf) {
+        return err("cannot allocate the KV cache (" + format_bytes(offset) + " for " +
+                   std::to_string(n_ctx) + " positions): " + buf.error().message +
+                   "; a smaller --ctx needs less");
+    }
+    c.buffer_ = std::move(*buf);
+    return c;
+}
+
+void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {
+    const Layer& L = layers_[layer];
+    std::byte* base = buffer_.data();
+    std::byte* krow = base + L.k_offset + size_t(pos) * L.k_row_bytes;
+    if (type_ == KvType::F16) {
+        quant::fp32_to_fp16_row(k, reinterpret_cast<uint16_t*>(krow), L.n_embd_k);
+        auto* vt = reinterpret_cast<uint16_t*>(base + L.v_offset);
+        for (uint32_t d = 0; d < L.n_embd_v; ++d) {
+            vt[size_t(d) * n_ctx_ + size_t(pos)] = quant::fp32_to_fp16(v[d]);
+        }
+    } else {
+        quant::quantize_row(TensorType::Q8_0, k, krow, L.n_embd_k);
+        quant::quantize_row(TensorType::Q8_0, v, base + L.v_offset + size_t(pos) * L.v_row_bytes,
+                            L.n_embd_v);
+    }
+}
+
+const std::byte* KvCache::key_row(int layer, int64_t pos) const {
+    const Layer& L = layers_[layer];
+    return buffer_.data() + L.k_offset + size_t(pos) * L.k_row_bytes;
+}
+
+const std::byte* KvCache::value_row(int layer, int64_t index) const {
+    const Layer& L = layers_[layer];
+    return buffer_.data() + L.v_offset + size_t(index) * L.v_row_bytes;
+}
+
+}  // namespace strata::engine

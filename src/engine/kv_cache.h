@@ -1,0 +1,63 @@
+// The key/value cache: the keys and values of every position evaluated so far, per layer, so a
+// new token attends to the whole context without recomputing it.
+//
+// F16 (the default, as in the reference engine) or Q8_0 (half the memory, for long contexts).
+// Keys are stored one row per position ([n_ctx][n_head_kv * head_dim_k]), so the scores of a
+// head are a matrix product of its key rows with the queries. F16 values are stored transposed
+// ([n_head_kv * head_dim_v][n_ctx]), so the weighted sum over positions is also a matrix
+// product; Q8_0 values are stored one row per position, since 32-element blocks cannot run
+// along a context that grows one position at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "model/hparams.h"
+#include "store/aligned_buffer.h"
+#include "util/result.h"
+
+namespace strata::engine {
+
+enum class KvType { F16, Q8_0 };
+std::string_view kv_type_name(KvType t);  // "f16", "q8_0"
+Result<KvType> parse_kv_type(std::string_view name);
+
+class KvCache {
+public:
+    static Result<KvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+    // Bytes a cache of this size would take, for planning and messages.
+    static uint64_t bytes_needed(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+
+    KvType type() const { return type_; }
+    TensorType element_type() const;
+    uint32_t n_ctx() const { return n_ctx_; }
+    uint64_t bytes() const { return buffer_.size(); }
+
+    // Writes the keys and values of position pos of a layer (n_head_kv * head_dim floats each).
+    void store(int layer, int64_t pos, const float* k, const float* v);
+
+    // Key row of a position: n_head_kv heads of head_dim_k elements.
+    const std::byte* key_row(int layer, int64_t pos) const;
+    size_t key_row_bytes(int layer) const { return layers_[layer].k_row_bytes; }
+    // F16: start of value dimension `dim`'s row over positions (n_ctx elements, stride
+    // value_dim_stride()). Q8_0: the value row of position `dim` (n_head_kv * head_dim_v).
+    const std::byte* value_row(int layer, int64_t index) const;
+    size_t value_row_bytes(int layer) const { return layers_[layer].v_row_bytes; }
+    bool values_transposed() const { return type_ == KvType::F16; }
+
+private:
+    struct Layer {
+        size_t k_offset = 0, v_offset = 0;
+        size_t k_row_bytes = 0, v_row_bytes = 0;
+        uint32_t n_embd_k = 0, n_embd_v = 0;
+    };
+    KvType type_ = KvType::F16;
+    uint32_t n_ctx_ = 0;
+    std::vector<Layer> layers_;
+    AlignedBuffer buffer_;
+};
+
+}  // namespace strata::engine

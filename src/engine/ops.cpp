@@ -1,0 +1,88 @@
+#include "engine/ops.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/matmul.h"
+#include "quant/quant.h"
+
+namespace strata::engine {
+
+void rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+    }
+}
+
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
+                   ThreadPool& pool) {
+    if (rows * n < (1 << 16)) {
+        for (int64_t r = 0; r < rows; ++r) rms_norm_row(x + r * n, w, y + r * n, n, eps);
+        return;
+    }
+    pool.parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
+        for (int64_t r = b; r < e; ++r) rms_norm_row(x + r * n, w, y + r * n, n, eps);
+    });
+}
+
+void add_into(float* y, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void axpy(float* y, float a, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+void softmax(float* x, int64_t n) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void linear(const TensorView& W, const TensorView* bias, const float* X, float* Y, int64_t n,
+            ThreadPool& pool) {
+    cpu::QuantMatrix m;
+    m.type = W.type;
+    m.data = W.data;
+    m.cols = W.ne[0];
+    m.rows = W.rows();
+    m.row_stride = W.row_bytes;
+    if (n == 1) {
+        cpu::matvec(m, X, Y, pool);
+    } else {
+        cpu::matmul(m, X, Y, n, pool);
+    }
+    if (bias && bias->present()) {
+        const float* b = bias->f32();
+        for (int64_t t = 0; t < n; ++t) add_into(Y + t * m.rows, b, m.rows);
+    }
+}
+
+void embedding_row(const TensorView& table, int32_t token, float* out) {
+    assert(token >= 0 && token < table.rows());
+    quant::dequantize_row(table.type, table.data + static_cast<size_t>(token) * table.row_bytes,
+                          out, table.ne[0]);
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,40 @@
+// The element-wise building blocks of a transformer layer, on rows of float activations.
+//
+// Numerics follow the reference engine's CPU backend where that decides results: RMSNorm sums
+// squares in double and scales by 1/sqrtf(mean + eps) before the weight multiply, softmax
+// subtracts the maximum and sums exponentials in double, SiLU is x / (1 + e^-x).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/thread_pool.h"
+#include "store/weight_store.h"
+
+namespace strata::engine {
+
+// y = x / sqrt(mean(x^2) + eps) * w for one row of n values (w may be null: no weight).
+void rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps);
+// The same for `rows` rows of n values, rows spread over the pool when there are many.
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
+                   ThreadPool& pool);
+
+// y[i] += x[i]
+void add_into(float* y, const float* x, int64_t n);
+// y[i] += a * x[i]
+void axpy(float* y, float a, const float* x, int64_t n);
+// out[i] = silu(gate[i]) * up[i]   (the SwiGLU activation of llama-style FFNs)
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+float silu(float x);
+float sigmoid(float x);
+// In-place softmax of n values.
+void softmax(float* x, int64_t n);
+
+// Y = X W^T (+ bias) for n rows of X: a decode step (n == 1) takes the matrix-vector kernel.
+// W is a 2-D weight view (rows = output features); bias (optional) is F32 of W's row count.
+void linear(const TensorView& W, const TensorView* bias, const float* X, float* Y, int64_t n,
+            ThreadPool& pool);
+
+// Row `token` of an embedding matrix, dequantized to floats.
+void embedding_row(const TensorView& table, int32_t token, float* out);
+
+}  // namespace strata::engine

@@ -1,0 +1,98 @@
+#include "session/generation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "session/stop_strings.h"
+#include "session/stream_decoder.h"
+
+namespace strata {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+GenerationSession::GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer)
+    : engine_(engine), tokenizer_(tokenizer) {}
+
+void GenerationSession::reset() {
+    context_.clear();
+    engine_.truncate(0);
+}
+
+Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& prompt,
+                                                   const GenerateOptions& options,
+                                                   const TextSink& sink) {
+    STRATA_TRY(validate(options.sampling));
+    if (prompt.empty()) return err("the prompt is empty");
+    const uint32_t n_ctx = engine_.n_ctx();
+    if (prompt.size() >= n_ctx) {
+        return err("the prompt has " + std::to_string(prompt.size()) +
+                   " tokens but the context holds " + std::to_string(n_ctx) +
+                   " (a larger --ctx makes room)");
+    }
+    GenerateResult res;
+    res.prompt_ids = prompt;
+
+    // Reuse the cached prefix; at least the last prompt token is evaluated, for its logits.
+    size_t keep = 0;
+    while (keep < context_.size() && keep < prompt.size() && context_[keep] == prompt[keep]) ++keep;
+    keep = std::min(keep, prompt.size() - 1);
+    engine_.truncate(uint32_t(keep));
+    context_.resize(keep);
+    const auto t_prompt = std::chrono::steady_clock::now();
+    const std::span<const TokenId> fresh(prompt.data() + keep, prompt.size() - keep);
+    STRATA_TRY(engine_.eval(fresh, engine::LogitsWanted::Last, logits_));
+    context_.insert(context_.end(), fresh.begin(), fresh.end());
+    res.timings.prompt_seconds = seconds_since(t_prompt);
+    res.timings.prompt_tokens = uint32_t(fresh.size());
+    res.timings.cached_tokens = uint32_t(keep);
+
+    Sampler sampler(options.sampling);
+    StreamDecoder decoder(tokenizer_);
+    StopStringMatcher stops(options.stop);
+    const uint64_t bytes_before = engine_.stats().weight_bytes;
+    const auto t_gen = std::chrono::steady_clock::now();
+    bool client_gone = false;
+    auto emit = [&](const std::string& text) {
+        if (text.empty() || client_gone) return;
+        res.text += text;
+        if (sink && !sink(text)) client_gone = true;
+    };
+    for (;;) {
+        if (options.max_tokens >= 0 && res.generated_ids.size() >= size_t(options.max_tokens)) {
+            res.done_reason = "length";
+            break;
+        }
+        const TokenId id = sampler.sample(logits_, context_);
+        if (options.stop_at_eog && tokenizer_.is_end_of_generation(id)) {
+            res.done_reason = "stop";
+            break;
+        }
+        res.generated_ids.push_back(id);
+        emit(stops.feed(decoder.push(id)));
+        if (stops.stopped() || client_gone) {
+            res.done_reason = "stop";
+            break;
+        }
+        if (engine_.n_past() >= n_ctx) {
+            res.done_reason = "length";
+            break;
+        }
+        STRATA_TRY(engine_.eval({&id, 1}, engine::LogitsWanted::Last, logits_));
+        context_.push_back(id);
+    }
+    if (!stops.stopped()) {
+        std::string tail = stops.feed(decoder.finish());
+        if (!stops.stopped()) tail += stops.flush();
+        emit(tail);
+    }
+    res.timings.generated_tokens = uint32_t(res.generated_ids.size());
+    res.timings.generate_seconds = seconds_since(t_gen);
+    res.timings.generate_weight_bytes = engine_.stats().weight_bytes - bytes_before;
+    return res;
+}
+
+}  // namespace strata

@@ -1,0 +1,73 @@
+// Generating text: a prompt's tokens in, sampled tokens and their text out, streamed as they
+// come, with stop conditions.
+//
+// A GenerationSession owns the conversation state of one engine: the tokens whose keys and
+// values are in the KV cache. A new prompt that begins with those tokens (the next turn of a
+// chat, the same system prompt again) evaluates only what is new.
+//
+// Stop conditions, in the order they are checked after each sampled token:
+//   "stop":   an end-of-generation token (not emitted), or a stop string (never emitted, not
+//             even its beginning: text that might start one is held back until it is known);
+//   "length": max_tokens generated, or the context is full. Tokens are never dropped to make
+//             room: the context policy is to stop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "session/sampler.h"
+#include "session/tokenizer.h"
+
+namespace strata {
+
+struct GenerateOptions {
+    int32_t max_tokens = 256;  // < 0: until the context is full
+    SamplerParams sampling;
+    std::vector<std::string> stop;  // stop strings
+    bool stop_at_eog = true;        // end-of-generation tokens end the answer
+};
+
+struct GenerateTimings {
+    uint32_t prompt_tokens = 0;   // prompt tokens evaluated by this call
+    uint32_t cached_tokens = 0;   // prompt tokens reused from the KV cache
+    double prompt_seconds = 0;
+    uint32_t generated_tokens = 0;
+    double generate_seconds = 0;  // from the first sampled token to the last
+    uint64_t generate_weight_bytes = 0;  // weights read by the generation steps
+};
+
+struct GenerateResult {
+    std::vector<TokenId> prompt_ids;
+    std::vector<TokenId> generated_ids;
+    std::string text;         // what was streamed
+    std::string done_reason;  // "stop" or "length"
+    GenerateTimings timings;
+};
+
+// Receives text as it becomes safe to show. Returning false ends generation (a client left);
+// done_reason is then "stop".
+using TextSink = std::function<bool(std::string_view)>;
+
+class GenerationSession {
+public:
+    GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer);
+
+    Result<GenerateResult> generate(const std::vector<TokenId>& prompt,
+                                    const GenerateOptions& options, const TextSink& sink);
+
+    // Tokens whose keys and values are in the cache.
+    const std::vector<TokenId>& context() const { return context_; }
+    void reset();
+
+private:
+    engine::Engine& engine_;
+    const Tokenizer& tokenizer_;
+    std::vector<TokenId> context_;
+    std::vector<float> logits_;
+};
+
+}  // namespace strata

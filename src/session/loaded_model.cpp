@@ -1,0 +1,28 @@
+#include "session/loaded_model.h"
+
+#include <chrono>
+
+#include "gguf/reader.h"
+
+namespace strata {
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
+                                                       const ModelLoadOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    STRATA_ASSIGN(GgufFile file, read_gguf(path));
+    STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
+    STRATA_ASSIGN(Tokenizer tokenizer, Tokenizer::from_gguf(info.file));
+    ResidentLoadOptions ro;
+    ro.progress = options.progress;
+    STRATA_ASSIGN(auto store, ResidentStore::load(info, ro));
+    auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
+                                                       nullptr, nullptr, 0, 0});
+    m->loaded_bytes = store->loaded_bytes();
+    m->store = std::move(store);
+    STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, options.engine));
+    m->load_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return m;
+}
+
+}  // namespace strata

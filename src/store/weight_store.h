@@ -1,0 +1,80 @@
+// The store interface: how the engine gets the weights it computes with.
+//
+// The engine never touches the model file. Before a layer it asks the store for the layer's
+// tensors and, after routing, for the slices of the experts the router picked; it gets views
+// that stay valid until it releases them. Whether the bytes were resident all along, read from
+// NVMe a moment ago or found in an expert cache is the store's business, so the forward pass is
+// the same in every mode (design invariant 1).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "gguf/tensor_type.h"
+#include "model/tensor_role.h"
+#include "util/result.h"
+
+namespace strata {
+
+// A tensor's bytes in memory with its GGUF type and shape (ggml order: ne[0] is the row length).
+struct TensorView {
+    TensorType type = TensorType::F32;
+    const std::byte* data = nullptr;
+    std::array<int64_t, 4> ne{0, 1, 1, 1};
+    size_t row_bytes = 0;  // bytes of one row of ne[0] elements
+
+    bool present() const { return data != nullptr; }
+    int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+    const float* f32() const { return reinterpret_cast<const float*>(data); }
+};
+
+inline constexpr size_t kTensorRoleCount = static_cast<size_t>(TensorRole::Other) + 1;
+
+// The non-expert tensors of one layer (or, for layer -1, the tensors outside the blocks), by role.
+// Routed-expert tensors are not here: they come one expert at a time through acquire_expert.
+struct LayerView {
+    std::array<TensorView, kTensorRoleCount> weights{};
+    std::array<TensorView, kTensorRoleCount> biases{};
+
+    const TensorView& weight(TensorRole r) const { return weights[static_cast<size_t>(r)]; }
+    const TensorView& bias(TensorRole r) const { return biases[static_cast<size_t>(r)]; }
+};
+
+// One routed expert's matrices: gate and up [n_embd -> n_ff_exp], down [n_ff_exp -> n_embd],
+// each a 2-D view (rows = output features).
+struct ExpertView {
+    TensorView gate, up, down;
+};
+
+// Bytes the store moved to serve the engine, for run summaries and benchmarks.
+struct StoreStats {
+    uint64_t bytes_served = 0;     // weight bytes handed to the engine (resident or not)
+    uint64_t bytes_from_disk = 0;  // of which read from the model file during the run
+    double stall_seconds = 0;      // time the engine waited for the store
+};
+
+class WeightStore {
+public:
+    virtual ~WeightStore() = default;
+
+    // Tensors outside the blocks: token embedding, output norm, LM head, rope factors.
+    virtual const LayerView& globals() const = 0;
+
+    // A layer's non-expert tensors, valid until release_layer(layer).
+    virtual Result<const LayerView*> acquire_layer(int layer) = 0;
+    virtual void release_layer(int layer) = 0;
+
+    // One routed expert of a layer, valid until release_expert(layer, expert).
+    virtual Result<ExpertView> acquire_expert(int layer, int expert) = 0;
+    virtual void release_expert(int layer, int expert) = 0;
+
+    virtual const StoreStats& stats() const = 0;
+    virtual void reset_stats() = 0;
+    // "resident", "ffn-stream", ...
+    virtual std::string mode_name() const = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,30 @@
+#include "engine_test_support.h"
+
+namespace strata::test {
+
+std::vector<GoldenModel> golden_models() {
+    std::vector<GoldenModel> out;
+    for (const char* q : {"F32", "F16", "BF16", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K",
+                          "IQ4_XS"}) {
+        const std::string s = std::string("aidreams260K-") + q;
+        const std::string qs = q;
+        out.push_back({s, "models/real/" + s + ".gguf", qs == "F32" || qs == "F16" || qs == "BF16",
+                       qs == "BF16", false, true});
+    }
+    auto synth = [&](const std::string& family, std::initializer_list<const char*> types) {
+        for (const char* q : types) {
+            const std::string qs = q;
+            const std::string s = family + "-" + qs;
+            out.push_back({s, "models/synthetic/" + s + ".gguf",
+                           qs == "F32" || qs == "F16" || qs == "BF16", qs == "BF16",
+                           family == "llama-moe", false});
+        }
+    };
+    synth("llama-dense", {"F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M",
+                          "Q4_1", "Q4_0", "IQ4_NL", "IQ4_XS", "Q3_K_M", "Q2_K"});
+    synth("llama-moe", {"F16", "Q8_0", "Q4_K_M"});
+    synth("qwen2", {"F32", "Q8_0", "Q4_K_M"});
+    return out;
+}
+
+}  // namespace strata::test
