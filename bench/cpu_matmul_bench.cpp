@@ -23,6 +23,7 @@
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/thread_pool.h"
+#include "profile/memory_bandwidth.h"
 #include "quant/quant.h"
 #include "util/table.h"
 
@@ -47,32 +48,6 @@ struct AlignedBuffer {
     size_t size;
     uint8_t* data;
 };
-
-// Memory-read ceiling: all threads sum 64-bit words of `buffer` in 1 MiB chunks handed out
-// dynamically (the same split the kernels use), prefetching 4 KiB ahead as the kernels do;
-// best of several passes, in GB/s.
-double measure_read_ceiling(const AlignedBuffer& buffer, ThreadPool& pool) {
-    constexpr size_t kChunk = 1 << 20;
-    const int64_t chunks = int64_t(buffer.size / kChunk);
-    std::vector<uint64_t> sink(size_t(pool.size()) * 8);
-    double best = 0;
-    for (int pass = 0; pass < 4; ++pass) {
-        const auto t0 = Clock::now();
-        pool.parallel_for(chunks, 1, [&](int64_t begin, int64_t end, int thread) {
-            uint64_t s[8] = {};
-            for (int64_t c = begin; c < end; ++c) {
-                const auto* p = reinterpret_cast<const uint64_t*>(buffer.data + size_t(c) * kChunk);
-                for (size_t i = 0; i < kChunk / 8; i += 8) {
-                    __builtin_prefetch(p + i + 512);
-                    for (int k = 0; k < 8; ++k) s[k] += p[i + size_t(k)];
-                }
-            }
-            for (int k = 0; k < 8; ++k) sink[size_t(thread) * 8 + size_t(k)] += s[k];
-        });
-        best = std::max(best, double(chunks) * kChunk / seconds_since(t0) / 1e9);
-    }
-    return best;
-}
 
 struct Shape {
     int64_t rows, cols, batch;
@@ -204,7 +179,8 @@ int main(int argc, char** argv) {
 
     ThreadPool pool(threads);
     AlignedBuffer buffer(size_t(working_set_mib) << 20);
-    const double ceiling = measure_read_ceiling(buffer, pool);
+    const double ceiling =
+        measure_read_ceiling(reinterpret_cast<const std::byte*>(buffer.data), buffer.size, pool) / 1e9;
     if (!json) {
         std::printf("threads %d, working set %d MiB, memory-read ceiling %.1f GB/s\n", pool.size(),
                     working_set_mib, ceiling);
