@@ -29,10 +29,12 @@ struct TaskScratch {
     std::vector<float> q, scores, out, values;
 };
 
+// One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
 void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q,
-                  int64_t t0, int64_t t1, int64_t pos0, int kvh, float* out) {
+                  int64_t t0, int64_t t1, int64_t pos0, int kvh, int j0, int j1, float* out) {
     static thread_local TaskScratch sc;
-    const int group = s.n_head / s.n_head_kv;
+    const int group_all = s.n_head / s.n_head_kv;
+    const int group = j1 - j0;
     const int64_t n_q = (t1 - t0) * group;
     const int64_t n_kv = pos0 + t1;  // positions the last token of the block sees
     const TensorType et = kv.element_type();
@@ -41,7 +43,8 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     sc.q.resize(size_t(n_q * s.head_dim_k));
     for (int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < group; ++j) {
-            const float* src = q + t * s.n_head * s.head_dim_k + (kvh * group + j) * s.head_dim_k;
+            const float* src =
+                q + t * s.n_head * s.head_dim_k + (kvh * group_all + j0 + j) * s.head_dim_k;
             std::memcpy(&sc.q[size_t(((t - t0) * group + j) * s.head_dim_k)], src,
                         sizeof(float) * size_t(s.head_dim_k));
         }
@@ -81,7 +84,7 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     }
     for (int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < group; ++j) {
-            std::memcpy(out + t * s.n_head * s.head_dim_v + (kvh * group + j) * s.head_dim_v,
+            std::memcpy(out + t * s.n_head * s.head_dim_v + (kvh * group_all + j0 + j) * s.head_dim_v,
                         &sc.out[size_t(((t - t0) * group + j) * s.head_dim_v)],
                         sizeof(float) * size_t(s.head_dim_v));
         }
@@ -93,13 +96,23 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool) {
     const int64_t blocks = (n + kTokensPerTask - 1) / kTokensPerTask;
-    const int64_t tasks = blocks * s.n_head_kv;
+    // Decode has one block per KV head: too few tasks for many threads, so the query heads of a
+    // group are then split over tasks too (each re-reads the group's keys, a small cost next to
+    // idle cores).
+    const int group = s.n_head / s.n_head_kv;
+    int splits = 1;
+    while (splits < group && blocks * s.n_head_kv * splits < 2 * int64_t(pool.size())) splits *= 2;
+    while (group % splits != 0) --splits;
+    const int per_split = group / splits;
+    const int64_t tasks = blocks * s.n_head_kv * splits;
     pool.parallel_for(tasks, 1, [&](int64_t begin, int64_t end, int) {
         for (int64_t task = begin; task < end; ++task) {
-            const int kvh = int(task % s.n_head_kv);
-            const int64_t t0 = (task / s.n_head_kv) * kTokensPerTask;
+            const int split = int(task % splits);
+            const int kvh = int((task / splits) % s.n_head_kv);
+            const int64_t t0 = (task / (int64_t(splits) * s.n_head_kv)) * kTokensPerTask;
             const int64_t t1 = std::min(n, t0 + kTokensPerTask);
-            attend_block(kv, layer, s, q, t0, t1, pos0, kvh, out);
+            attend_block(kv, layer, s, q, t0, t1, pos0, kvh, split * per_split,
+                         (split + 1) * per_split, out);
         }
     });
 }
