@@ -1,0 +1,167 @@
+// `strata run` and `strata perplexity` as a user calls them: the JSON and plain outputs, greedy
+// ids and perplexity on the trained aidreams260K model against the reference engine's golden
+// runs (skipped without ../shared/testdata), and clear one-line errors with exit status 1 for
+// bad input.
+//
+// Bounds: greedy ids of a float file must match exactly (testdata README); ln(PPL) within 1% of
+// the golden value, mean KL <= 1e-4 and top-1 >= 98% against the golden F32 logits, as
+// engine_kld_golden_test.cpp requires of float files. A base file written and read back by strata
+// itself differs only by the .kld format's 16-bit storage of log-probabilities: mean KL <= 1e-4,
+// the same top token everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "synth/generator.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+using test::shell_quote;
+
+// A tiny synthetic llama with the built-in vocabulary, written once for the whole file.
+const std::string& synth_model() {
+    static test::TempDir dir;
+    static const std::string path = [] {
+        SynthConfig config;
+        config.hparams = *synth_preset("tiny");
+        config.weights = TensorType::Q8_0;
+        config.threads = 2;
+        const std::string p = dir.file("tiny.gguf");
+        auto r = write_synthetic_model(config, p, /*overwrite=*/true);
+        EXPECT_TRUE(r) << (r ? "" : r.error().message);
+        return p;
+    }();
+    return path;
+}
+
+test::CommandResult strata(const std::string& args) {
+    return test::run_command("timeout 120 " + shell_quote(test::strata_binary()) + " " + args);
+}
+
+// The command failed with status 1 and a one-line "strata: ..." message mentioning `what`.
+void expect_error(const test::CommandResult& r, const std::string& what) {
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("strata: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+TEST(RunCli, JsonPrintsOneObjectWithIdsTextAndTimings) {
+    const auto r = strata("run " + shell_quote(synth_model()) +
+                          " --prompt 'Once upon a time' --greedy -n 8 --json -t 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line expected:\n" << r.out;
+    const json j = json::parse(r.out);
+    ASSERT_TRUE(j.is_object());
+    EXPECT_FALSE(j["prompt_ids"].empty());
+    EXPECT_LE(j["generated_ids"].size(), 8u);
+    EXPECT_TRUE(j["text"].is_string());
+    EXPECT_TRUE(j["done_reason"] == "length" || j["done_reason"] == "stop");
+    const json& t = j["timings"];
+    EXPECT_EQ(t["prompt_tokens"].get<size_t>(), j["prompt_ids"].size());
+    EXPECT_EQ(t["generated_tokens"].get<size_t>(), j["generated_ids"].size());
+    EXPECT_GE(t["prompt_seconds"].get<double>(), 0.0);
+    EXPECT_TRUE(t.contains("generate_tokens_per_second"));
+
+    // Greedy: the same command gives the same answer.
+    const auto again = strata("run " + shell_quote(synth_model()) +
+                              " --prompt 'Once upon a time' --greedy -n 8 --json -t 2");
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(json::parse(again.out)["generated_ids"], j["generated_ids"]);
+}
+
+TEST(RunCli, PlainModeStreamsTextAndSummarisesOnStderr) {
+    const std::string base =
+        "run " + shell_quote(synth_model()) + " --prompt 'Once upon a time' --greedy -n 8 -t 2";
+    const auto r = strata(base);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = strata(base + " --json");
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    EXPECT_EQ(r.out, json::parse(j.out)["text"].get<std::string>() + "\n");
+    EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(RunCli, GreedyIdsMatchTheGoldenRealModel) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const auto dir = test::testdata_dir();
+    const json golden = json::parse(std::ifstream(dir / "golden/greedy/aidreams260K-F32.json"));
+    const json& p1 = golden["prompts"][0];
+    ASSERT_EQ(p1["prompt_id"], "p1");
+    const auto r = strata(
+        "run " + shell_quote((dir / "models/real/aidreams260K-F32.gguf").string()) + " --prompt " +
+        shell_quote(p1["prompt"].get<std::string>()) + " --greedy -n 8 --json -t 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["prompt_ids"], p1["prompt_ids"]);
+    const auto want = p1["greedy_ids"].get<std::vector<int>>();
+    EXPECT_EQ(j["generated_ids"].get<std::vector<int>>(),
+              std::vector<int>(want.begin(), want.begin() + 8));
+}
+
+TEST(RunCli, BadInputsFailWithOneLine) {
+    const std::string m = shell_quote(synth_model());
+    expect_error(strata("run /nonexistent/model.gguf --prompt hi"), "/nonexistent/model.gguf");
+    expect_error(strata("run " + m + " --prompt hi --kv-type bogus"), "--kv-type");
+    expect_error(strata("run " + m + " --prompt hi --temperature -1"), "temperature");
+    expect_error(strata("run " + m + " --prompt 'Once upon a time there was a king' --ctx 4"),
+                 "context");
+}
+
+TEST(RunCli, PerplexityMatchesGoldenRun) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const auto dir = test::testdata_dir();
+    const std::string model = shell_quote((dir / "models/real/aidreams260K-F32.gguf").string());
+    const json golden = json::parse(std::ifstream(dir / "golden/perplexity/aidreams260K-F32.json"));
+
+    const auto ppl = strata("perplexity " + model + " --file " +
+                            shell_quote((dir / "inputs/ppl_text.txt").string()) +
+                            " --ctx 128 --chunks 4 --json -t 2");
+    ASSERT_EQ(ppl.exit_code, 0) << ppl.err;
+    const json p = json::parse(ppl.out);
+    const double want = std::log(golden["ppl_final"].get<double>());
+    EXPECT_NEAR(std::log(p["ppl"].get<double>()), want, 0.01 * want);
+    EXPECT_GT(p["ppl_err"].get<double>(), 0.0);
+    EXPECT_EQ(p["chunks"], 4);
+
+    const auto kl =
+        strata("perplexity " + model + " --kl " +
+               shell_quote((dir / "golden/logits/aidreams260K-F32.kld").string()) + " --json -t 2");
+    ASSERT_EQ(kl.exit_code, 0) << kl.err;
+    const json k = json::parse(kl.out);
+    for (const char* key : {"ppl", "ppl_err", "kl_mean", "kl_p99", "top1"}) {
+        ASSERT_TRUE(k.contains(key) && k[key].is_number()) << key << " in " << kl.out;
+    }
+    EXPECT_LE(std::abs(k["kl_mean"].get<double>()), 1e-4);
+    EXPECT_LE(k["kl_p99"].get<double>(), 1e-3);
+    EXPECT_GE(k["top1"].get<double>(), 0.98);
+}
+
+TEST(RunCli, PerplexityBaseFileRoundTrips) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const auto dir = test::testdata_dir();
+    const std::string model = shell_quote((dir / "models/real/aidreams260K-F32.gguf").string());
+    test::TempDir tmp;
+    const std::string base = tmp.file("base.kld");
+    const auto save = strata(
+        "perplexity " + model + " --file " + shell_quote((dir / "inputs/ppl_text.txt").string()) +
+        " --ctx 128 --chunks 3 --kl-base " + shell_quote(base) + " --json -t 2");
+    ASSERT_EQ(save.exit_code, 0) << save.err;
+    const auto cmp = strata("perplexity " + model + " --kl " + shell_quote(base) + " --json -t 2");
+    ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+    const json s = json::parse(save.out), k = json::parse(cmp.out);
+    EXPECT_NEAR(k["ppl"].get<double>(), s["ppl"].get<double>(), 1e-3 * s["ppl"].get<double>());
+    EXPECT_LE(std::abs(k["kl_mean"].get<double>()), 1e-4);
+    EXPECT_DOUBLE_EQ(k["top1"].get<double>(), 1.0);
+}
+
+}  // namespace
+}  // namespace strata
