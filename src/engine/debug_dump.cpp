@@ -14,9 +14,22 @@ Result<DebugDump> DebugDump::open(const std::string& dir) {
     DebugDump d;
     d.dir_ = dir;
     const std::string index = dir + "/index.tsv";
-    d.index_ = std::fopen(index.c_str(), "w");
+    // A fresh directory gets a new index; a second engine in the same process (or a later run)
+    // continues it with sequence numbers after the last one, so nothing is overwritten.
+    int64_t last_seq = -1;
+    if (std::FILE* old = std::fopen(index.c_str(), "r")) {
+        char line[1024];
+        while (std::fgets(line, sizeof line, old)) {
+            long long seq = 0;
+            if (std::sscanf(line, "%lld\t", &seq) == 1 && seq > last_seq) last_seq = seq;
+        }
+        std::fclose(old);
+    }
+    const bool fresh = !std::filesystem::exists(index, ec);
+    d.index_ = std::fopen(index.c_str(), "a");
     if (!d.index_) return err("cannot write " + index + ": " + std::strerror(errno));
-    std::fprintf(d.index_, "seq\tname\trows\tcols\tpos0\tfile\n");
+    if (fresh) std::fprintf(d.index_, "seq\tname\trows\tcols\tpos0\tfile\n");
+    d.seq_ = last_seq;
     return d;
 }
 

@@ -6,6 +6,7 @@
 // result_norm, result_output. Every eval call gets a sequence number; its tensors are written as
 // raw little-endian float32 files "<seq>.<name>.f32" (rows = tokens of the call, row-major), and
 // one line per tensor is appended to "index.tsv": seq, name, rows, cols, first position, file.
+// Reopening a directory continues its index and numbering.
 #pragma once
 
 #include <cstdint>

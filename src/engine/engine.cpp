@@ -97,12 +97,17 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
         }
     }
     const bool all = wanted == LogitsWanted::All;
+    const uint32_t start = n_past_;
     logits.resize(size_t(n_vocab_) * (all ? tokens.size() : 1));
     for (size_t first = 0; first < tokens.size(); first += max_batch_) {
         const size_t count = std::min<size_t>(max_batch_, tokens.size() - first);
         const bool last = first + count == tokens.size();
         float* out = all ? logits.data() + first * n_vocab_ : (last ? logits.data() : nullptr);
-        STRATA_TRY(eval_batch(tokens.subspan(first, count), all, out));
+        // A failure part way through leaves the context as it was before the call.
+        if (auto r = eval_batch(tokens.subspan(first, count), all, out); !r) {
+            n_past_ = start;
+            return r;
+        }
     }
     return {};
 }
