@@ -189,12 +189,11 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     });
     dump_.write("attn_norm", il, xn_.data(), n, d);
     timed(Op::Projection, [&] {
-        linear(w.weight(TensorRole::AttnQ), &w.bias(TensorRole::AttnQ), xn_.data(), q_.data(), n,
-               pool_);
-        linear(w.weight(TensorRole::AttnK), &w.bias(TensorRole::AttnK), xn_.data(), k_.data(), n,
-               pool_);
-        linear(w.weight(TensorRole::AttnV), &w.bias(TensorRole::AttnV), xn_.data(), v_.data(), n,
-               pool_);
+        const LinearOut qkv[] = {
+            {&w.weight(TensorRole::AttnQ), &w.bias(TensorRole::AttnQ), q_.data()},
+            {&w.weight(TensorRole::AttnK), &w.bias(TensorRole::AttnK), k_.data()},
+            {&w.weight(TensorRole::AttnV), &w.bias(TensorRole::AttnV), v_.data()}};
+        linear_multi(qkv, xn_.data(), n, pool_);
     });
     timed(Op::Elementwise, [&] {
         const TensorView& qn = w.weight(TensorRole::AttnQNorm);

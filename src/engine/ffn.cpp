@@ -14,8 +14,8 @@ void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& 
     buf.gate.resize(size_t(n * n_ff));
     buf.up.resize(size_t(n * n_ff));
     buf.hidden.resize(size_t(n * n_ff));
-    linear(gate, nullptr, x, buf.gate.data(), n, pool);
-    linear(up, nullptr, x, buf.up.data(), n, pool);
+    const LinearOut gate_up[] = {{&gate, nullptr, buf.gate.data()}, {&up, nullptr, buf.up.data()}};
+    linear_multi(gate_up, x, n, pool);
     swiglu(buf.gate.data(), buf.up.data(), buf.hidden.data(), n * n_ff);
     linear(down, nullptr, buf.hidden.data(), out, n, pool);
 }

@@ -60,23 +60,44 @@ void softmax(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void linear(const TensorView& W, const TensorView* bias, const float* X, float* Y, int64_t n,
-            ThreadPool& pool) {
+namespace {
+cpu::QuantMatrix quant_matrix(const TensorView& W) {
     cpu::QuantMatrix m;
     m.type = W.type;
     m.data = W.data;
     m.cols = W.ne[0];
     m.rows = W.rows();
     m.row_stride = W.row_bytes;
+    return m;
+}
+
+void add_bias(const TensorView* bias, float* Y, int64_t rows, int64_t n) {
+    if (!bias || !bias->present()) return;
+    for (int64_t t = 0; t < n; ++t) add_into(Y + t * rows, bias->f32(), rows);
+}
+}  // namespace
+
+void linear_multi(std::span<const LinearOut> outs, const float* X, int64_t n, ThreadPool& pool) {
+    cpu::QuantMatrix ms[4];
+    float* ys[4];
+    assert(outs.size() <= 4);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        ms[i] = quant_matrix(*outs[i].W);
+        ys[i] = outs[i].Y;
+    }
+    cpu::matmul_multi({ms, outs.size()}, X, {ys, outs.size()}, n, pool);
+    for (const LinearOut& o : outs) add_bias(o.bias, o.Y, o.W->rows(), n);
+}
+
+void linear(const TensorView& W, const TensorView* bias, const float* X, float* Y, int64_t n,
+            ThreadPool& pool) {
+    const cpu::QuantMatrix m = quant_matrix(W);
     if (n == 1) {
         cpu::matvec(m, X, Y, pool);
     } else {
         cpu::matmul(m, X, Y, n, pool);
     }
-    if (bias && bias->present()) {
-        const float* b = bias->f32();
-        for (int64_t t = 0; t < n; ++t) add_into(Y + t * m.rows, b, m.rows);
-    }
+    add_bias(bias, Y, m.rows, n);
 }
 
 void embedding_row(const TensorView& table, int32_t token, float* out) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/thread_pool.h"
 #include "store/weight_store.h"
@@ -33,6 +34,14 @@ void softmax(float* x, int64_t n);
 // W is a 2-D weight view (rows = output features); bias (optional) is F32 of W's row count.
 void linear(const TensorView& W, const TensorView* bias, const float* X, float* Y, int64_t n,
             ThreadPool& pool);
+
+// Several linear maps of the same input (q, k and v; gate and up) as one parallel job.
+struct LinearOut {
+    const TensorView* W;
+    const TensorView* bias;  // may be null or absent
+    float* Y;
+};
+void linear_multi(std::span<const LinearOut> outs, const float* X, int64_t n, ThreadPool& pool);
 
 // Row `token` of an embedding matrix, dequantized to floats.
 void embedding_row(const TensorView& table, int32_t token, float* out);

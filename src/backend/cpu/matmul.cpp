@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -118,21 +119,26 @@ void scalar_matmul(const QuantMatrix& W, const uint8_t* act, size_t act_row_byte
     });
 }
 
+// Rows [begin, end) of W times every activation column, tile by tile.
+void tile_rows(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t* act,
+               size_t act_row_bytes, int64_t n, float* Y, int64_t begin, int64_t end) {
+    const int64_t n_blocks = W.cols / tensor_type_info(W.type)->block_size;
+    const auto* w = static_cast<const uint8_t*>(W.data);
+    for (int64_t c0 = 0; c0 < n; c0 += k.max_cols) {
+        const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
+        for (int64_t r0 = begin; r0 < end; r0 += k.max_rows) {
+            const int n_rows = int(std::min<int64_t>(k.max_rows, end - r0));
+            k.fn(w + r0 * W.row_stride, W.row_stride, n_rows, act + c0 * act_row_bytes,
+                 act_row_bytes, n_cols, n_blocks, Y + c0 * W.rows + r0, size_t(W.rows));
+        }
+    }
+}
+
 void tiled_matmul(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t* act,
                   size_t act_row_bytes, int64_t n, float* Y, ThreadPool& pool) {
-    const int64_t n_blocks = W.cols / tensor_type_info(W.type)->block_size;
     const int64_t chunk = rows_per_chunk(W, n, k.max_rows, pool.size());
-    const auto* w = static_cast<const uint8_t*>(W.data);
-    const int64_t tile_rows = k.max_rows;
     pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
-        for (int64_t c0 = 0; c0 < n; c0 += k.max_cols) {
-            const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
-            for (int64_t r0 = begin; r0 < end; r0 += tile_rows) {
-                const int n_rows = int(std::min<int64_t>(tile_rows, end - r0));
-                k.fn(w + r0 * W.row_stride, W.row_stride, n_rows, act + c0 * act_row_bytes,
-                     act_row_bytes, n_cols, n_blocks, Y + c0 * W.rows + r0, size_t(W.rows));
-            }
-        }
+        tile_rows(k, W, act, act_row_bytes, n, Y, begin, end);
     });
 }
 
@@ -204,6 +210,66 @@ void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPoo
 
 void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool) {
     matmul_on_path(active_cpu_path(), W, x, y, 1, pool);
+}
+
+void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
+                  int64_t n, ThreadPool& pool) {
+    assert(Ws.size() == Ys.size());
+    const CpuPath path = active_cpu_path();
+    if (n == 0 || Ws.empty()) return;
+    const int64_t cols = Ws[0].cols;
+    // Activations converted once per activation type (q, k and v of a Q4_K_M file mix Q4_K and
+    // Q6_K, which share Q8_K); one work list over the rows of every matrix.
+    struct Act {
+        TensorType type;
+        size_t row_bytes;
+        std::vector<uint8_t> bytes;
+    };
+    std::vector<Act> acts;
+    acts.reserve(Ws.size());
+    struct Item {
+        size_t matrix;
+        int64_t begin, end;
+    };
+    std::vector<Item> items;
+    std::vector<size_t> act_of(Ws.size());
+    std::vector<detail::TileKernel> kernels(Ws.size());
+    for (size_t i = 0; i < Ws.size(); ++i) {
+        const QuantMatrix& W = Ws[i];
+        assert(matmul_supports(W.type) && W.cols == cols);
+        kernels[i] = tile_kernel_for(path, W.type);
+        if (kernels[i].fn == nullptr || W.cols == 0) {
+            matmul_on_path(path, W, X, Ys[i], n, pool);  // rare: no fast kernel for this type
+            continue;
+        }
+        const TensorType at = quant::vec_dot_type(W.type);
+        size_t a = 0;
+        while (a < acts.size() && acts[a].type != at) ++a;
+        if (a == acts.size()) {
+            const size_t rb = size_t(quant::quant_row_bytes(at, cols).value());
+            acts.push_back({at, rb, std::vector<uint8_t>(rb * size_t(n))});
+            Act& act = acts.back();
+            pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+                for (int64_t c = begin; c < end; ++c) {
+                    quantize_activations_on_path(path, at, X + c * cols,
+                                                 act.bytes.data() + size_t(c) * act.row_bytes, cols);
+                }
+            });
+        }
+        act_of[i] = a;
+        const int64_t chunk = rows_per_chunk(W, n, kernels[i].max_rows, pool.size());
+        for (int64_t r = 0; r < W.rows; r += chunk) {
+            items.push_back({i, r, std::min(W.rows, r + chunk)});
+        }
+    }
+    pool.parallel_for(int64_t(items.size()), 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t j = begin; j < end; ++j) {
+            const Item& it = items[size_t(j)];
+            const Act& act = acts[act_of[it.matrix]];
+            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes.data(), act.row_bytes, n,
+                      Ys[it.matrix], it.begin, it.end);
+        }
+    });
 }
 
 std::string_view matmul_kernel_name(CpuPath path, TensorType t) {

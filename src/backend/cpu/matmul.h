@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "backend/cpu/cpu_path.h"
@@ -54,6 +55,14 @@ void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool);
 // Y[c * W.rows + r] = dot(W[r], X[c * W.cols ...]) for c < n. X: n x W.cols, Y: n x W.rows.
 // PRECONDITION: as matvec, n >= 0.
 void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPool& pool);
+
+// matmul of several matrices with the same activations (q, k and v; gate and up) as one parallel
+// job: Ys[i] = X Ws[i]^T. The activations are converted once per activation type and the rows of
+// all matrices are shared out together, so small matrices neither pay a dispatch each nor leave
+// cores idle at their ends. Results are those of matmul on each matrix.
+// PRECONDITION: as matmul for each pair; all Ws have the same cols; Ws.size() == Ys.size().
+void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
+                  int64_t n, ThreadPool& pool);
 
 // matmul on a given path, for tests and benchmarks. PRECONDITION: the CPU can run `path`.
 void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
