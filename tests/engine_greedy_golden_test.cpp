@@ -87,11 +87,7 @@ TEST_P(GreedyGolden, MatchesReferenceContinuations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GreedyGolden, ::testing::ValuesIn(test::golden_models()),
-                         [](const auto& param_info) {
-                             std::string n = param_info.param.stem;
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         [](const auto& param_info) { return test::test_name(param_info.param.stem); });
 
 }  // namespace
 }  // namespace strata

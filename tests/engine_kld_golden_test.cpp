@@ -68,11 +68,7 @@ TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, KldGolden, ::testing::ValuesIn(test::golden_models()),
-                         [](const auto& param_info) {
-                             std::string n = param_info.param.stem;
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         [](const auto& param_info) { return test::test_name(param_info.param.stem); });
 
 }  // namespace
 }  // namespace strata

@@ -42,6 +42,7 @@
 #include "reference_forward.h"
 #include "session/loaded_model.h"
 #include "synth/generator.h"
+#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
@@ -165,11 +166,7 @@ TEST_P(EngineReferenceForward, MatchesIndependentReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EngineFamilies, EngineReferenceForward, ::testing::ValuesIn(kFamilies),
-                         [](const auto& param_info) {
-                             std::string n = param_info.param.preset;
-                             std::replace(n.begin(), n.end(), '-', '_');
-                             return n;
-                         });
+                         [](const auto& param_info) { return test::test_name(param_info.param.preset); });
 
 }  // namespace
 }  // namespace strata

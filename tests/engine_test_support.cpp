@@ -1,5 +1,15 @@
 #include "engine_test_support.h"
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "synth/generator.h"
+#include "synth/synth_config.h"
+#include "test_support.h"
+
 namespace strata::test {
 
 std::vector<GoldenModel> golden_models() {
@@ -25,6 +35,30 @@ std::vector<GoldenModel> golden_models() {
     synth("llama-moe", {"F16", "Q8_0", "Q4_K_M"});
     synth("qwen2", {"F32", "Q8_0", "Q4_K_M"});
     return out;
+}
+
+std::string test_name(std::string stem) {
+    std::replace(stem.begin(), stem.end(), '-', '_');
+    return stem;
+}
+
+const std::string& synth_test_model(const std::string& preset, TensorType weights,
+                                    uint64_t seed) {
+    static TempDir dir;
+    static std::map<std::tuple<std::string, TensorType, uint64_t>, std::string> written;
+    auto [it, fresh] = written.try_emplace({preset, weights, seed});
+    if (fresh) {
+        SynthConfig config;
+        config.hparams = *synth_preset(preset);
+        config.weights = weights;
+        config.seed = seed;
+        config.threads = 2;
+        it->second = dir.file(preset + "-" + std::string(tensor_type_name(weights)) + "-" +
+                              std::to_string(seed) + ".gguf");
+        auto r = write_synthetic_model(config, it->second, /*overwrite=*/true);
+        EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    }
+    return it->second;
 }
 
 }  // namespace strata::test

@@ -1,8 +1,11 @@
 // Shared by the engine tests: the golden model files and how closely each must match.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "gguf/tensor_type.h"
 
 namespace strata::test {
 
@@ -17,5 +20,13 @@ struct GoldenModel {
     bool real = false;  // the trained aidreams260K model
 };
 std::vector<GoldenModel> golden_models();
+
+// A gtest parameter name from a model stem or preset: "llama-dense-Q8_0" -> "llama_dense_Q8_0".
+std::string test_name(std::string stem);
+
+// A synthetic model of a preset written once per process (into a temporary directory removed
+// at exit) and shared by the tests that ask for the same preset, weights and seed.
+const std::string& synth_test_model(const std::string& preset, TensorType weights,
+                                    uint64_t seed = 1);
 
 }  // namespace strata::test

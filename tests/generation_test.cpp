@@ -13,28 +13,14 @@
 #include "session/generation.h"
 #include "session/loaded_model.h"
 #include "session/prompt.h"
-#include "synth/generator.h"
+#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
 namespace {
 
-// The tiny llama preset with its built-in vocabulary, written once for the whole file.
-const std::string& model_path() {
-    static test::TempDir dir;
-    static const std::string path = [] {
-        SynthConfig config;
-        config.hparams = *synth_preset("tiny");
-        config.weights = TensorType::Q8_0;
-        config.seed = 11;
-        config.threads = 2;
-        const std::string p = dir.file("tiny.gguf");
-        auto r = write_synthetic_model(config, p, /*overwrite=*/true);
-        EXPECT_TRUE(r) << (r ? "" : r.error().message);
-        return p;
-    }();
-    return path;
-}
+// The tiny llama preset with its built-in vocabulary (Q8_0), shared by the tests of this file.
+const std::string& model_path() { return test::synth_test_model("tiny", TensorType::Q8_0, 11); }
 
 std::unique_ptr<LoadedModel> load(uint32_t n_ctx = 128) {
     ModelLoadOptions opt;

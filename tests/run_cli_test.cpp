@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "synth/generator.h"
+#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
@@ -26,21 +26,8 @@ namespace {
 using nlohmann::json;
 using test::shell_quote;
 
-// A tiny synthetic llama with the built-in vocabulary, written once for the whole file.
-const std::string& synth_model() {
-    static test::TempDir dir;
-    static const std::string path = [] {
-        SynthConfig config;
-        config.hparams = *synth_preset("tiny");
-        config.weights = TensorType::Q8_0;
-        config.threads = 2;
-        const std::string p = dir.file("tiny.gguf");
-        auto r = write_synthetic_model(config, p, /*overwrite=*/true);
-        EXPECT_TRUE(r) << (r ? "" : r.error().message);
-        return p;
-    }();
-    return path;
-}
+// The tiny llama preset with its built-in vocabulary (Q8_0), shared by the tests of this file.
+const std::string& synth_model() { return test::synth_test_model("tiny", TensorType::Q8_0); }
 
 test::CommandResult strata(const std::string& args) {
     return test::run_command("timeout 120 " + shell_quote(test::strata_binary()) + " " + args);

@@ -234,14 +234,18 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     return {};
 }
 
+void Engine::ffn_norm(const LayerArgs& a) {
+    timed(Op::Elementwise, [&] {
+        rms_norm_rows(x_.data(), a.w.weight(TensorRole::FfnNorm).f32(), xn_.data(), a.n,
+                      hp_.n_embd, hp_.rms_eps, pool_);
+    });
+    dump_.write("ffn_norm", a.layer, xn_.data(), a.n, hp_.n_embd);
+}
+
 Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
     const int64_t n = a.n, d = hp_.n_embd;
     const LayerView& w = a.w;
-    timed(Op::Elementwise, [&] {
-        rms_norm_rows(x_.data(), w.weight(TensorRole::FfnNorm).f32(), xn_.data(), n, d,
-                      hp_.rms_eps, pool_);
-    });
-    dump_.write("ffn_norm", a.layer, xn_.data(), n, d);
+    ffn_norm(a);
     timed(Op::Ffn, [&] {
         swiglu_ffn(w.weight(TensorRole::FfnGate), w.weight(TensorRole::FfnUp),
                    w.weight(TensorRole::FfnDown), xn_.data(), n, proj_.data(), ffn_buf_, pool_);
@@ -254,11 +258,7 @@ Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
 Result<void> Engine::moe_ffn_block(const LayerArgs& a, bool norm_weights) {
     const int64_t n = a.n, d = hp_.n_embd;
     const LayerView& w = a.w;
-    timed(Op::Elementwise, [&] {
-        rms_norm_rows(x_.data(), w.weight(TensorRole::FfnNorm).f32(), xn_.data(), n, d,
-                      hp_.rms_eps, pool_);
-    });
-    dump_.write("ffn_norm", a.layer, xn_.data(), n, d);
+    ffn_norm(a);
     const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights};
     Result<void> r;
     timed(Op::Experts, [&] {

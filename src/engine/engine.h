@@ -104,6 +104,7 @@ private:
     Engine(const ModelHparams& hp, WeightStore& store, KvCache kv, const EngineOptions& options);
     Result<void> eval_batch(std::span<const int32_t> tokens, bool all_logits, float* logits);
     void output_head(int64_t first_row, int64_t rows, float* logits);
+    void ffn_norm(const LayerArgs& a);  // xn_ = RMSNorm(x_) with the layer's ffn_norm
     template <typename F>
     void timed(Op op, F&& f);
 
