@@ -4,19 +4,11 @@
 #include <chrono>
 
 #include "store/direct_reader.h"
+#include "store/tensor_views.h"
 #include "util/progress.h"
 #include "util/units.h"
 
 namespace strata {
-
-TensorView make_tensor_view(const TensorInfo& t, const std::byte* data) {
-    TensorView v;
-    v.type = t.type;
-    v.data = data;
-    for (int i = 0; i < 4; ++i) v.ne[i] = static_cast<int64_t>(t.shape[i]);
-    v.row_bytes = t.row_bytes();
-    return v;
-}
 
 namespace {
 
@@ -80,62 +72,13 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::load(const ModelInfo& info
 }
 
 Result<void> ResidentStore::bind(const ModelInfo& info) {
-    const uint32_t n_layer = info.hparams ? info.hparams->n_layer : 0;
-    layers_.assign(n_layer, LayerView{});
-    experts_.assign(n_layer, {});
-    layer_bytes_.assign(n_layer, 0);
-    for (const ModelTensor& mt : info.tensors) {
-        const TensorInfo& t = info.info(mt);
-        const std::byte* base = data_.data() + (t.offset - data_offset_);
-        if (mt.layer >= static_cast<int>(n_layer)) {
-            return err("tensor " + t.name + " names layer " + std::to_string(mt.layer) +
-                       " but the model has " + std::to_string(n_layer));
-        }
-        const size_t role = static_cast<size_t>(mt.role);
-        if (!mt.is_routed_expert()) {
-            LayerView& lv = mt.layer < 0 ? globals_ : layers_[mt.layer];
-            (mt.is_bias ? lv.biases : lv.weights)[role] = make_tensor_view(t, base);
-            if (mt.layer >= 0) layer_bytes_[mt.layer] += t.n_bytes;
-            continue;
-        }
-        // Routed experts: one 2-D view per expert, from a fused tensor or an old per-expert one.
-        auto& experts = experts_[mt.layer];
-        auto slot = [&](int e) -> Result<ExpertView*> {
-            if (e < 0 || e > (1 << 20)) return err("tensor " + t.name + ": bad expert index");
-            if (experts.size() <= static_cast<size_t>(e)) experts.resize(e + 1);
-            return &experts[e];
-        };
-        auto member = [&](ExpertView& ev) -> TensorView* {
-            switch (mt.role) {
-                case TensorRole::ExpertGate: return &ev.gate;
-                case TensorRole::ExpertUp: return &ev.up;
-                case TensorRole::ExpertDown: return &ev.down;
-                default: return nullptr;
-            }
-        };
-        if (mt.expert >= 0) {
-            STRATA_ASSIGN(ExpertView * ev, slot(mt.expert));
-            TensorView* tv = member(*ev);
-            if (!tv) return err("tensor " + t.name + ": unsupported expert tensor");
-            *tv = make_tensor_view(t, base);
-            continue;
-        }
-        if (mt.n_expert_slices == 0) {
-            return err("tensor " + t.name + " (" + std::string(tensor_role_name(mt.role)) +
-                       ") cannot be split into experts");
-        }
-        for (uint32_t e = 0; e < mt.n_expert_slices; ++e) {
-            STRATA_ASSIGN(ExpertView * ev, slot(static_cast<int>(e)));
-            TensorView* tv = member(*ev);
-            if (!tv) {
-                return err("tensor " + t.name + ": " + std::string(tensor_role_name(mt.role)) +
-                           " tensors are not supported yet");
-            }
-            TensorView v = make_tensor_view(t, base + e * mt.expert_slice_bytes);
-            v.ne = {v.ne[0], v.ne[1], 1, 1};
-            *tv = v;
-        }
-    }
+    STRATA_ASSIGN(BoundViews v, bind_tensor_views(info, [&](size_t i) {
+                      return data_.data() + (info.file.tensors[i].offset - data_offset_);
+                  }));
+    globals_ = std::move(v.globals);
+    layers_ = std::move(v.layers);
+    experts_ = std::move(v.experts);
+    layer_bytes_ = std::move(v.layer_bytes);
     return {};
 }
 
@@ -158,8 +101,7 @@ Result<ExpertView> ResidentStore::acquire_expert(int layer, int expert) {
         return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
                    " lacks one of its gate, up and down matrices");
     }
-    stats_.bytes_served += ev.gate.row_bytes * ev.gate.rows() + ev.up.row_bytes * ev.up.rows() +
-                           ev.down.row_bytes * ev.down.rows();
+    stats_.bytes_served += expert_bytes(ev);
     return ev;
 }
 

@@ -57,7 +57,4 @@ private:
     double load_seconds_ = 0;
 };
 
-// A view of tensor `t` of `info` whose bytes start at `data`.
-TensorView make_tensor_view(const TensorInfo& t, const std::byte* data);
-
 }  // namespace strata

@@ -1,0 +1,91 @@
+#include "store/tensor_views.h"
+
+namespace strata {
+
+TensorView make_tensor_view(const TensorInfo& t, const std::byte* data) {
+    TensorView v;
+    v.type = t.type;
+    v.data = data;
+    for (int i = 0; i < 4; ++i) v.ne[i] = static_cast<int64_t>(t.shape[i]);
+    v.row_bytes = t.row_bytes();
+    return v;
+}
+
+uint64_t expert_bytes(const ExpertView& ev) {
+    return ev.gate.row_bytes * uint64_t(ev.gate.rows()) + ev.up.row_bytes * uint64_t(ev.up.rows()) +
+           ev.down.row_bytes * uint64_t(ev.down.rows());
+}
+
+namespace {
+
+TensorView* expert_member(ExpertView& ev, TensorRole role) {
+    switch (role) {
+        case TensorRole::ExpertGate: return &ev.gate;
+        case TensorRole::ExpertUp: return &ev.up;
+        case TensorRole::ExpertDown: return &ev.down;
+        default: return nullptr;
+    }
+}
+
+// Routed experts: one 2-D view per expert, from a fused tensor or an old per-expert one.
+Result<void> bind_experts(const ModelTensor& mt, const TensorInfo& t, const std::byte* base,
+                          std::vector<ExpertView>& experts) {
+    auto slot = [&](int64_t e) -> Result<ExpertView*> {
+        if (e < 0 || e > (1 << 20)) return err("tensor " + t.name + ": bad expert index");
+        if (experts.size() <= size_t(e)) experts.resize(size_t(e) + 1);
+        return &experts[size_t(e)];
+    };
+    if (mt.expert >= 0) {
+        STRATA_ASSIGN(ExpertView * ev, slot(mt.expert));
+        TensorView* tv = expert_member(*ev, mt.role);
+        if (!tv) return err("tensor " + t.name + ": unsupported expert tensor");
+        *tv = make_tensor_view(t, base);
+        return {};
+    }
+    if (mt.n_expert_slices == 0) {
+        return err("tensor " + t.name + " (" + std::string(tensor_role_name(mt.role)) +
+                   ") cannot be split into experts");
+    }
+    for (uint32_t e = 0; e < mt.n_expert_slices; ++e) {
+        STRATA_ASSIGN(ExpertView * ev, slot(e));
+        TensorView* tv = expert_member(*ev, mt.role);
+        if (!tv) {
+            return err("tensor " + t.name + ": " + std::string(tensor_role_name(mt.role)) +
+                       " tensors are not supported yet");
+        }
+        TensorView v = make_tensor_view(t, base + e * mt.expert_slice_bytes);
+        v.ne = {v.ne[0], v.ne[1], 1, 1};
+        *tv = v;
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<BoundViews> bind_tensor_views(const ModelInfo& info,
+                                     const std::function<const std::byte*(size_t)>& where) {
+    const uint32_t n_layer = info.hparams ? info.hparams->n_layer : 0;
+    BoundViews v;
+    v.layers.assign(n_layer, LayerView{});
+    v.experts.assign(n_layer, {});
+    v.layer_bytes.assign(n_layer, 0);
+    for (const ModelTensor& mt : info.tensors) {
+        const TensorInfo& t = info.info(mt);
+        if (mt.layer >= int(n_layer)) {
+            return err("tensor " + t.name + " names layer " + std::to_string(mt.layer) +
+                       " but the model has " + std::to_string(n_layer));
+        }
+        const std::byte* base = where(mt.index);
+        if (!base) continue;
+        if (mt.is_routed_expert()) {
+            STRATA_TRY(bind_experts(mt, t, base, v.experts[size_t(mt.layer)]));
+            continue;
+        }
+        LayerView& lv = mt.layer < 0 ? v.globals : v.layers[size_t(mt.layer)];
+        (mt.is_bias ? lv.biases : lv.weights)[size_t(mt.role)] = make_tensor_view(t, base);
+        if (mt.layer >= 0) v.layer_bytes[size_t(mt.layer)] += t.n_bytes;
+    }
+    return v;
+}
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+// Views of a model's tensors by layer and role, wherever their bytes happen to be: the one place
+// that knows how GGUF tensors map onto LayerView and ExpertView, shared by every store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/model_info.h"
+#include "store/weight_store.h"
+
+namespace strata {
+
+struct BoundViews {
+    LayerView globals;
+    std::vector<LayerView> layers;
+    std::vector<std::vector<ExpertView>> experts;  // [layer][expert], empty for dense layers
+    std::vector<uint64_t> layer_bytes;             // non-expert bytes per layer that were bound
+};
+
+// Binds every tensor for which `where(tensor index)` gives an address; tensors it gives nullptr
+// for are left out (a streaming store fills them in later).
+Result<BoundViews> bind_tensor_views(const ModelInfo& info,
+                                     const std::function<const std::byte*(size_t)>& where);
+
+// A view of tensor `t` whose bytes start at `data`.
+TensorView make_tensor_view(const TensorInfo& t, const std::byte* data);
+
+// Bytes of an expert's three matrices.
+uint64_t expert_bytes(const ExpertView& ev);
+
+}  // namespace strata
