@@ -1,0 +1,138 @@
+// The ffn-stream store must change nothing but where the bytes come from (design invariant 1):
+// the same tokens give bit-identical logits with FFN layers streamed through any number of slots
+// and any prefetch depth as with everything resident, on io_uring and on the pread fallback;
+// its counters must add up (every streamed layer found ready, waited for or read on demand; disk
+// bytes = streamed bytes per load).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gguf/reader.h"
+#include "store/resident_store.h"
+#include "store/streaming_store.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+struct TokenRun {
+    std::vector<std::vector<float>> logits;  // per step
+};
+
+TokenRun run_tokens(const ModelInfo& info, WeightStore& store) {
+    engine::EngineOptions opt;
+    opt.threads = 2;
+    opt.n_ctx = 64;
+    auto e = engine::Engine::create(*info.hparams, store, opt);
+    EXPECT_TRUE(e) << (e ? "" : e.error().message);
+    TokenRun r;
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt{1, 429, 491, 433, 295, 429};
+    EXPECT_TRUE((*e)->eval(prompt, engine::LogitsWanted::Last, logits));
+    r.logits.push_back(logits);
+    for (int step = 0; step < 6; ++step) {
+        const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        EXPECT_TRUE((*e)->eval({&next, 1}, engine::LogitsWanted::Last, logits));
+        r.logits.push_back(logits);
+    }
+    return r;
+}
+
+ModelInfo load_info(const std::string& stem_path) {
+    auto f = read_gguf((test::testdata_dir() / stem_path).string());
+    EXPECT_TRUE(f);
+    auto info = load_model_info(std::move(*f));
+    EXPECT_TRUE(info);
+    return std::move(*info);
+}
+
+class StreamingStoreTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(StreamingStoreTest, StreamedFfnGivesResidentLogits) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const ModelInfo info = load_info(GetParam());
+    auto resident = ResidentStore::load(info);
+    ASSERT_TRUE(resident) << resident.error().message;
+    const TokenRun want = run_tokens(info, **resident);
+    const uint32_t n_layer = info.hparams->n_layer;
+
+    struct Case {
+        int lookahead, slots;
+        bool every_other;
+    };
+    for (const Case c : {Case{0, 1, false}, Case{1, 2, false}, Case{2, 3, false},
+                         Case{1, int(n_layer), false}, Case{1, 2, true}}) {
+        SCOPED_TRACE("lookahead " + std::to_string(c.lookahead) + " slots " +
+                     std::to_string(c.slots) + (c.every_other ? " every other layer" : ""));
+        StreamingConfig cfg;
+        for (uint32_t l = 0; l < n_layer; ++l) cfg.stream_ffn.push_back(!c.every_other || l % 2);
+        cfg.lookahead = c.lookahead;
+        cfg.slots = c.slots;
+        auto store = StreamingStore::open(info, cfg);
+        ASSERT_TRUE(store) << store.error().message;
+        const TokenRun got = run_tokens(info, **store);
+        ASSERT_EQ(got.logits.size(), want.logits.size());
+        for (size_t i = 0; i < want.logits.size(); ++i) EXPECT_EQ(got.logits[i], want.logits[i]);
+
+        const StreamingStats& st = (*store)->streaming_stats();
+        uint32_t streamed = 0;
+        for (bool b : cfg.stream_ffn) streamed += b;
+        EXPECT_EQ(st.layer_loads, uint64_t(streamed) * want.logits.size());
+        EXPECT_EQ(st.hits + st.waits + st.misses, st.layer_loads);
+        EXPECT_GT((*store)->stats().bytes_from_disk, 0u);
+        if (c.slots >= int(streamed)) {
+            // Every layer keeps its slot: read once, then always found.
+            EXPECT_EQ(st.misses, c.lookahead > 0 ? 1u : uint64_t(streamed));
+            EXPECT_GE(st.hits, st.layer_loads - streamed);
+        }
+        if (c.lookahead == 0) {
+            EXPECT_EQ(st.misses, st.layer_loads);  // no prefetch: all demand
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, StreamingStoreTest,
+                         ::testing::Values("models/real/aidreams260K-Q4_K_M.gguf",
+                                           "models/synthetic/llama-dense-Q4_K_M.gguf",
+                                           "models/synthetic/qwen2-Q8_0.gguf",
+                                           "models/synthetic/llama-dense-BF16.gguf"),
+                         [](const auto& param_info) {
+                             std::string n = param_info.param;
+                             n = n.substr(n.rfind('/') + 1);
+                             for (char& ch : n) {
+                                 if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             }
+                             return n;
+                         });
+
+TEST(StreamingStore, PreadFallbackGivesTheSameLogits) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
+    auto resident = ResidentStore::load(info);
+    ASSERT_TRUE(resident);
+    const TokenRun want = run_tokens(info, **resident);
+    ::setenv("STRATA_IO", "pread", 1);
+    StreamingConfig cfg;
+    cfg.stream_ffn.assign(info.hparams->n_layer, true);
+    cfg.lookahead = 1;
+    auto store = StreamingStore::open(info, cfg);
+    ::unsetenv("STRATA_IO");
+    ASSERT_TRUE(store) << store.error().message;
+    const TokenRun got = run_tokens(info, **store);
+    for (size_t i = 0; i < want.logits.size(); ++i) EXPECT_EQ(got.logits[i], want.logits[i]);
+}
+
+TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
+    StreamingConfig cfg;
+    cfg.stream_ffn.assign(info.hparams->n_layer + 1, true);
+    auto store = StreamingStore::open(info, cfg);
+    ASSERT_FALSE(store);
+    EXPECT_NE(store.error().message.find("layers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
