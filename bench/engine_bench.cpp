@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/reader.h"
+#include "model/hparams.h"
 #include "profile/memory_bandwidth.h"
 #include "session/loaded_model.h"
 #include "store/aligned_buffer.h"
@@ -109,6 +111,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> types{"Q4_K_M", "Q8_0"};
     int prompt_tokens = 512, gen_tokens = 64, reps = 3, threads = 0;
     bool keep = false;
+    int stream_lookahead = -1;
     app.add_option("--model", model, "Benchmark this GGUF instead of synthetic models");
     app.add_option("--preset", preset, "Synthetic model shape")->capture_default_str();
     app.add_option("--types", types, "Weight types of the synthetic models")->delimiter(',');
@@ -118,6 +121,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", threads, "Compute threads (default: physical cores)");
     app.add_option("--dir", dir, "Where synthetic models are written (default: a temp dir)");
     app.add_flag("--keep", keep, "Keep the synthetic models");
+    app.add_option("--stream-ffn", stream_lookahead,
+                   "Stream every layer's FFN from disk with this prefetch lookahead (ffn-stream)");
     app.add_option("--json", json_out, "Also write the results as JSON to this file");
     CLI11_PARSE(app, argc, argv);
 
@@ -172,6 +177,18 @@ int main(int argc, char** argv) {
         ModelLoadOptions opt;
         opt.engine.threads = threads;
         opt.engine.n_ctx = uint32_t(prompt_tokens + gen_tokens + 1);
+        if (stream_lookahead >= 0) {
+            auto file = read_gguf(path);
+            auto hp = file ? load_hparams(*file) : Result<ModelHparams>(file.error());
+            if (!hp) {
+                std::fprintf(stderr, "strata_bench_engine: %s\n", hp.error().message.c_str());
+                return 1;
+            }
+            StreamingConfig sc;
+            sc.stream_ffn.assign(hp->n_layer, true);
+            sc.lookahead = stream_lookahead;
+            opt.streaming = sc;
+        }
         auto m = LoadedModel::load(path, opt);
         if (!m) {
             std::fprintf(stderr, "strata_bench_engine: %s\n", m.error().message.c_str());

@@ -14,11 +14,17 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
     STRATA_ASSIGN(Tokenizer tokenizer, Tokenizer::from_gguf(info.file));
     ResidentLoadOptions ro;
     ro.progress = options.progress;
-    STRATA_ASSIGN(auto store, ResidentStore::load(info, ro));
     auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
                                                        nullptr, nullptr, 0, 0});
-    m->loaded_bytes = store->loaded_bytes();
-    m->store = std::move(store);
+    if (options.streaming) {
+        STRATA_ASSIGN(auto store, StreamingStore::open(m->info, *options.streaming, ro));
+        m->loaded_bytes = store->resident_bytes();
+        m->store = std::move(store);
+    } else {
+        STRATA_ASSIGN(auto store, ResidentStore::load(m->info, ro));
+        m->loaded_bytes = store->loaded_bytes();
+        m->store = std::move(store);
+    }
     STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, options.engine));
     m->load_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

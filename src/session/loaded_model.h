@@ -3,18 +3,23 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/engine.h"
 #include "model/model_info.h"
 #include "session/tokenizer.h"
 #include "store/resident_store.h"
+#include "store/streaming_store.h"
 
 namespace strata {
 
 struct ModelLoadOptions {
     engine::EngineOptions engine;
     bool progress = false;  // progress line on stderr while the weights load
+    // Set: stream the FFN layers it names from disk (store/streaming_store.h) instead of
+    // loading every tensor.
+    std::optional<StreamingConfig> streaming;
 };
 
 struct LoadedModel {
