@@ -82,6 +82,10 @@ TEST_P(StreamingStoreTest, StreamedFfnGivesResidentLogits) {
         EXPECT_EQ(st.layer_loads, uint64_t(streamed) * want.logits.size());
         EXPECT_EQ(st.hits + st.waits + st.misses, st.layer_loads);
         EXPECT_GT((*store)->stats().bytes_from_disk, 0u);
+        ASSERT_EQ(st.layer_stall_seconds.size(), n_layer);
+        double stall = 0;
+        for (double x : st.layer_stall_seconds) stall += x;
+        EXPECT_NEAR(stall, (*store)->stats().stall_seconds, 1e-9);
         if (c.slots >= int(streamed)) {
             // Every layer keeps its slot: read once, then always found.
             EXPECT_EQ(st.misses, c.lookahead > 0 ? 1u : uint64_t(streamed));

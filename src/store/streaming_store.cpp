@@ -63,6 +63,7 @@ Result<std::unique_ptr<StreamingStore>> StreamingStore::open(const ModelInfo& in
     }
     STRATA_TRY(s->load_resident(info, options));
     s->active_.assign(n_layer, LayerView{});
+    s->streaming_.layer_stall_seconds.assign(n_layer, 0.0);
     if (!s->streamed_layers_.empty()) {
         const int n_streamed = int(s->streamed_layers_.size());
         int n_slots = config.slots > 0 ? config.slots : config.lookahead + 1;
@@ -203,7 +204,9 @@ Result<const LayerView*> StreamingStore::acquire_layer(int layer) {
     Slot& slot = slots_[s];
     STRATA_TRY(finish_reads(slot));
     slot.in_use = true;
-    stats_.stall_seconds += seconds_since(t0);
+    const double stall = seconds_since(t0);
+    stats_.stall_seconds += stall;
+    streaming_.layer_stall_seconds[size_t(layer)] += stall;
 
     LayerView& v = active_[size_t(layer)];
     v = views_.layers[size_t(layer)];

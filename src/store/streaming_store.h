@@ -40,6 +40,7 @@ struct StreamingStats {
     uint64_t hits = 0;         // found in a slot, already read
     uint64_t waits = 0;        // found in flight: waited for the rest of the read
     uint64_t misses = 0;       // read on demand
+    std::vector<double> layer_stall_seconds;  // per layer: time the engine waited for its FFN
 };
 
 class StreamingStore final : public WeightStore {
@@ -58,6 +59,7 @@ public:
     void reset_stats() override {
         stats_ = {};
         streaming_ = {};
+        streaming_.layer_stall_seconds.assign(pieces_.size(), 0.0);
     }
     std::string mode_name() const override { return "ffn-stream"; }
 
