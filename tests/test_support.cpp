@@ -3,12 +3,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
+
+#include "profile/profile.h"
 
 namespace strata::test {
 
@@ -71,8 +75,63 @@ CommandResult run_command(const std::string& command_line) {
     return r;
 }
 
+namespace {
+
+// The figures the CLI tests plan with: 2 cores, 64 GiB of RAM read at 10 GB/s, no GPU, and a
+// disk reading 1.5 GB/s with 1 MiB blocks at queue depth 8.
+HardwareProfile fixed_profile() {
+    HardwareProfile p;
+    p.strata_version = STRATA_VERSION;
+    p.measured_at = format_utc(unix_now());
+    p.cpu = {"strata test CPU", 2, 2, {"avx2", "fma"}};
+    p.memory.total = p.memory.system_total = 64ull << 30;
+    p.memory.available = 48ull << 30;
+    p.memory.read_bandwidth = 10e9;
+    p.memory.single_thread_read_bandwidth = 6e9;
+    p.memory.threads = 2;
+    p.memory.buffer = 1ull << 30;
+    p.gpu_note = "none in the test profile";
+    std::vector<std::string> seen;
+    std::error_code ec;
+    for (const fs::path& dir : {fs::temp_directory_path(), testdata_dir(), fs::current_path(ec)}) {
+        auto s = storage_info(dir.string());
+        if (!s) continue;
+        const std::string key = s->mount_point + "\n" + s->source;
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+        seen.push_back(key);
+        DiskProfile d;
+        d.dir = dir.string();
+        d.mount_point = s->mount_point;
+        d.source = s->source;
+        d.fs_type = s->fs_type;
+        d.measured_at = p.measured_at;
+        d.method = "scratch";
+        d.direct = true;
+        d.backend = "test";
+        d.block_size = 4096;
+        d.reads = {{4096, 32, 0.3e9, 73000, 0, 0}, {1u << 20, 8, 1.5e9, 1430, 0, 0}};
+        p.disks.push_back(std::move(d));
+    }
+    return p;
+}
+
+}  // namespace
+
+const std::string& test_cache_dir() {
+    static const TempDir dir;
+    static const std::string path = [] {
+        const std::string file = dir.file("profile.json");
+        if (auto saved = save_profile(fixed_profile(), file); !saved) {
+            throw std::runtime_error(saved.error().message);
+        }
+        return dir.path().string();
+    }();
+    return path;
+}
+
 CommandResult run_strata(const std::string& args) {
-    return run_command(shell_quote(strata_binary()) + " " + args);
+    return run_command("STRATA_CACHE_DIR=" + shell_quote(test_cache_dir()) + " " +
+                       shell_quote(strata_binary()) + " " + args);
 }
 
 }  // namespace strata::test

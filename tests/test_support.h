@@ -35,8 +35,14 @@ struct CommandResult {
 };
 // Runs a shell command line, capturing stdout and stderr.
 CommandResult run_command(const std::string& command_line);
-// Runs the strata binary with the given (already shell-quoted) arguments.
+// Runs the strata binary with the given (already shell-quoted) arguments, with STRATA_CACHE_DIR
+// set to test_cache_dir(): commands that need the hardware profile (inspect's plan) find a fixed
+// one instead of measuring the machine and writing to the user's cache.
 CommandResult run_strata(const std::string& args);
+// A directory, removed at exit, holding profile.json with test_profile(): the same fixed figures
+// on every machine, with disk entries for the temp directory, the golden data and the working
+// directory so nothing is measured.
+const std::string& test_cache_dir();
 // Single-quotes a string for the shell.
 std::string shell_quote(const std::string& s);
 

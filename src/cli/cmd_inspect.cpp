@@ -1,27 +1,38 @@
 // strata inspect MODEL [--json] [--tensors] [--metadata] [--full-metadata]
+//     [--ram SIZE] [--gpu-mem SIZE] [--ctx N] [--mode M] [--slots N] [--lookahead N]
 //
 // Describes a GGUF file: format, architecture and hyper-parameters, parameter count, the
 // quantization mix, and sizes by tensor type, role and layer with the bytes one generated token
-// reads; --tensors adds the tensor table, --metadata every metadata key. --json prints the same as
-// one JSON object (schema in model/model_json.h); --full-metadata gives metadata arrays in full
-// there instead of their length and element type.
+// reads; --tensors adds the tensor table, --metadata every metadata key. Then the placement plan
+// strata would run it with on this machine (plan/plan.h), from the cached hardware profile
+// (measured on first use for the disk holding the model) and the budgets. --json prints the same
+// as one JSON object (schema in model/model_json.h, the plan under "plan" as in
+// plan/plan_json.h); --full-metadata gives metadata arrays in full there instead of their length
+// and element type.
 //
 // A file that can be read is always described, exit status 0, even when strata cannot run it (an
 // unsupported architecture, incomplete metadata, tensors that do not match the hyper-parameters,
 // a vocabulary-only file): the human output then says why on stderr and shows the raw metadata;
 // the JSON output says so in "runnable" and "problems". Only an unreadable file is an error:
-// "strata: <message>" on stderr, exit status 1.
+// "strata: <message>" on stderr, exit status 1; so are bad plan flags and, when a plan flag was
+// given, a budget too small for any plan (the message names the minimum). Without plan flags a
+// model that fits no plan on this machine is still described: "plan" is null and "plan_note" (in
+// the human output "plan: none: ...") says why, as for a file strata cannot run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/inspect_plan.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "model/model_json.h"
+#include "plan/plan_json.h"
+#include "plan/plan_text.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -35,7 +46,10 @@ struct InspectOptions {
     bool tensors = false;
     bool metadata = false;
     bool full_metadata = false;
+    PlanFlags plan;
 };
+
+constexpr const char* kNoPlan = "strata cannot run this file (see the problems), so it has no plan";
 
 constexpr size_t kMaxProblemsShown = 10;
 
@@ -338,7 +352,8 @@ void print_problems(const ModelInfo& info) {
     print(info.warnings, "note");
 }
 
-void print_human(const ModelInfo& info, const InspectOptions& opt) {
+void print_human(const ModelInfo& info, const InspectOptions& opt, const Plan* plan,
+                 const std::string& no_plan) {
     print_summary(info);
     if (!info.vocab_only()) {
         print_types(info);
@@ -348,27 +363,54 @@ void print_human(const ModelInfo& info, const InspectOptions& opt) {
     if (opt.tensors && !info.vocab_only()) print_tensors(info);
     // Without hyper-parameters the summary says little; the raw metadata says what the file is.
     if (opt.metadata || !info.hparams) print_metadata(info);
+    if (plan) {
+        std::fputs(plan_text(*plan).c_str(), stdout);
+    } else {
+        std::printf("\nplan: none: %s\n", no_plan.c_str());
+    }
     std::fflush(stdout);
     print_problems(info);
 }
 
+[[noreturn]] void fail(const std::string& message) {
+    std::fprintf(stderr, "strata: %s\n", message.c_str());
+    throw CLI::RuntimeError(1);
+}
+
 void run_inspect(const InspectOptions& opt) {
     auto file = read_gguf(opt.path);
-    if (!file) {
-        std::fprintf(stderr, "strata: %s\n", file.error().message.c_str());
-        throw CLI::RuntimeError(1);
-    }
+    if (!file) fail(file.error().message);
     const ModelInfo info = describe_model(std::move(*file));
+    // Made before anything is printed, so a bad flag or too small a budget prints only the error.
+    // Without plan flags the file is still described when no plan fits the default budget.
+    std::optional<Plan> plan;
+    std::string no_plan = kNoPlan;
+    if (info.runnable()) {
+        auto made = plan_for_model(info, opt.path, opt.plan);
+        if (made) {
+            plan = std::move(*made);
+        } else if (opt.plan.given()) {
+            fail(made.error().message);
+        } else {
+            no_plan = made.error().message;
+        }
+    }
     if (opt.json) {
         ModelJsonOptions jo;
         jo.tensors = opt.tensors;
         jo.full_metadata = opt.full_metadata;
-        const nlohmann::json j = model_info_json(info, jo);
+        nlohmann::json j = model_info_json(info, jo);
+        if (plan) {
+            j["plan"] = plan_json(*plan, info);
+        } else {
+            j["plan"] = nullptr;
+            j["plan_note"] = no_plan;
+        }
         const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
         std::printf("%s\n", text.c_str());
         return;
     }
-    print_human(info, opt);
+    print_human(info, opt, plan ? &*plan : nullptr, no_plan);
 }
 
 }  // namespace
@@ -382,10 +424,11 @@ void add_inspect(CLI::App& app) {
     cmd->add_flag("--metadata", opt->metadata, "Add every metadata key (human output)");
     cmd->add_flag("--full-metadata", opt->full_metadata,
                   "With --json: metadata arrays in full, not just their length and type");
+    add_plan_flags(*cmd, opt->plan);
     cmd->footer(
         "Exit status 0 whenever the file can be read, also when strata cannot run it (the\n"
         "reasons are printed as warnings, or listed in \"problems\" with --json); 1 when the file\n"
-        "cannot be read.");
+        "cannot be read, a flag is wrong, or the RAM budget is too small for any plan.");
     cmd->callback([opt] { run_inspect(*opt); });
 }
 

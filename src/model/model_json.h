@@ -25,6 +25,8 @@
 //            {"type": "array", "element_type": "string", "length": 151646, "value": [...]};
 //            "value" is left out of arrays longer than kJsonArrayLimit unless full_metadata
 //   "tensors": [TENSOR, ...]                 only with ModelJsonOptions::tensors
+//   "plan": PLAN | null,                     added by `strata inspect` (plan/plan_json.h); null
+//   "plan_note": string                      with a note saying why when there is no plan
 // }
 // TOTALS = {"tensors", "params", "bytes", "expert_bytes", "bytes_per_token"}; bytes_per_token is
 //          the expected bytes read per generated token (ModelTensor::reads_per_token), without

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace strata {
@@ -43,43 +44,56 @@ std::string format_count(uint64_t n) {
     return buf;
 }
 
+namespace {
+
+Error size_error(std::string_view text, std::string_view why) {
+    return err("invalid size '", std::string(text), "': ", std::string(why),
+               " (a number and an optional binary unit: 4096, 512K, 3G, 1.5GiB, 2T)");
+}
+
+// "", "B" -> 0; "K", "KB", "KIB" -> 1 (powers of 1024); ... ; -1 when not a unit.
+int unit_power(std::string_view unit) {
+    std::string u;
+    for (char c : unit) u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (u.empty() || u == "B") return 0;
+    static const std::string_view kLetters = "KMGTP";
+    const size_t p = kLetters.find(u[0]);
+    if (p == std::string_view::npos) return -1;
+    const std::string rest = u.substr(1);
+    if (rest != "" && rest != "B" && rest != "IB") return -1;
+    return static_cast<int>(p) + 1;
+}
+
+}  // namespace
+
 Result<uint64_t> parse_size(std::string_view text) {
-    std::string s(text);
-    size_t i = 0;
-    while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-    if (i == 0) return err("invalid size '", s, "': expected a number such as 3G, 512M or 4096");
-    double number = 0;
-    try {
-        number = std::stod(s.substr(0, i));
-    } catch (...) {
-        return err("invalid size '", s, "'");
+    size_t begin = 0, end = text.size();
+    while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) ++begin;
+    while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+    const std::string_view s = text.substr(begin, end - begin);
+    if (s.empty()) return size_error(text, "empty");
+
+    size_t i = 0, digits = 0, dots = 0;
+    for (; i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.'); ++i) {
+        (s[i] == '.' ? dots : digits) += 1;
     }
-    std::string suffix;
-    for (size_t j = i; j < s.size(); ++j) {
-        if (s[j] != ' ') suffix += static_cast<char>(std::toupper(static_cast<unsigned char>(s[j])));
+    if (digits == 0) return size_error(text, "no number");
+    if (dots > 1) return size_error(text, "more than one decimal point");
+    size_t u = i;
+    while (u < s.size() && s[u] == ' ') ++u;
+    const int power = unit_power(s.substr(u));
+    if (power < 0) return size_error(text, "unknown unit '" + std::string(s.substr(u)) + "'");
+    if (power == 0 && dots > 0) return size_error(text, "a number of bytes must be whole");
+
+    // Long double holds every 64-bit integer exactly on x86-64, so "18446744073709551615" stays
+    // exact; anything that does not fit in 64 bits is refused rather than wrapped.
+    const std::string number(s.substr(0, i));
+    const long double value = std::strtold(number.c_str(), nullptr) * std::pow(1024.0L, power);
+    const long double rounded = std::round(value);
+    if (!std::isfinite(rounded) || rounded > 18446744073709551615.0L) {
+        return size_error(text, "too large");
     }
-    double mult = 1;
-    if (suffix.empty() || suffix == "B") {
-        mult = 1;
-    } else {
-        const char u = suffix[0];
-        const std::string rest = suffix.substr(1);
-        if (rest != "" && rest != "B" && rest != "IB") {
-            return err("invalid size '", s, "': unknown unit '", suffix, "'");
-        }
-        switch (u) {
-            case 'K': mult = 1024.0; break;
-            case 'M': mult = 1024.0 * 1024; break;
-            case 'G': mult = 1024.0 * 1024 * 1024; break;
-            case 'T': mult = 1024.0 * 1024 * 1024 * 1024; break;
-            default: return err("invalid size '", s, "': unknown unit '", suffix, "'");
-        }
-    }
-    const double bytes = number * mult;
-    if (!std::isfinite(bytes) || bytes < 0 || bytes > 1.8e19) {
-        return err("invalid size '", s, "': out of range");
-    }
-    return static_cast<uint64_t>(std::llround(bytes));
+    return static_cast<uint64_t>(rounded);
 }
 
 }  // namespace strata

@@ -13,7 +13,9 @@ namespace strata {
 std::string format_bytes(uint64_t bytes, bool decimal = false);
 // 1234567 -> "1.23 M" (parameter counts and the like).
 std::string format_count(uint64_t n);
-// "3G", "3GiB", "512M", "1.5T", "4096" (bytes) -> bytes. Suffixes are binary (K = 1024).
+// "3G", "3GiB", "3 GB", "512M", "1.5T", "4096" (bytes) -> bytes. Units are binary whatever the
+// spelling (K = KB = KiB = 1024): memory budgets are given in the units RAM is sold in. Errors
+// quote the text and say what is wrong with it.
 Result<uint64_t> parse_size(std::string_view text);
 
 }  // namespace strata

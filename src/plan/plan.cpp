@@ -1,0 +1,387 @@
+// make_plan: the mode, the place of every tensor, the streaming sizes and the speed limit. The
+// rules are in plan.h; the per-layer arithmetic in plan_layers.h.
+#include "plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/engine.h"
+#include "plan/plan_layers.h"
+#include "plan/tier_rates.h"
+#include "util/units.h"
+
+namespace strata {
+
+using plan_detail::GapFigures;
+using plan_detail::ModelBytes;
+
+std::string_view plan_mode_name(PlanMode m) {
+    switch (m) {
+        case PlanMode::Resident:
+            return "resident";
+        case PlanMode::FfnStream:
+            return "ffn-stream";
+        case PlanMode::ExpertStream:
+            return "expert-stream";
+    }
+    return "?";
+}
+
+Result<PlanMode> parse_plan_mode(std::string_view name) {
+    for (PlanMode m : {PlanMode::Resident, PlanMode::FfnStream, PlanMode::ExpertStream}) {
+        if (name == plan_mode_name(m)) return m;
+    }
+    return err("unknown mode '", std::string(name),
+               "': expected resident, ffn-stream or expert-stream");
+}
+
+std::string_view tier_name(Tier t) {
+    switch (t) {
+        case Tier::Gpu:
+            return "gpu";
+        case Tier::Ram:
+            return "ram";
+        case Tier::Disk:
+            return "disk";
+    }
+    return "?";
+}
+
+std::string_view tensor_use_name(TensorUse u) {
+    switch (u) {
+        case TensorUse::Resident:
+            return "resident";
+        case TensorUse::Cached:
+            return "cached";
+        case TensorUse::Streamed:
+            return "streamed";
+    }
+    return "?";
+}
+
+namespace {
+
+// What every placement step works from.
+struct Inputs {
+    const ModelInfo& model;
+    const ModelHparams& hp;
+    const PlanOptions& options;
+    TierRate ram, gpu;
+    DiskRatePick disk;
+    uint64_t kv_bytes = 0;
+    uint32_t n_ctx = 0;
+};
+
+std::string kv_phrase(const Inputs& in) {
+    return "the KV cache (" + format_bytes(in.kv_bytes) + " for " + std::to_string(in.n_ctx) +
+           " tokens)";
+}
+
+Error too_small(const Plan& plan, const std::string& parts, uint64_t minimum) {
+    // The flag suggested is rounded up to whole MiB: a rounded "1.44 GiB" may be just too small.
+    const uint64_t mib = (minimum + (1u << 20) - 1) >> 20;
+    return err("the RAM budget of ", format_bytes(plan.memory.budget),
+               " is too small for this model: ", parts, " need at least ", format_bytes(minimum),
+               "; give --ram ", std::to_string(mib), "M or more, or a shorter --ctx");
+}
+
+Result<void> check_overrides(const PlanOptions& o) {
+    if (o.slots && *o.slots < kMinSlots) {
+        return err("--slots ", std::to_string(*o.slots), ": at least ", std::to_string(kMinSlots),
+                   " slots are needed (one being computed, one being read)");
+    }
+    if (o.lookahead && *o.lookahead < 1) return err("--lookahead must be at least 1");
+    if (o.slots && o.lookahead && *o.slots < *o.lookahead + 1) {
+        return err("--slots ", std::to_string(*o.slots), " cannot hold a lookahead of ",
+                   std::to_string(*o.lookahead), " layers and the one being computed");
+    }
+    return {};
+}
+
+// Slot count and lookahead when either is forced; nullopt when both are left to the plan.
+struct Sizes {
+    uint32_t slots = 0, lookahead = 0;
+};
+std::optional<Sizes> forced_sizes(const PlanOptions& o) {
+    if (o.slots && o.lookahead) return Sizes{*o.slots, *o.lookahead};
+    if (o.slots) return Sizes{*o.slots, *o.slots - 1};
+    if (o.lookahead) return Sizes{*o.lookahead + 1, *o.lookahead};
+    return std::nullopt;
+}
+
+void set_layer_rows(Plan& plan, const ModelBytes& mb, const std::vector<TensorUse>& uses) {
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        LayerPlan& row = plan.layers[l];
+        row.resident_bytes = mb.layers[l].resident;
+        row.ffn_bytes = mb.layers[l].stream;
+        row.ffn_use = uses[l];
+    }
+}
+
+// Tier and use of every tensor from its layer's use of the streamed group.
+void place_tensors(Plan& plan, const Inputs& in, PlanMode group,
+                   const std::vector<TensorUse>& uses) {
+    for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+        const ModelTensor& t = in.model.tensors[i];
+        TensorPlacement& p = plan.tensors[i];
+        if (plan_detail::is_streamable(t, group) && static_cast<size_t>(t.layer) < uses.size()) {
+            p.use = uses[t.layer];
+            p.tier = p.use == TensorUse::Streamed ? Tier::Disk : Tier::Ram;
+        }
+    }
+}
+
+Result<void> place_resident(Plan& plan, const Inputs& in) {
+    const uint64_t need = in.model.totals.bytes + in.kv_bytes;
+    if (need > plan.memory.budget) {
+        return err("the RAM budget of ", format_bytes(plan.memory.budget),
+                   " is too small for resident mode: the weights (",
+                   format_bytes(in.model.totals.bytes), ") and ", kv_phrase(in), " need ",
+                   format_bytes(need));
+    }
+    const ModelBytes mb =
+        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
+    set_layer_rows(plan, mb, std::vector<TensorUse>(mb.layers.size(), TensorUse::Resident));
+    return {};
+}
+
+Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
+    const ModelBytes mb =
+        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
+    const size_t n = mb.layers.size();
+    uint64_t slot = 0;
+    for (const auto& l : mb.layers) slot = std::max(slot, l.stream_widened);
+    const uint64_t fixed = mb.resident() + in.kv_bytes;
+    const uint64_t budget = plan.memory.budget;
+    const std::optional<Sizes> forced = forced_sizes(in.options);
+    const uint32_t min_slots = forced ? forced->slots : kMinSlots;
+    const uint64_t minimum = fixed + min_slots * slot;
+    if (minimum > budget) {
+        return too_small(plan,
+                         "the resident tensors (attention, norms, embeddings, output head: " +
+                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + " and " +
+                             std::to_string(min_slots) + " FFN slots (" +
+                             format_bytes(min_slots * slot) + ")",
+                         minimum);
+    }
+
+    std::vector<bool> cached;
+    GapFigures gaps;
+    Sizes sizes;
+    if (mb.stream() <= budget - fixed) {
+        // Only with a forced ffn-stream: every FFN layer fits, nothing is streamed.
+        cached = plan_detail::pick_cached_layers(mb, budget - fixed);
+    } else if (forced) {
+        sizes = *forced;
+        cached = plan_detail::pick_cached_layers(mb, budget - fixed - sizes.slots * slot);
+        gaps = plan_detail::compute_gaps(mb, cached, in.ram.bandwidth, in.disk.rate.bandwidth);
+    } else {
+        // The smallest lookahead that covers the longest compute gap; each step costs a slot.
+        for (uint32_t l = 1; l <= kMaxLookahead; ++l) {
+            if (fixed + (l + 1) * slot > budget) {
+                plan.notes.push_back("the lookahead is limited to " + std::to_string(l - 1) +
+                                     " by the RAM budget");
+                break;
+            }
+            sizes = {l + 1, l};
+            cached = plan_detail::pick_cached_layers(mb, budget - fixed - sizes.slots * slot);
+            gaps = plan_detail::compute_gaps(mb, cached, in.ram.bandwidth, in.disk.rate.bandwidth);
+            if (gaps.lookahead_needed <= l) break;
+            if (l == kMaxLookahead) {
+                plan.notes.push_back("the longest compute gap would need a lookahead of " +
+                                     std::to_string(gaps.lookahead_needed) + "; capped at " +
+                                     std::to_string(kMaxLookahead));
+            }
+        }
+    }
+
+    std::vector<TensorUse> uses(n, TensorUse::Resident);
+    StreamPlan& s = plan.stream;
+    for (size_t l = 0; l < n; ++l) {
+        if (mb.layers[l].stream == 0) continue;
+        uses[l] = cached[l] ? TensorUse::Cached : TensorUse::Streamed;
+        (cached[l] ? s.cached_layers : s.streamed_layers) += 1;
+    }
+    if (s.streamed_layers > 0) {
+        s.slots = sizes.slots;
+        s.lookahead = sizes.lookahead;
+        s.slot_bytes = slot;
+        s.slots_forced = in.options.slots.has_value();
+        s.lookahead_forced = in.options.lookahead.has_value();
+        s.layer_read_seconds = gaps.layer_read_seconds;
+        s.longest_gap_seconds = gaps.longest_gap_seconds;
+    } else {
+        plan.notes.push_back("every FFN layer fits in the budget: nothing is streamed");
+    }
+    set_layer_rows(plan, mb, uses);
+    place_tensors(plan, in, PlanMode::FfnStream, uses);
+    return {};
+}
+
+Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
+    const ModelBytes mb =
+        plan_detail::model_bytes(in.model, PlanMode::ExpertStream, in.disk.block_size);
+    const uint64_t unit = plan_detail::expert_unit_bytes(in.model, in.disk.block_size);
+    const uint32_t per_slot = in.hp.n_expert_used;
+    const uint64_t slot = per_slot * unit;
+    const Sizes sizes = forced_sizes(in.options).value_or(Sizes{kMinSlots, 1});
+    const uint64_t fixed = mb.resident() + in.kv_bytes;
+    const uint64_t minimum = fixed + sizes.slots * slot;
+    if (minimum > plan.memory.budget) {
+        return too_small(plan,
+                         "the resident tensors (everything but the routed experts: " +
+                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + " and " +
+                             std::to_string(sizes.slots) + " slots of " + std::to_string(per_slot) +
+                             " experts (" + format_bytes(sizes.slots * slot) + ")",
+                         minimum);
+    }
+    ExpertCachePlan& c = plan.expert_cache;
+    for (const auto& l : mb.layers) c.experts += l.stream > 0 ? in.hp.n_expert : 0;
+    c.expert_bytes = unit;
+    c.experts_per_slot = per_slot;
+    c.capacity = unit ? std::min(c.experts, (plan.memory.budget - minimum) / unit) : 0;
+    c.hit_rate = c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0;
+
+    StreamPlan& s = plan.stream;
+    s.slots = sizes.slots;
+    s.lookahead = sizes.lookahead;
+    s.slot_bytes = slot;
+    s.slots_forced = in.options.slots.has_value();
+    s.lookahead_forced = in.options.lookahead.has_value();
+
+    std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        if (mb.layers[l].stream > 0) uses[l] = TensorUse::Streamed;
+    }
+    set_layer_rows(plan, mb, uses);
+    place_tensors(plan, in, PlanMode::ExpertStream, uses);
+    return {};
+}
+
+PlanMode choose_mode(Plan& plan, const Inputs& in) {
+    const uint64_t need = in.model.totals.bytes + in.kv_bytes;
+    const std::string figures =
+        "the weights (" + format_bytes(in.model.totals.bytes) + ") and " + kv_phrase(in);
+    const std::string budget = "the RAM budget (" + format_bytes(plan.memory.budget) + ")";
+    if (need <= plan.memory.budget) {
+        plan.reason = figures + " fit in " + budget;
+        return PlanMode::Resident;
+    }
+    if (in.hp.is_moe()) {
+        plan.reason = figures + " need more than " + budget +
+                      ": every other tensor stays resident and the routed experts are streamed";
+        return PlanMode::ExpertStream;
+    }
+    plan.reason = figures + " need more than " + budget +
+                  ": attention, norms, embeddings and output head stay resident and the FFN "
+                  "weights are streamed";
+    return PlanMode::FfnStream;
+}
+
+// Bytes per token from each tier, and the speed limit they imply.
+void predict_traffic(Plan& plan, const Inputs& in) {
+    plan.tiers = {{Tier::Gpu, 0, 0, in.gpu.bandwidth,
+                   in.gpu.source + "; unused: the CPU engine "
+                                   "computes from RAM",
+                   0},
+                  {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
+                  {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
+    for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+        const ModelTensor& t = in.model.tensors[i];
+        const uint64_t bytes = in.model.info(t).n_bytes;
+        TierTraffic& tier = plan.tiers[static_cast<size_t>(plan.tensors[i].tier)];
+        tier.stored_bytes += bytes;
+        tier.bytes_per_token += static_cast<double>(bytes) * t.reads_per_token;
+    }
+    if (plan.mode == PlanMode::ExpertStream) {
+        // Hits in the expert cache are read from RAM instead of disk.
+        TierTraffic& disk = plan.tiers[static_cast<size_t>(Tier::Disk)];
+        const double hits = disk.bytes_per_token * plan.expert_cache.hit_rate;
+        disk.bytes_per_token -= hits;
+        plan.tiers[static_cast<size_t>(Tier::Ram)].bytes_per_token += hits;
+    }
+    double total = 0, worst = -1;
+    for (TierTraffic& t : plan.tiers) {
+        t.seconds_per_token = t.bandwidth > 0 ? t.bytes_per_token / t.bandwidth : 0;
+        total += t.seconds_per_token;
+        if (t.seconds_per_token > worst) {
+            worst = t.seconds_per_token;
+            plan.bound = t.tier;
+        }
+    }
+    plan.tokens_per_second = total > 0 ? 1.0 / total : 0;
+}
+
+void count_memory(Plan& plan, const Inputs& in) {
+    MemoryPlan& m = plan.memory;
+    for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+        const uint64_t bytes = in.model.info(in.model.tensors[i]).n_bytes;
+        if (plan.tensors[i].use == TensorUse::Resident) m.resident_weights += bytes;
+        if (plan.tensors[i].use == TensorUse::Cached) m.cached_weights += bytes;
+    }
+    m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
+    m.slots = plan.stream.slots * plan.stream.slot_bytes;
+    m.kv_cache = in.kv_bytes;
+    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.kv_cache;
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
+                       const Budgets& budgets, const PlanOptions& options) {
+    if (!model.hparams || !model.runnable()) {
+        return err("no plan: the model cannot be run",
+                   model.problems.empty() ? "" : ": " + model.problems.front());
+    }
+    STRATA_TRY(check_overrides(options));
+    const ModelHparams& hp = *model.hparams;
+    Inputs in{
+        model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
+    in.n_ctx = options.n_ctx ? options.n_ctx : engine::default_context(hp);
+    in.kv_bytes = engine::KvCache::bytes_needed(hp, in.n_ctx, options.kv_type);
+
+    Plan plan;
+    plan.budgets = budgets;
+    plan.n_ctx = in.n_ctx;
+    plan.kv_type = options.kv_type;
+    plan.memory.budget = budgets.ram;
+    plan.tensors.assign(model.tensors.size(), TensorPlacement{});
+    plan.layers.resize(hp.n_layer);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        plan.layers[l].layer = static_cast<int>(l);
+        auto it = model.by_layer.find(static_cast<int>(l));
+        if (it != model.by_layer.end()) plan.layers[l].bytes_per_token = it->second.bytes_per_token;
+    }
+    for (const TierRate* r : {&in.ram, &in.disk.rate}) {
+        if (!r->measured) plan.notes.push_back(r->source);
+    }
+
+    if (options.mode) {
+        if (*options.mode == PlanMode::ExpertStream && !hp.is_moe()) {
+            return err("--mode expert-stream needs a mixture-of-experts model; ", model.arch,
+                       " here is dense");
+        }
+        plan.mode = *options.mode;
+        plan.mode_forced = true;
+        plan.reason = "forced (--mode " + std::string(plan_mode_name(plan.mode)) + ")";
+    } else {
+        plan.mode = choose_mode(plan, in);
+    }
+    switch (plan.mode) {
+        case PlanMode::Resident:
+            STRATA_TRY(place_resident(plan, in));
+            break;
+        case PlanMode::FfnStream:
+            STRATA_TRY(place_ffn_stream(plan, in));
+            break;
+        case PlanMode::ExpertStream:
+            STRATA_TRY(place_expert_stream(plan, in));
+            break;
+    }
+    plan.stream.block_size = in.disk.block_size;
+    count_memory(plan, in);
+    predict_traffic(plan, in);
+    return plan;
+}
+
+}  // namespace strata

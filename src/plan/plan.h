@@ -1,0 +1,172 @@
+// The placement plan: for a model, a machine (its hardware profile) and memory budgets, where
+// every tensor lives while strata runs (GPU memory, RAM or disk), the mode (resident, ffn-stream,
+// expert-stream), the sizes of the streaming machinery (pool slots, prefetch lookahead, expert
+// cache), the memory it all takes, and the speed limit it implies:
+//     tokens/s <= 1 / Σ_tier (bytes read from the tier per token / bandwidth of the tier).
+// The plan is a plain value: `strata inspect` prints it (plan_text.h, plan_json.h), tests assert
+// on it, and the store (part 2) sets itself up from it. Every figure is derived from the model,
+// the profile and the budgets; PlanOptions can force a mode, slot count or lookahead for
+// experiments.
+//
+// The rules (each one is tested in tests/plan_*_test.cpp):
+//  - Mode. Resident when every weight plus the KV cache fits in the RAM budget. Otherwise a
+//    mixture-of-experts model goes to expert-stream (every non-expert tensor resident, expert
+//    slices read on demand through an expert cache) and a dense one to ffn-stream (attention,
+//    norms, embeddings, output head and routers resident; FFN weights streamed a whole layer at a
+//    time, as many layers as fit cached in RAM). When even the smallest plan of that mode does
+//    not fit, make_plan fails and the error names the minimum budget.
+//  - Cached FFN layers are chosen by benefit per byte, reads_per_token x (1/disk - 1/RAM
+//    bandwidth): the same for every dense layer, so ties are broken to spread the cached layers
+//    evenly over the depth (bisection order 0, n/2, n/4, 3n/4, ...). Spread, not the first ones,
+//    because the disk can only read ahead as far as the free slots reach: a run of k cached
+//    layers is compute time during which the disk idles once the slots are full, and spreading
+//    keeps every such run short, so a lookahead of one or two layers keeps the disk busy.
+//  - Lookahead: the smallest L in 1..4 such that L layer reads cover the longest stretch of
+//    compute between two streamed FFNs (the attention of the next streamed layer plus the
+//    cached layers in between; across the token boundary also the output head and embedding):
+//        L = ceil(longest gap / read time of one streamed layer's FFN), clamped to 1..4,
+//    where compute time is bytes read / RAM bandwidth (decode is memory-bound) and read time is
+//    the layer's FFN bytes / disk bandwidth. Each step of L costs a slot (one layer of RAM that
+//    could have been a cached layer), so more than 4 never pays.
+//  - Slots: L + 1 (L layers in flight and the one being computed), each the size of the largest
+//    streamed layer's FFN, every tensor widened to whole disk blocks as O_DIRECT reads it. The
+//    minimum is 2. In expert-stream a slot holds one layer's n_expert_used experts and L is 1:
+//    the next layer's experts are known only from its router applied early, one layer ahead.
+//  - Expert cache: whatever the budget leaves after resident tensors, KV cache and slots, in
+//    whole experts (one expert's gate, up and down slices of one layer). Its hit rate is
+//    predicted as capacity / experts, i.e. routing spread evenly; real routing is skewed and an
+//    LFU cache does better, which part 2 measures.
+//  - Disk bandwidth: the best O_DIRECT read rate the profile measured on the disk holding the
+//    model with 1-4 MiB blocks at queue depth >= 4 (the store's reads); failing that, the best
+//    rate with blocks >= 1 MiB, then the best of any; 1.5 GB/s (a typical NVMe) when the disk was
+//    not measured, said so in the plan's notes.
+//  - The GPU tier is accounted for (its budget, a row in the traffic table) but not used yet: the
+//    CPU engine computes from RAM. A GPU backend will place tensors there by the same benefit
+//    per byte with GPU vs RAM bandwidth.
+//  - KV-cache reads are not in the predicted traffic: they grow with the position in the
+//    context; the limit is the one for a short context.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "model/model_info.h"
+#include "plan/budget.h"
+#include "profile/hardware_profile.h"
+#include "util/result.h"
+
+namespace strata {
+
+enum class PlanMode : uint8_t { Resident, FfnStream, ExpertStream };
+enum class Tier : uint8_t { Gpu, Ram, Disk };
+// Why a tensor is where it is: Resident tensors are always in the fast tier (attention, norms,
+// embeddings, output head, routers, or everything in resident mode); Cached ones could be
+// streamed but the budget keeps them in RAM; Streamed ones are read from disk while running.
+enum class TensorUse : uint8_t { Resident, Cached, Streamed };
+
+inline constexpr uint32_t kMinSlots = 2;
+inline constexpr uint32_t kMaxLookahead = 4;
+inline constexpr double kAssumedDiskBandwidth = 1.5e9;  // when the profile has no disk figure
+inline constexpr double kAssumedRamBandwidth = 20e9;    // when the profile has no RAM figure
+
+std::string_view plan_mode_name(PlanMode m);  // "resident", "ffn-stream", "expert-stream"
+Result<PlanMode> parse_plan_mode(std::string_view name);
+std::string_view tier_name(Tier t);             // "gpu", "ram", "disk"
+std::string_view tensor_use_name(TensorUse u);  // "resident", "cached", "streamed"
+
+struct PlanOptions {
+    uint32_t n_ctx = 0;  // KV-cache positions; 0: the engine's default for the model
+    engine::KvType kv_type = engine::KvType::F16;
+    std::optional<PlanMode> mode;       // force a mode
+    std::optional<uint32_t> slots;      // force the pool slot count (>= 2)
+    std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
+    int disk = -1;  // index in profile.disks of the disk holding the model (LoadedProfile::disk)
+};
+
+struct TensorPlacement {
+    Tier tier = Tier::Ram;
+    TensorUse use = TensorUse::Resident;
+};
+
+// One layer: the part always resident, and the part the mode streams or caches: the FFN weights
+// (dense, shared and routed experts; not the router) in ffn-stream and in resident mode, the
+// routed experts in expert-stream.
+struct LayerPlan {
+    int layer = 0;
+    uint64_t resident_bytes = 0;
+    uint64_t ffn_bytes = 0;
+    TensorUse ffn_use = TensorUse::Resident;
+    double bytes_per_token = 0;  // the whole layer, as ModelInfo counts it
+};
+
+struct StreamPlan {
+    uint32_t slots = 0;       // 0 when nothing is streamed
+    uint64_t slot_bytes = 0;  // each
+    uint32_t lookahead = 0;   // layers read ahead of the one being computed
+    uint32_t block_size = 0;  // disk block reads are widened to
+    bool slots_forced = false, lookahead_forced = false;
+    uint32_t streamed_layers = 0, cached_layers = 0;  // ffn-stream
+    // The lookahead derivation (ffn-stream; 0 otherwise).
+    double layer_read_seconds = 0;   // the quickest streamed layer's FFN read
+    double longest_gap_seconds = 0;  // compute between two streamed FFNs, at most
+};
+
+struct ExpertCachePlan {
+    uint64_t expert_bytes = 0;      // one expert of one layer (gate, up, down), widened to blocks
+    uint64_t experts = 0;           // routed experts in the model (layers x n_expert)
+    uint64_t capacity = 0;          // experts the cache holds
+    uint32_t experts_per_slot = 0;  // n_expert_used
+    double hit_rate = 0;            // predicted: capacity / experts
+};
+
+struct MemoryPlan {
+    uint64_t resident_weights = 0;
+    uint64_t cached_weights = 0;  // cached FFN layers
+    uint64_t expert_cache = 0;
+    uint64_t slots = 0;
+    uint64_t kv_cache = 0;
+    uint64_t total = 0;   // the sum of the above; never above budget
+    uint64_t budget = 0;  // the RAM budget
+};
+
+struct TierTraffic {
+    Tier tier = Tier::Ram;
+    uint64_t stored_bytes = 0;   // weights living in the tier (slots and caches not counted)
+    double bytes_per_token = 0;  // read from the tier per generated token
+    double bandwidth = 0;        // bytes/s used for the prediction
+    std::string bandwidth_source;
+    double seconds_per_token = 0;
+};
+
+struct Plan {
+    PlanMode mode = PlanMode::Resident;
+    bool mode_forced = false;
+    std::string reason;  // why this mode, in words
+    Budgets budgets;
+    uint32_t n_ctx = 0;
+    engine::KvType kv_type = engine::KvType::F16;
+
+    std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
+    std::vector<LayerPlan> layers;         // 0..n_layer-1
+    StreamPlan stream;
+    ExpertCachePlan expert_cache;  // expert-stream only
+    MemoryPlan memory;
+    std::vector<TierTraffic> tiers;  // gpu, ram, disk
+
+    double tokens_per_second = 0;  // the speed limit
+    Tier bound = Tier::Ram;        // the tier with the largest time per token
+    std::vector<std::string> notes;
+
+    const TierTraffic& traffic(Tier t) const { return tiers[static_cast<size_t>(t)]; }
+};
+
+// Fails when the model cannot be run, when the budget is too small for any plan (the error names
+// the minimum), or when a forced mode or size cannot work.
+Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
+                       const Budgets& budgets, const PlanOptions& options = {});
+
+}  // namespace strata

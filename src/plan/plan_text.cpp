@@ -1,0 +1,150 @@
+// Rendering a Plan as text for `strata inspect` (see plan_text.h).
+#include "plan/plan_text.h"
+
+#include <cstdio>
+#include <iterator>
+#include <vector>
+
+#include "util/table.h"
+#include "util/units.h"
+
+namespace strata {
+
+namespace {
+
+std::string fmt(const char* format, double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, x);
+    return buf;
+}
+
+std::string rate(double bytes_per_second) {
+    if (bytes_per_second <= 0) return "-";
+    return format_bytes(static_cast<uint64_t>(bytes_per_second), /*decimal=*/true) + "/s";
+}
+
+std::string seconds(double s) {
+    if (s <= 0) return "0";
+    if (s < 1e-3) return fmt("%.1f µs", s * 1e6);
+    if (s < 1) return fmt("%.1f ms", s * 1e3);
+    return fmt("%.2f s", s);
+}
+
+std::string memory_line(const MemoryPlan& m, const StreamPlan& s) {
+    std::string line = "resident " + format_bytes(m.resident_weights);
+    if (m.cached_weights) line += " + cached FFN " + format_bytes(m.cached_weights);
+    if (m.expert_cache) line += " + expert cache " + format_bytes(m.expert_cache);
+    if (m.slots) {
+        line += " + slots " + std::to_string(s.slots) + " × " + format_bytes(s.slot_bytes);
+    }
+    line += " + KV " + format_bytes(m.kv_cache) + " = " + format_bytes(m.total) + " of " +
+            format_bytes(m.budget);
+    return line;
+}
+
+std::string streaming_line(const Plan& p) {
+    const StreamPlan& s = p.stream;
+    if (p.mode == PlanMode::Resident) return "none: nothing is read from disk after loading";
+    std::string line;
+    if (p.mode == PlanMode::FfnStream) {
+        line = std::to_string(s.streamed_layers) + " of " +
+               std::to_string(s.streamed_layers + s.cached_layers) + " FFN layers streamed, " +
+               std::to_string(s.cached_layers) + " cached";
+        if (s.slots == 0) return line;
+    } else {
+        const ExpertCachePlan& c = p.expert_cache;
+        line = "expert cache " + std::to_string(c.capacity) + " of " + std::to_string(c.experts) +
+               " experts (" + format_bytes(c.expert_bytes) + " each), predicted hit rate " +
+               fmt("%.1f%%", 100 * c.hit_rate);
+    }
+    line += "; " + std::to_string(s.slots) + " slots of " + format_bytes(s.slot_bytes) +
+            (s.slots_forced ? " (forced)" : "") + "; lookahead " + std::to_string(s.lookahead) +
+            (s.lookahead_forced ? " (forced)" : "");
+    if (s.layer_read_seconds > 0) {
+        line += " (longest compute gap " + seconds(s.longest_gap_seconds) + ", layer read " +
+                seconds(s.layer_read_seconds) + ")";
+    }
+    return line;
+}
+
+std::string budget_line(const Plan& p) {
+    std::string line = format_bytes(p.budgets.ram) + " RAM" +
+                       (p.budgets.ram_from_flag ? " (--ram)" : " (available minus 4 GiB)");
+    line += "; GPU " + (p.budgets.gpu_mem ? format_bytes(p.budgets.gpu_mem) : std::string("none"));
+    if (p.budgets.gpu_from_flag) line += " (--gpu-mem)";
+    return line;
+}
+
+std::string where(const Plan& p, const LayerPlan& l) {
+    if (l.ffn_bytes == 0) return "-";
+    switch (l.ffn_use) {
+        case TensorUse::Resident:
+            return "ram";
+        case TensorUse::Cached:
+            return "ram (cached)";
+        case TensorUse::Streamed:
+            return p.mode == PlanMode::ExpertStream ? "disk (expert cache)" : "disk (streamed)";
+    }
+    return "?";
+}
+
+std::string layer_table(const Plan& p) {
+    const bool experts = p.mode == PlanMode::ExpertStream ||
+                         (p.mode == PlanMode::Resident && p.expert_cache.experts > 0);
+    TextTable t({{"layer"},
+                 {"resident", Align::Right},
+                 {experts ? "experts" : "ffn", Align::Right},
+                 {"where"}});
+    bool merged = false;
+    for (auto it = p.layers.begin(); it != p.layers.end();) {
+        auto last = it, next = std::next(it);
+        while (next != p.layers.end() && next->resident_bytes == it->resident_bytes &&
+               next->ffn_bytes == it->ffn_bytes && next->ffn_use == it->ffn_use) {
+            last = next++;
+        }
+        merged = merged || last != it;
+        const std::string label =
+            last == it ? std::to_string(it->layer)
+                       : std::to_string(it->layer) + "-" + std::to_string(last->layer);
+        t.add_row(
+            {label, format_bytes(it->resident_bytes), format_bytes(it->ffn_bytes), where(p, *it)});
+        it = next;
+    }
+    return std::string("\nplan by layer") +
+           (merged ? " (identical neighbours merged, figures per layer)" : "") + "\n" +
+           t.render("  ");
+}
+
+}  // namespace
+
+std::string plan_text(const Plan& p) {
+    std::string out = "\nplan\n";
+    TextTable kv({{""}, {""}});
+    kv.add_row({"mode", std::string(plan_mode_name(p.mode)) + ": " + p.reason});
+    kv.add_row({"budget", budget_line(p)});
+    kv.add_row({"memory", memory_line(p.memory, p.stream)});
+    kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + std::to_string(p.n_ctx) +
+                                " tokens (" + std::string(engine::kv_type_name(p.kv_type)) + ")"});
+    kv.add_row({"streaming", streaming_line(p)});
+    kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +
+                                   std::string(tier_name(p.bound))});
+    out += kv.render("  ");
+
+    TextTable t({{"tier"},
+                 {"stored", Align::Right},
+                 {"read per token", Align::Right},
+                 {"bandwidth", Align::Right},
+                 {"time per token", Align::Right},
+                 {"bandwidth from"}});
+    for (const TierTraffic& x : p.tiers) {
+        t.add_row({std::string(tier_name(x.tier)), format_bytes(x.stored_bytes),
+                   format_bytes(static_cast<uint64_t>(x.bytes_per_token)), rate(x.bandwidth),
+                   seconds(x.seconds_per_token), x.bandwidth_source});
+    }
+    out += "\nplan by tier\n" + t.render("  ");
+    out += layer_table(p);
+    for (const std::string& n : p.notes) out += "note: " + n + "\n";
+    return out;
+}
+
+}  // namespace strata
