@@ -152,3 +152,34 @@ TEST(RunCli, PerplexityBaseFileRoundTrips) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A RAM budget below the model's size streams its FFN layers from disk (the plan's ffn-stream
+// mode: 1000K leaves room for the resident part of the 1 MiB real model, its KV cache, two slots
+// and one cached FFN layer) and changes nothing in the answer.
+TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const std::string model = test::shell_quote(
+        (test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
+    const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
+    const auto resident = test::run_strata("run " + model + args);
+    const auto streamed = test::run_strata("run " + model + args + " --ram 1000K");
+    ASSERT_EQ(resident.exit_code, 0) << resident.err;
+    ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+    const auto a = nlohmann::json::parse(resident.out);
+    const auto b = nlohmann::json::parse(streamed.out);
+    EXPECT_EQ(a["mode"], "resident");
+    EXPECT_EQ(a["disk_bytes_read"], 0);
+    EXPECT_EQ(b["mode"], "ffn-stream");
+    EXPECT_GT(b["disk_bytes_read"].get<uint64_t>(), 0u);
+    EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+
+    const auto too_small = test::run_strata("run " + model + args + " --ram 100K");
+    EXPECT_EQ(too_small.exit_code, 1);
+    EXPECT_NE(too_small.err.find("too small"), std::string::npos) << too_small.err;
+}
+
+}  // namespace
+}  // namespace strata

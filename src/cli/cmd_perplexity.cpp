@@ -103,7 +103,7 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
     } else {
         ef.ctx = ctx_flag ? uint32_t(ctx_flag) : 512;
     }
-    auto opts = model_load_options(ef, !c.json && isatty(STDERR_FILENO));
+    auto opts = model_load_options(ef, !c.json && isatty(STDERR_FILENO), !c.json);
     if (!opts) fail(opts.error().message);
     auto m = LoadedModel::load(c.model, *opts);
     if (!m) fail(m.error().message);

@@ -68,6 +68,8 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     j["generated_ids"] = r.generated_ids;
     j["text"] = r.text;
     j["done_reason"] = r.done_reason;
+    j["mode"] = m.store->mode_name();
+    j["disk_bytes_read"] = m.store->stats().bytes_from_disk;
     j["timings"] = {
         {"load_seconds", m.load_seconds},
         {"prompt_tokens", t.prompt_tokens},
@@ -186,7 +188,7 @@ void run_command(RunCommand& c, bool have_prompt) {
             if (c.prompt.empty()) fail("no prompt: give --prompt, or text on standard input");
         }
     }
-    auto opts = model_load_options(c.engine, !c.json && isatty(STDERR_FILENO));
+    auto opts = model_load_options(c.engine, !c.json && isatty(STDERR_FILENO), !c.json);
     if (!opts) fail(opts.error().message);
     auto m = LoadedModel::load(path, *opts);
     if (!m) fail(m.error().message);

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "cli/inspect_plan.h"
+#include "util/units.h"
+
 namespace strata::cli {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
@@ -12,9 +15,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
     cmd.add_option("--kv-type", f.kv_type, "KV cache type: f16 (default) or q8_0");
     cmd.add_option("--dump", f.dump_dir,
                    "Write named per-layer activations to this directory (also STRATA_DUMP)");
+    cmd.add_option("--ram", f.ram, "RAM budget, e.g. 8G (default: available - 4 GiB)");
+    cmd.add_option("--gpu-mem", f.gpu_mem, "GPU memory budget, e.g. 20G");
+    cmd.add_option("--mode", f.mode, "Force a mode: resident or ffn-stream");
+    cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
+    cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
 }
 
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress) {
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
+                                            bool describe_plan) {
     ModelLoadOptions o;
     o.progress = progress;
     o.engine.threads = f.threads;
@@ -25,6 +34,34 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress)
     if (!kv) return err("--kv-type: " + kv.error().message);
     o.engine.kv_type = *kv;
     o.engine.dump_dir = f.dump_dir;
+    PlanFlags pf;
+    pf.ram = f.ram;
+    pf.gpu_mem = f.gpu_mem;
+    pf.mode = f.mode;
+    pf.ctx = f.ctx;
+    pf.slots = f.slots;
+    pf.lookahead = f.lookahead;
+    o.choose_streaming = [pf, describe_plan](const ModelInfo& info)
+        -> Result<std::optional<StreamingConfig>> {
+        STRATA_ASSIGN(const Plan plan, plan_for_model(info, info.file.path, pf));
+        if (describe_plan && plan.mode == PlanMode::FfnStream) {
+            std::fprintf(stderr, "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
+                                 "lookahead %u, limit %.2f tok/s (bound by %s)\n",
+                         std::string(plan_mode_name(plan.mode)).c_str(),
+                         plan.stream.streamed_layers, plan.layers.size(), plan.stream.slots,
+                         plan.stream.lookahead, plan.tokens_per_second,
+                         std::string(tier_name(plan.bound)).c_str());
+        }
+        switch (plan.mode) {
+            case PlanMode::Resident: return std::optional<StreamingConfig>();
+            case PlanMode::FfnStream: return std::optional<StreamingConfig>(streaming_config(plan));
+            case PlanMode::ExpertStream: break;
+        }
+        return err("this model's experts do not fit the RAM budget (" +
+                   format_bytes(plan.budgets.ram) +
+                   "), and expert streaming is not implemented yet; --mode resident loads "
+                   "every tensor if the machine has the memory");
+    };
     return o;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "session/loaded_model.h"
@@ -16,11 +17,17 @@ struct EngineFlags {
     uint32_t batch = 512;
     std::string kv_type = "f16";
     std::string dump_dir;
+    // The placement plan's budgets and overrides (inspect_plan.h); ctx is the one above.
+    std::optional<std::string> ram, gpu_mem, mode;
+    std::optional<uint32_t> slots, lookahead;
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
-// An error names the flag that is wrong.
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress);
+// An error names the flag that is wrong. The store follows the placement plan for the model
+// (made from the cached hardware profile, measured on first use); `describe_plan` prints a line
+// about it on stderr.
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
+                                            bool describe_plan);
 
 void add_sampling_flags(CLI::App& cmd, SamplerParams& p);
 

@@ -16,8 +16,12 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
     ro.progress = options.progress;
     auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
                                                        nullptr, nullptr, 0, 0});
-    if (options.streaming) {
-        STRATA_ASSIGN(auto store, StreamingStore::open(m->info, *options.streaming, ro));
+    std::optional<StreamingConfig> streaming = options.streaming;
+    if (options.choose_streaming) {
+        STRATA_ASSIGN(streaming, options.choose_streaming(m->info));
+    }
+    if (streaming) {
+        STRATA_ASSIGN(auto store, StreamingStore::open(m->info, *streaming, ro));
         m->loaded_bytes = store->resident_bytes();
         m->store = std::move(store);
     } else {

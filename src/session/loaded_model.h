@@ -2,6 +2,7 @@
 // them. What `run`, `perplexity`, `bench` and the server start from.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,9 @@ struct ModelLoadOptions {
     // Set: stream the FFN layers it names from disk (store/streaming_store.h) instead of
     // loading every tensor.
     std::optional<StreamingConfig> streaming;
+    // Set: called with the model's description before any weight is read; it decides the
+    // store (a plan: nullopt keeps everything resident) or refuses the model with an error.
+    std::function<Result<std::optional<StreamingConfig>>(const ModelInfo&)> choose_streaming;
 };
 
 struct LoadedModel {

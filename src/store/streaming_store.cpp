@@ -12,6 +12,14 @@ bool is_streamed_ffn_role(TensorRole role) {
     return role == TensorRole::FfnGate || role == TensorRole::FfnUp || role == TensorRole::FfnDown;
 }
 
+StreamingConfig streaming_config(const Plan& plan) {
+    StreamingConfig c;
+    for (const LayerPlan& l : plan.layers) c.stream_ffn.push_back(l.ffn_use == TensorUse::Streamed);
+    c.lookahead = int(plan.stream.lookahead);
+    c.slots = int(plan.stream.slots);
+    return c;
+}
+
 namespace {
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }

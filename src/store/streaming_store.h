@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/model_info.h"
+#include "plan/plan.h"
 #include "store/aligned_buffer.h"
 #include "store/direct_reader.h"
 #include "store/resident_store.h"
@@ -106,6 +107,9 @@ private:
     StoreStats stats_;
     StreamingStats streaming_;
 };
+
+// The store configuration an ffn-stream plan asks for: its streamed layers, slots and lookahead.
+StreamingConfig streaming_config(const Plan& plan);
 
 // True for the tensors an ffn-stream plan streams: a layer's dense FFN weights and biases.
 bool is_streamed_ffn_role(TensorRole role);
