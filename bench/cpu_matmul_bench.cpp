@@ -31,6 +31,7 @@
 #include "profile/memory_bandwidth.h"
 #include "quant/quant.h"
 #include "util/table.h"
+#include "util/units.h"
 
 namespace {
 
@@ -134,12 +135,6 @@ std::vector<std::string> split_list(const std::string& s) {
         if (!item.empty()) out.push_back(item);
     }
     return out;
-}
-
-std::string fixed(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
 }
 
 }  // namespace
@@ -264,8 +259,10 @@ int main(int argc, char** argv) {
                      {"of ceiling", Align::Right}, {"GFLOP/s", Align::Right}});
     for (const auto& m : results) {
         table.add_row({m.type, m.path, std::to_string(m.shape.rows) + " x " + std::to_string(m.shape.cols),
-                       std::to_string(m.shape.batch), fixed(m.ms_per_call, 3), fixed(m.weight_gbps, 1),
-                       fixed(100 * m.fraction_of_ceiling, 0) + "%", fixed(m.gflops, 1)});
+                       std::to_string(m.shape.batch), format_fixed(m.ms_per_call, 3),
+                       format_fixed(m.weight_gbps, 1),
+                       format_fixed(100 * m.fraction_of_ceiling, 0) + "%",
+                       format_fixed(m.gflops, 1)});
     }
     std::fputs(table.render().c_str(), stdout);
     return 0;

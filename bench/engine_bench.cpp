@@ -53,12 +53,6 @@ struct Summary {
     std::array<double, size_t(engine::Op::Count)> gen_ops{}, prompt_ops{};
 };
 
-std::string fixed(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -229,9 +223,10 @@ int main(int argc, char** argv) {
                       *std::min_element(s.gen_tps.begin(), s.gen_tps.end()),
                       *std::max_element(s.gen_tps.begin(), s.gen_tps.end()));
         table.add_row({s.label, format_bytes(s.file_bytes, true),
-                       std::to_string(int(median(s.prompt_tps) + 0.5)), fixed(gen, 2), range,
-                       format_bytes(uint64_t(s.bytes_per_token), true), fixed(gbps, 1),
-                       fixed(100 * gbps / ceiling, 0) + "%", slowest(s.gen_ops),
+                       std::to_string(int(median(s.prompt_tps) + 0.5)),
+                       format_fixed(gen, 2), range,
+                       format_bytes(uint64_t(s.bytes_per_token), true), format_fixed(gbps, 1),
+                       format_fixed(100 * gbps / ceiling, 0) + "%", slowest(s.gen_ops),
                        slowest(s.prompt_ops)});
         nlohmann::ordered_json ops;
         for (size_t i = 0; i < s.gen_ops.size(); ++i) {

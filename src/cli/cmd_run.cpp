@@ -87,6 +87,13 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     return j;
 }
 
+// Streams generated text to stdout as it arrives.
+bool print_piece(std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+}
+
 bool has_file_template(const LoadedModel& m) {
     return m.info.file.get_string("tokenizer.chat_template").has_value();
 }
@@ -121,11 +128,7 @@ void run_once(const RunCommand& c, const std::string& path, LoadedModel& m) {
     GenerationSession session(*m.engine, m.tokenizer);
     TextSink sink;
     if (!c.json) {
-        sink = [](std::string_view piece) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-            return true;
-        };
+        sink = print_piece;
     }
     auto r = session.generate(ids, generate_options(c), sink);
     if (!r) fail(r.error().message);
@@ -154,11 +157,7 @@ void run_interactive(const RunCommand& c, LoadedModel& m) {
         auto rendered = render_chat(*tmpl, messages);
         if (!rendered) fail("chat template: " + rendered.error().message);
         auto r = session.generate(tokenize_prompt(m.tokenizer, *rendered), generate_options(c),
-                                  [](std::string_view piece) {
-                                      std::fwrite(piece.data(), 1, piece.size(), stdout);
-                                      std::fflush(stdout);
-                                      return true;
-                                  });
+                                  print_piece);
         if (!r) fail(r.error().message);
         std::printf("\n");
         std::fprintf(stderr, "%s\n", summary_line(m, *r).c_str());

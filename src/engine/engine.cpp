@@ -28,6 +28,14 @@ const char* op_name(Op op) {
     return "?";
 }
 
+namespace {
+// The LM head: output.weight, or token_embd when the output is tied to it.
+const TensorView& lm_head(const LayerView& g) {
+    return g.weight(TensorRole::Output).present() ? g.weight(TensorRole::Output)
+                                                  : g.weight(TensorRole::TokenEmbedding);
+}
+}  // namespace
+
 template <typename F>
 void Engine::timed(Op op, F&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -48,8 +56,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
     if (!embd.present()) return err("the model has no token_embd.weight");
     if (!g.weight(TensorRole::OutputNorm).present()) return err("the model has no output_norm");
-    const TensorView& head = g.weight(TensorRole::Output).present() ? g.weight(TensorRole::Output)
-                                                                    : embd;
+    const TensorView& head = lm_head(g);
     if (head.ne[0] != hp.n_embd || embd.ne[0] != hp.n_embd) {
         return err("token_embd / output rows do not have n_embd = " + std::to_string(hp.n_embd) +
                    " values");
@@ -139,10 +146,7 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, bool all_logits
     if (logits) {
         const int64_t first = all_logits ? 0 : n - 1;
         output_head(first, n - first, logits);
-        const LayerView& g = store_.globals();
-        const TensorView& head = g.weight(TensorRole::Output).present()
-                                     ? g.weight(TensorRole::Output)
-                                     : g.weight(TensorRole::TokenEmbedding);
+        const TensorView& head = lm_head(store_.globals());
         head_bytes = head.row_bytes * uint64_t(head.rows());
     }
     stats_.weight_bytes += store_.stats().bytes_served - served_before + head_bytes +
@@ -161,9 +165,7 @@ void Engine::output_head(int64_t first_row, int64_t rows, float* logits) {
                       tmp_.data(), rows, d, hp_.rms_eps, pool_);
     });
     dump_.write("result_norm", -1, tmp_.data(), rows, d);
-    const TensorView& head = g.weight(TensorRole::Output).present()
-                                 ? g.weight(TensorRole::Output)
-                                 : g.weight(TensorRole::TokenEmbedding);
+    const TensorView& head = lm_head(g);
     timed(Op::LmHead, [&] { linear(head, nullptr, tmp_.data(), logits, rows, pool_); });
     dump_.write("result_output", -1, logits, rows, n_vocab_);
 }

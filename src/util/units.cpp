@@ -96,4 +96,10 @@ Result<uint64_t> parse_size(std::string_view text) {
     return static_cast<uint64_t>(rounded);
 }
 
+std::string format_fixed(double v, int digits) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return buf;
+}
+
 }  // namespace strata

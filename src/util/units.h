@@ -13,6 +13,8 @@ namespace strata {
 std::string format_bytes(uint64_t bytes, bool decimal = false);
 // 1234567 -> "1.23 M" (parameter counts and the like).
 std::string format_count(uint64_t n);
+// "12.35" for (12.345, 2): a number with a fixed count of decimals, for tables.
+std::string format_fixed(double v, int digits);
 // "3G", "3GiB", "3 GB", "512M", "1.5T", "4096" (bytes) -> bytes. Units are binary whatever the
 // spelling (K = KB = KiB = 1024): memory budgets are given in the units RAM is sold in. Errors
 // quote the text and say what is wrong with it.

@@ -220,20 +220,34 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
     const int64_t cols = Ws[0].cols;
     // Activations converted once per activation type (q, k and v of a Q4_K_M file mix Q4_K and
     // Q6_K, which share Q8_K); one work list over the rows of every matrix.
+    // Scratch of the calling thread, reused from call to call (decode calls this a few dozen
+    // times a token); the workers reach it through these references, never by name.
     struct Act {
         TensorType type;
         size_t row_bytes;
-        std::vector<uint8_t> bytes;
+        uint8_t* bytes;
     };
-    std::vector<Act> acts;
-    acts.reserve(Ws.size());
     struct Item {
         size_t matrix;
         int64_t begin, end;
     };
-    std::vector<Item> items;
-    std::vector<size_t> act_of(Ws.size());
-    std::vector<detail::TileKernel> kernels(Ws.size());
+    struct MultiScratch {
+        Scratch act_bytes[4];
+        std::vector<Act> acts;
+        std::vector<Item> items;
+        std::vector<size_t> act_of;
+        std::vector<detail::TileKernel> kernels;
+    };
+    static thread_local MultiScratch tls;
+    MultiScratch& sc = tls;
+    std::vector<Act>& acts = sc.acts;
+    std::vector<Item>& items = sc.items;
+    std::vector<size_t>& act_of = sc.act_of;
+    std::vector<detail::TileKernel>& kernels = sc.kernels;
+    acts.clear();
+    items.clear();
+    act_of.assign(Ws.size(), 0);
+    kernels.assign(Ws.size(), {});
     for (size_t i = 0; i < Ws.size(); ++i) {
         const QuantMatrix& W = Ws[i];
         assert(matmul_supports(W.type) && W.cols == cols);
@@ -246,13 +260,15 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
         size_t a = 0;
         while (a < acts.size() && acts[a].type != at) ++a;
         if (a == acts.size()) {
+            // At most one activation type per matrix, and callers pass few matrices.
+            assert(a < std::size(sc.act_bytes));
             const size_t rb = size_t(quant::quant_row_bytes(at, cols).value());
-            acts.push_back({at, rb, std::vector<uint8_t>(rb * size_t(n))});
-            Act& act = acts.back();
+            const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(n)))};
+            acts.push_back(act);
             pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
                 for (int64_t c = begin; c < end; ++c) {
                     quantize_activations_on_path(path, at, X + c * cols,
-                                                 act.bytes.data() + size_t(c) * act.row_bytes, cols);
+                                                 act.bytes + size_t(c) * act.row_bytes, cols);
                 }
             });
         }
@@ -266,7 +282,7 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
         for (int64_t j = begin; j < end; ++j) {
             const Item& it = items[size_t(j)];
             const Act& act = acts[act_of[it.matrix]];
-            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes.data(), act.row_bytes, n,
+            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes, act.row_bytes, n,
                       Ys[it.matrix], it.begin, it.end);
         }
     });

@@ -60,7 +60,8 @@ void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPoo
 // job: Ys[i] = X Ws[i]^T. The activations are converted once per activation type and the rows of
 // all matrices are shared out together, so small matrices neither pay a dispatch each nor leave
 // cores idle at their ends. Results are those of matmul on each matrix.
-// PRECONDITION: as matmul for each pair; all Ws have the same cols; Ws.size() == Ys.size().
+// PRECONDITION: as matmul for each pair; all Ws have the same cols; Ws.size() == Ys.size();
+// at most 4 distinct activation types among the Ws.
 void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
                   int64_t n, ThreadPool& pool);
 
