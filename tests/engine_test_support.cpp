@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/engine.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"
@@ -59,6 +60,31 @@ const std::string& synth_test_model(const std::string& preset, TensorType weight
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
     }
     return it->second;
+}
+
+std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store,
+                                              int steps, const std::function<void()>& between) {
+    engine::EngineOptions opt;
+    opt.threads = 2;
+    opt.n_ctx = 64;
+    auto e = engine::Engine::create(*info.hparams, store, opt);
+    EXPECT_TRUE(e) << (e ? "" : e.error().message);
+    std::vector<std::vector<float>> out;
+    if (!e) return out;
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt{1, 429, 491, 433, 295, 429};
+    auto r = (*e)->eval(prompt, engine::LogitsWanted::Last, logits);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    out.push_back(logits);
+    if (between) between();
+    for (int step = 0; step < steps; ++step) {
+        const int32_t next =
+            int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        r = (*e)->eval({&next, 1}, engine::LogitsWanted::Last, logits);
+        EXPECT_TRUE(r) << (r ? "" : r.error().message);
+        out.push_back(logits);
+    }
+    return out;
 }
 
 }  // namespace strata::test

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "model/model_info.h"
+#include "store/weight_store.h"
 
 namespace strata::test {
 
@@ -28,5 +31,12 @@ std::string test_name(std::string stem);
 // at exit) and shared by the tests that ask for the same preset, weights and seed.
 const std::string& synth_test_model(const std::string& preset, TensorType weights,
                                     uint64_t seed = 1);
+
+// The logits of a fixed 6-token prompt evaluated as one batch, then of `steps` greedy steps (2
+// threads, a 64-token context), computed through `store`: what the store tests compare between
+// stores. `between` runs after the prompt. Failures are test failures.
+std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store,
+                                              int steps,
+                                              const std::function<void()>& between = {});
 
 }  // namespace strata::test

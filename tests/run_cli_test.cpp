@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -179,6 +180,37 @@ TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
     const auto too_small = test::run_strata("run " + model + args + " --ram 100K");
     EXPECT_EQ(too_small.exit_code, 1);
     EXPECT_NE(too_small.err.find("too small"), std::string::npos) << too_small.err;
+}
+
+// A MoE model whose experts do not fit the budget streams them (expert-stream) and gives the same
+// tokens; the routing statistics it learnt are kept in the cache directory for the next run.
+TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const std::string model = test::shell_quote(
+        (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
+    const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
+    const auto resident = test::run_strata("run " + model + args);
+    const auto streamed = test::run_strata("run " + model + args + " --ram 2M");
+    const auto no_guess = test::run_strata("run " + model + args + " --ram 2M --no-prefetch "
+                                           "--cache-policy lfu");
+    ASSERT_EQ(resident.exit_code, 0) << resident.err;
+    ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+    ASSERT_EQ(no_guess.exit_code, 0) << no_guess.err;
+    const auto a = nlohmann::json::parse(resident.out);
+    const auto b = nlohmann::json::parse(streamed.out);
+    const auto c = nlohmann::json::parse(no_guess.out);
+    EXPECT_EQ(b["mode"], "expert-stream");
+    EXPECT_GT(b["disk_bytes_read"].get<uint64_t>(), 0u);
+    EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+    EXPECT_EQ(a["generated_ids"], c["generated_ids"]);
+    bool kept = false;
+    for (const auto& f : std::filesystem::directory_iterator(test::test_cache_dir())) {
+        kept |= f.path().filename().string().rfind("experts-", 0) == 0;
+    }
+    EXPECT_TRUE(kept) << "no expert statistics in the cache directory";
+    const auto bad = test::run_strata("run " + model + args + " --ram 2M --cache-policy fifo");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("--cache-policy"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gguf/reader.h"
 #include "store/resident_store.h"
 #include "store/streaming_store.h"
+#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
@@ -22,22 +24,7 @@ struct TokenRun {
 };
 
 TokenRun run_tokens(const ModelInfo& info, WeightStore& store) {
-    engine::EngineOptions opt;
-    opt.threads = 2;
-    opt.n_ctx = 64;
-    auto e = engine::Engine::create(*info.hparams, store, opt);
-    EXPECT_TRUE(e) << (e ? "" : e.error().message);
-    TokenRun r;
-    std::vector<float> logits;
-    const std::vector<int32_t> prompt{1, 429, 491, 433, 295, 429};
-    EXPECT_TRUE((*e)->eval(prompt, engine::LogitsWanted::Last, logits));
-    r.logits.push_back(logits);
-    for (int step = 0; step < 6; ++step) {
-        const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        EXPECT_TRUE((*e)->eval({&next, 1}, engine::LogitsWanted::Last, logits));
-        r.logits.push_back(logits);
-    }
-    return r;
+    return {test::greedy_logits(info, store, 6)};
 }
 
 ModelInfo load_info(const std::string& stem_path) {
@@ -136,6 +123,57 @@ TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
     auto store = StreamingStore::open(info, cfg);
     ASSERT_FALSE(store);
     EXPECT_NE(store.error().message.find("layers"), std::string::npos);
+}
+
+
+// A model file cut short while strata runs (a disk error, a copy still in progress): the next
+// streamed read comes up short, and eval fails with an error naming the file instead of
+// computing with a partial slot; the context stays as it was.
+TEST(StreamingStore, FileTruncatedMidRunIsAnErrorNotGarbage) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    test::TempDir dir;
+    const std::string copy = dir.file("model.gguf");
+    std::filesystem::copy_file(test::testdata_dir() / "models/synthetic/llama-dense-Q8_0.gguf",
+                               copy);
+    auto f = read_gguf(copy);
+    ASSERT_TRUE(f);
+    auto info = load_model_info(std::move(*f));
+    ASSERT_TRUE(info);
+    StreamingConfig cfg;
+    cfg.stream_ffn.assign(info->hparams->n_layer, true);
+    cfg.lookahead = 0;
+    cfg.slots = 1;  // one slot: every token reads every layer again
+    auto store = StreamingStore::open(*info, cfg);
+    ASSERT_TRUE(store) << store.error().message;
+    engine::EngineOptions opt;
+    opt.threads = 2;
+    opt.n_ctx = 32;
+    auto e = engine::Engine::create(*info->hparams, **store, opt);
+    ASSERT_TRUE(e) << e.error().message;
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt{1, 429, 491};
+    ASSERT_TRUE((*e)->eval(prompt, engine::LogitsWanted::Last, logits));
+
+    // Cut the file in the middle of the first layer's FFN tensors.
+    uint64_t cut = info->file.file_size;
+    for (const TensorInfo& t : info->file.tensors) {
+        if (t.name.rfind("blk.0.ffn_", 0) == 0) cut = std::min(cut, t.offset + t.n_bytes / 2);
+    }
+    ASSERT_LT(cut, info->file.file_size);
+    std::filesystem::resize_file(copy, cut);
+
+    const uint32_t n_past = (*e)->n_past();
+    const int32_t next = 5;
+    bool failed = false;
+    for (int step = 0; step < 3 && !failed; ++step) {  // a prefetched slot may still be whole
+        auto r = (*e)->eval({&next, 1}, engine::LogitsWanted::Last, logits);
+        if (!r) {
+            failed = true;
+            EXPECT_NE(r.error().message.find(copy), std::string::npos) << r.error().message;
+            EXPECT_EQ((*e)->n_past(), n_past + uint32_t(step));
+        }
+    }
+    EXPECT_TRUE(failed) << "reads past the new end of the file went unnoticed";
 }
 
 }  // namespace

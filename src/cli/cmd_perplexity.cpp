@@ -107,6 +107,7 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
     if (!opts) fail(opts.error().message);
     auto m = LoadedModel::load(c.model, *opts);
     if (!m) fail(m.error().message);
+    print_load_warnings(**m);
     const bool tty = isatty(STDERR_FILENO) && !c.json;
     auto r = compute_perplexity(*(*m)->engine, (*m)->tokenizer, text, po,
                                 [&](int32_t done, int32_t total, double ppl) {

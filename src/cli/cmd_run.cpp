@@ -22,6 +22,7 @@
 #include "session/generation.h"
 #include "session/prompt.h"
 #include "synth/default_model.h"
+#include "util/process_stats.h"
 #include "util/units.h"
 
 namespace strata::cli {
@@ -70,6 +71,9 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     j["done_reason"] = r.done_reason;
     j["mode"] = m.store->mode_name();
     j["disk_bytes_read"] = m.store->stats().bytes_from_disk;
+    // The kernel's view of the same: peak resident memory and storage reads of the process.
+    if (auto rss = peak_rss_bytes()) j["peak_rss_bytes"] = *rss;
+    if (auto io = process_io()) j["process_read_bytes"] = io->read_bytes;
     j["timings"] = {
         {"load_seconds", m.load_seconds},
         {"prompt_tokens", t.prompt_tokens},
@@ -191,6 +195,7 @@ void run_command(RunCommand& c, bool have_prompt) {
     if (!opts) fail(opts.error().message);
     auto m = LoadedModel::load(path, *opts);
     if (!m) fail(m.error().message);
+    print_load_warnings(**m);
     if (c.interactive) {
         run_interactive(c, **m);
     } else {

@@ -13,5 +13,6 @@ void add_tokenize(CLI::App& app);
 void add_template(CLI::App& app);
 void add_run(CLI::App& app);
 void add_perplexity(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace strata::cli

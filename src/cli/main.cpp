@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     strata::cli::add_template(app);
     strata::cli::add_run(app);
     strata::cli::add_perplexity(app);
+    strata::cli::add_bench(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -17,9 +17,22 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                    "Write named per-layer activations to this directory (also STRATA_DUMP)");
     cmd.add_option("--ram", f.ram, "RAM budget, e.g. 8G (default: available - 4 GiB)");
     cmd.add_option("--gpu-mem", f.gpu_mem, "GPU memory budget, e.g. 20G");
-    cmd.add_option("--mode", f.mode, "Force a mode: resident or ffn-stream");
+    cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
     cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
     cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
+    cmd.add_flag("--no-prefetch", f.no_prefetch,
+                 "Expert-stream: read only the experts the router picked, no guesses");
+    cmd.add_option("--cache-policy", f.cache_policy,
+                   "Expert-stream cache eviction: auto (LRU for a cache larger than one token's "
+                   "experts, LFU otherwise), lru or lfu")
+        ->capture_default_str();
+    cmd.add_option("--routing-trace", f.routing_trace,
+                   "Benchmarks: replay this MoE routing trace instead of the router's choices "
+                   "(the text is then not the model's)");
+}
+
+void print_load_warnings(const LoadedModel& m) {
+    for (const std::string& w : m.warnings) std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
 }
 
 Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
@@ -34,6 +47,17 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
     if (!kv) return err("--kv-type: " + kv.error().message);
     o.engine.kv_type = *kv;
     o.engine.dump_dir = f.dump_dir;
+    if (f.cache_policy != "auto") {
+        auto policy = parse_cache_policy(f.cache_policy);
+        if (!policy) return err("--cache-policy: " + policy.error().message);
+        o.expert_policy = *policy;
+    }
+    o.expert_prefetch = !f.no_prefetch;
+    if (!f.routing_trace.empty()) {
+        auto trace = engine::RoutingTrace::load(f.routing_trace);
+        if (!trace) return err("--routing-trace: " + trace.error().message);
+        o.engine.forced_routing = std::make_shared<const engine::RoutingTrace>(std::move(*trace));
+    }
     PlanFlags pf;
     pf.ram = f.ram;
     pf.gpu_mem = f.gpu_mem;
@@ -41,9 +65,16 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
     pf.ctx = f.ctx;
     pf.slots = f.slots;
     pf.lookahead = f.lookahead;
-    o.choose_streaming = [pf, describe_plan](const ModelInfo& info)
-        -> Result<std::optional<StreamingConfig>> {
-        STRATA_ASSIGN(const Plan plan, plan_for_model(info, info.file.path, pf));
+    o.plan = [pf, describe_plan](const ModelInfo& info) -> Result<Plan> {
+        STRATA_ASSIGN(Plan plan, plan_for_model(info, info.file.path, pf));
+        if (describe_plan && plan.mode == PlanMode::ExpertStream) {
+            std::fprintf(stderr, "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
+                                 "tok/s (bound by %s)\n",
+                         std::string(plan_mode_name(plan.mode)).c_str(),
+                         static_cast<unsigned long long>(plan.expert_cache.capacity),
+                         format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
+                         std::string(tier_name(plan.bound)).c_str());
+        }
         if (describe_plan && plan.mode == PlanMode::FfnStream) {
             std::fprintf(stderr, "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
                                  "lookahead %u, limit %.2f tok/s (bound by %s)\n",
@@ -52,15 +83,7 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
                          plan.stream.lookahead, plan.tokens_per_second,
                          std::string(tier_name(plan.bound)).c_str());
         }
-        switch (plan.mode) {
-            case PlanMode::Resident: return std::optional<StreamingConfig>();
-            case PlanMode::FfnStream: return std::optional<StreamingConfig>(streaming_config(plan));
-            case PlanMode::ExpertStream: break;
-        }
-        return err("this model's experts do not fit the RAM budget (" +
-                   format_bytes(plan.budgets.ram) +
-                   "), and expert streaming is not implemented yet; --mode resident loads "
-                   "every tensor if the machine has the memory");
+        return plan;
     };
     return o;
 }

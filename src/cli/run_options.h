@@ -20,6 +20,9 @@ struct EngineFlags {
     // The placement plan's budgets and overrides (inspect_plan.h); ctx is the one above.
     std::optional<std::string> ram, gpu_mem, mode;
     std::optional<uint32_t> slots, lookahead;
+    bool no_prefetch = false;          // expert-stream: no speculative reads
+    std::string cache_policy = "auto";  // expert-stream: auto, lru or lfu
+    std::string routing_trace;         // benchmarks: replay this routing (engine/routing_trace.h)
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
@@ -30,6 +33,9 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
                                             bool describe_plan);
 
 void add_sampling_flags(CLI::App& cmd, SamplerParams& p);
+
+// Prints the model's load warnings as "strata: warning: ..." lines.
+void print_load_warnings(const LoadedModel& m);
 
 // Prints "strata: <message>" on stderr and exits with status 1 (through CLI11).
 [[noreturn]] void fail(const std::string& message);

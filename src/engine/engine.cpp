@@ -46,7 +46,8 @@ void Engine::timed(Op op, F&& f) {
 
 Engine::Engine(const ModelHparams& hp, WeightStore& store, KvCache kv, const EngineOptions& options)
     : hp_(hp), store_(store), kv_(std::move(kv)), pool_(options.threads),
-      max_batch_(std::max<uint32_t>(1, options.max_batch)) {}
+      max_batch_(std::max<uint32_t>(1, options.max_batch)),
+      forced_routing_(options.forced_routing) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightStore& store,
                                                const EngineOptions& options) {
@@ -64,6 +65,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     STRATA_ASSIGN(RopeConfig rope, make_rope_config(hp, &g.weight(TensorRole::RopeFreqs)));
     const uint32_t n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
     STRATA_ASSIGN(KvCache kv, KvCache::create(hp, n_ctx, options.kv_type));
+    if (const RoutingTrace* t = options.forced_routing.get()) {
+        if (!hp.is_moe() || t->n_layer != int(hp.n_layer) || t->n_expert != int(hp.n_expert) ||
+            t->k != int(hp.n_expert_used) || t->tokens() == 0) {
+            return err("the routing trace (" + std::to_string(t->n_layer) + " layers, " +
+                       std::to_string(t->n_expert) + " experts, top-" + std::to_string(t->k) +
+                       ") does not fit this model");
+        }
+    }
 
     std::unique_ptr<Engine> e(new Engine(hp, store, std::move(kv), options));
     e->layer_fn_ = fn;
@@ -261,7 +270,8 @@ Result<void> Engine::moe_ffn_block(const LayerArgs& a, bool norm_weights) {
     const int64_t n = a.n, d = hp_.n_embd;
     const LayerView& w = a.w;
     ffn_norm(a);
-    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights};
+    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
+                        forced_routing_.get(), a.pos0};
     Result<void> r;
     timed(Op::Experts, [&] {
         r = moe_ffn(store_, a.layer, w.weight(TensorRole::MoeRouter), cfg, xn_.data(), n, d,

@@ -37,6 +37,9 @@ struct EngineOptions {
     int threads = 0;           // 0: physical cores
     uint32_t max_batch = 512;  // prompt tokens evaluated together
     std::string dump_dir;      // non-empty: write named activations there (debug_dump.h)
+    // Benchmarks of expert streaming: replay this routing instead of the router's (the output is
+    // then not the model's; routing_trace.h).
+    std::shared_ptr<const RoutingTrace> forced_routing;
 };
 
 // The context size EngineOptions::n_ctx == 0 stands for.
@@ -118,6 +121,7 @@ private:
     uint32_t n_vocab_ = 0;
     uint32_t max_batch_ = 512;
     uint32_t n_past_ = 0;
+    std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;
 
     // Activations of the batch being evaluated.

@@ -40,6 +40,26 @@ void route_token(const float* logits, const MoeConfig& cfg, int32_t* choice, flo
     }
 }
 
+namespace {
+
+// The trace's experts in place of the router's, weighted by the router's probabilities.
+void force_route(const float* logits, const MoeConfig& cfg, std::span<const int32_t> experts,
+                 int32_t* choice, float* weight) {
+    std::vector<float> probs(logits, logits + cfg.n_expert);
+    softmax(probs.data(), cfg.n_expert);
+    float sum = 0.0f;
+    for (int i = 0; i < cfg.n_used; ++i) {
+        choice[i] = experts[size_t(i)];
+        weight[i] = probs[size_t(choice[i])];
+        sum += weight[i];
+    }
+    if (cfg.norm_weights && sum > 0) {
+        for (int i = 0; i < cfg.n_used; ++i) weight[i] /= sum;
+    }
+}
+
+}  // namespace
+
 Result<void> moe_ffn(WeightStore& store, int layer, const TensorView& router,
                      const MoeConfig& cfg, const float* x, int64_t n, int64_t n_embd, float* out,
                      MoeBuffers& buf, MoeLayerStats* stats, ThreadPool& pool) {
@@ -51,7 +71,21 @@ Result<void> moe_ffn(WeightStore& store, int layer, const TensorView& router,
     for (int64_t t = 0; t < n; ++t) {
         route_token(&buf.router_logits[size_t(t * cfg.n_expert)], cfg, &buf.choice[size_t(t * k)],
                     &buf.weight[size_t(t * k)]);
+        if (cfg.forced) force_route(&buf.router_logits[size_t(t * cfg.n_expert)], cfg,
+                                    cfg.forced->choices(cfg.pos0 + t, layer),
+                                    &buf.choice[size_t(t * k)], &buf.weight[size_t(t * k)]);
     }
+    // A streaming store reads the next layer's likely experts while this one computes: its
+    // router applied to this hidden state (of the last token) is a cheap, usually good guess.
+    if (const TensorView* next = store.early_router(layer + 1); next && n > 0) {
+        std::vector<float> logits(size_t(cfg.n_expert));
+        linear(*next, nullptr, x + (n - 1) * n_embd, logits.data(), 1, pool);
+        std::vector<int32_t> guess(static_cast<size_t>(k));
+        std::vector<float> guess_weight(static_cast<size_t>(k));
+        route_token(logits.data(), cfg, guess.data(), guess_weight.data());
+        store.hint_experts(layer + 1, guess);
+    }
+    store.prepare_experts(layer, buf.choice, k);
     // Each expert once, for every (token, slot) that chose it.
     buf.slot_out.resize(size_t(n * k * n_embd));
     std::vector<int64_t> users;

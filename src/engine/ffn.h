@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
+#include "engine/routing_trace.h"
 #include "store/weight_store.h"
 #include "util/result.h"
 
@@ -27,6 +28,10 @@ struct MoeConfig {
     int n_expert = 0;
     int n_used = 0;
     bool norm_weights = false;  // renormalise the selected experts' weights to sum 1
+    // Benchmarks: the experts come from this trace (at the tokens' positions) instead of the
+    // router's top-k, weighted by the router's probabilities of them (routing_trace.h).
+    const RoutingTrace* forced = nullptr;
+    int64_t pos0 = 0;  // position of the batch's first token
 };
 
 // Routing counts of one MoE layer, accumulated over a run.

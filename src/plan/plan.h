@@ -4,7 +4,7 @@
 // cache), the memory it all takes, and the speed limit it implies:
 //     tokens/s <= 1 / Σ_tier (bytes read from the tier per token / bandwidth of the tier).
 // The plan is a plain value: `strata inspect` prints it (plan_text.h, plan_json.h), tests assert
-// on it, and the store (part 2) sets itself up from it. Every figure is derived from the model,
+// on it, and the store sets itself up from it. Every figure is derived from the model,
 // the profile and the budgets; PlanOptions can force a mode, slot count or lookahead for
 // experiments.
 //
@@ -34,8 +34,8 @@
 //    the next layer's experts are known only from its router applied early, one layer ahead.
 //  - Expert cache: whatever the budget leaves after resident tensors, KV cache and slots, in
 //    whole experts (one expert's gate, up and down slices of one layer). Its hit rate is
-//    predicted as capacity / experts, i.e. routing spread evenly; real routing is skewed and an
-//    LFU cache does better, which part 2 measures.
+//    predicted as capacity / experts, i.e. routing spread evenly; real routing is skewed and
+//    local, so the measured rate is higher (strata bench reports both, with prefetch).
 //  - Disk bandwidth: the best O_DIRECT read rate the profile measured on the disk holding the
 //    model with 1-4 MiB blocks at queue depth >= 4 (the store's reads); failing that, the best
 //    rate with blocks >= 1 MiB, then the best of any; 1.5 GB/s (a typical NVMe) when the disk was

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "gguf/reader.h"
+#include "profile/profile.h"
 
 namespace strata {
 
@@ -15,16 +16,43 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
     ResidentLoadOptions ro;
     ro.progress = options.progress;
     auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
-                                                       nullptr, nullptr, 0, 0});
+                                                       nullptr, nullptr, std::nullopt, {}, 0,
+                                                       0});
     std::optional<StreamingConfig> streaming = options.streaming;
+    std::optional<ExpertStreamConfig> experts;
     double planning_seconds = 0;  // a first run measures the machine here: not load time
-    if (options.choose_streaming) {
+    if (options.plan && !options.mapped) {
         const auto tp = std::chrono::steady_clock::now();
-        STRATA_ASSIGN(streaming, options.choose_streaming(m->info));
+        STRATA_ASSIGN(Plan plan, options.plan(m->info));
         planning_seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+        switch (plan.mode) {
+            case PlanMode::Resident: streaming.reset(); break;
+            case PlanMode::FfnStream: streaming = streaming_config(plan); break;
+            case PlanMode::ExpertStream:
+                streaming.reset();
+                experts = expert_stream_config(plan);
+                break;
+        }
+        m->plan = std::move(plan);
     }
-    if (streaming) {
+    if (options.mapped) {
+        STRATA_ASSIGN(m->store, ResidentStore::map(m->info));
+    } else if (experts) {
+        experts->prefetch = options.expert_prefetch;
+        const ModelHparams& hp = *m->info.hparams;
+        experts->policy = options.expert_policy.value_or(default_cache_policy(
+            experts->cache_entries, uint64_t(hp.n_layer) * hp.n_expert_used));
+        if (options.expert_statistics) {
+            if (auto dir = profile_cache_dir()) {
+                experts->stats_path = expert_statistics_path(*dir, m->info);
+            }
+        }
+        STRATA_ASSIGN(auto store, ExpertStreamStore::open(m->info, *experts, ro));
+        m->loaded_bytes = store->resident_bytes();
+        m->warnings = store->warnings();
+        m->store = std::move(store);
+    } else if (streaming) {
         STRATA_ASSIGN(auto store, StreamingStore::open(m->info, *streaming, ro));
         m->loaded_bytes = store->resident_bytes();
         m->store = std::move(store);

@@ -9,7 +9,9 @@
 
 #include "engine/engine.h"
 #include "model/model_info.h"
+#include "plan/plan.h"
 #include "session/tokenizer.h"
+#include "store/expert_stream_store.h"
 #include "store/resident_store.h"
 #include "store/streaming_store.h"
 
@@ -21,9 +23,17 @@ struct ModelLoadOptions {
     // Set: stream the FFN layers it names from disk (store/streaming_store.h) instead of
     // loading every tensor.
     std::optional<StreamingConfig> streaming;
-    // Set: called with the model's description before any weight is read; it decides the
-    // store (a plan: nullopt keeps everything resident) or refuses the model with an error.
-    std::function<Result<std::optional<StreamingConfig>>(const ModelInfo&)> choose_streaming;
+    // Set: called with the model's description before any weight is read; the placement plan it
+    // returns decides the store (resident or ffn-stream), or its error refuses the model.
+    std::function<Result<Plan>(const ModelInfo&)> plan;
+    // The naive approach benchmarks compare with: the whole file memory-mapped, no plan.
+    bool mapped = false;
+    // Expert-stream experiments: no speculative reads, the cache policy (default: the measured
+    // choice, default_cache_policy), and whether routing statistics are read from and kept in
+    // the cache directory.
+    bool expert_prefetch = true;
+    std::optional<CachePolicy> expert_policy;
+    bool expert_statistics = true;
 };
 
 struct LoadedModel {
@@ -31,6 +41,8 @@ struct LoadedModel {
     Tokenizer tokenizer;
     std::unique_ptr<WeightStore> store;
     std::unique_ptr<engine::Engine> engine;
+    std::optional<Plan> plan;  // when the store followed one
+    std::vector<std::string> warnings;  // for the front end to show (ignored statistics, ...)
     double load_seconds = 0;
     uint64_t loaded_bytes = 0;
 

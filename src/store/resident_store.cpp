@@ -1,7 +1,14 @@
 #include "store/resident_store.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "store/direct_reader.h"
 #include "store/tensor_views.h"
@@ -64,6 +71,7 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::load(const ModelInfo& info
         STRATA_TRY(read_section(*reader, f.data_offset, length, store->data_.data(), progress));
         progress.finish();
     }
+    store->base_ = store->data_.data();
     store->loaded_bytes_ = length;
     store->load_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -71,9 +79,36 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::load(const ModelInfo& info
     return store;
 }
 
+Result<std::unique_ptr<ResidentStore>> ResidentStore::map(const ModelInfo& info) {
+    std::unique_ptr<ResidentStore> store(new ResidentStore());
+    const std::string& path = info.file.path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return err("cannot open " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+        const int e = errno;
+        ::close(fd);
+        return err("cannot map " + path + ": " + (e ? std::strerror(e) : "empty file"));
+    }
+    void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    const int e = errno;
+    ::close(fd);  // the mapping keeps the file
+    if (p == MAP_FAILED) return err("cannot map " + path + ": " + std::strerror(e));
+    store->mapping_ = p;
+    store->mapping_bytes_ = size_t(st.st_size);
+    store->base_ = static_cast<const std::byte*>(p);
+    store->data_offset_ = 0;
+    STRATA_TRY(store->bind(info));
+    return store;
+}
+
+ResidentStore::~ResidentStore() {
+    if (mapping_) ::munmap(mapping_, mapping_bytes_);
+}
+
 Result<void> ResidentStore::bind(const ModelInfo& info) {
     STRATA_ASSIGN(BoundViews v, bind_tensor_views(info, [&](size_t i) {
-                      return data_.data() + (info.file.tensors[i].offset - data_offset_);
+                      return base_ + (info.file.tensors[i].offset - data_offset_);
                   }));
     globals_ = std::move(v.globals);
     layers_ = std::move(v.layers);

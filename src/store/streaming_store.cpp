@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "util/progress.h"
+#include "store/resident_part.h"
 #include "util/units.h"
 
 namespace strata {
@@ -91,49 +91,15 @@ Result<std::unique_ptr<StreamingStore>> StreamingStore::open(const ModelInfo& in
 
 Result<void> StreamingStore::load_resident(const ModelInfo& info,
                                            const ResidentLoadOptions& options) {
-    // Every tensor that is not streamed, packed at aligned offsets.
     std::vector<bool> streamed(info.tensors.size(), false);
     for (const auto& pieces : pieces_) {
         for (const Piece& p : pieces) streamed[p.tensor] = true;
     }
-    std::vector<size_t> at(info.tensors.size(), 0);
-    size_t total = 0;
-    for (size_t i = 0; i < info.tensors.size(); ++i) {
-        if (streamed[i]) continue;
-        at[i] = total;
-        total += round_up(size_t(info.file.tensors[i].n_bytes), 64);
-    }
-    auto buf = AlignedBuffer::allocate(std::max<size_t>(total, 1));
-    if (!buf) return err("cannot allocate " + format_bytes(total) + " for the resident weights");
-    resident_ = std::move(*buf);
-    resident_bytes_ = total;
-    ByteProgress progress(options.progress_out, "loading resident weights", total,
-                          options.progress, ByteProgress::is_terminal(options.progress_out));
-    uint64_t done = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> in_flight;  // tag, bytes
-    constexpr size_t kMaxInFlight = 16;
-    for (size_t i = 0; i < info.tensors.size(); ++i) {
-        const TensorInfo& t = info.file.tensors[i];
-        if (streamed[i] || t.n_bytes == 0) continue;
-        if (in_flight.size() == kMaxInFlight) {
-            STRATA_TRY(reader_->wait(in_flight.front().first));
-            done += in_flight.front().second;
-            progress.update(done);
-            in_flight.erase(in_flight.begin());
-        }
-        const uint64_t tag = next_tag_++;
-        STRATA_TRY(reader_->submit({t.offset, size_t(t.n_bytes), resident_.data() + at[i], tag}));
-        in_flight.push_back({tag, t.n_bytes});
-    }
-    for (const auto& [tag, bytes] : in_flight) {
-        STRATA_TRY(reader_->wait(tag));
-        done += bytes;
-    }
-    progress.update(done);
-    progress.finish();
-    STRATA_ASSIGN(views_, bind_tensor_views(info, [&](size_t i) -> const std::byte* {
-                      return streamed[i] ? nullptr : resident_.data() + at[i];
-                  }));
+    STRATA_ASSIGN(ResidentPart part,
+                  load_resident_part(info, streamed, *reader_, next_tag_, options));
+    resident_ = std::move(part.buffer);
+    views_ = std::move(part.views);
+    resident_bytes_ = part.bytes;
     return {};
 }
 

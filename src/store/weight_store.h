@@ -71,6 +71,16 @@ public:
     virtual Result<ExpertView> acquire_expert(int layer, int expert) = 0;
     virtual void release_expert(int layer, int expert) = 0;
 
+    // The routing of a batch in `layer` (n tokens x k experts, token-major), before any of its
+    // experts is acquired: a streaming store reads the union at once and learns from it.
+    virtual void prepare_experts(int /*layer*/, std::span<const int32_t> /*choices*/, int /*k*/) {}
+    // A resident router the engine may apply early, to an earlier hidden state, to guess which
+    // experts `layer` will choose and say so with hint_experts; nullptr: no guesses wanted.
+    virtual const TensorView* early_router(int /*layer*/) const { return nullptr; }
+    // A guess of the experts `layer` will choose; the store may read them ahead. Only a hint:
+    // never relied on.
+    virtual void hint_experts(int /*layer*/, std::span<const int32_t> /*experts*/) {}
+
     virtual const StoreStats& stats() const = 0;
     virtual void reset_stats() = 0;
     // "resident", "ffn-stream", ...

@@ -1,0 +1,181 @@
+#include "cli/bench_report.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "util/table.h"
+#include "util/units.h"
+
+namespace strata::cli {
+
+namespace {
+
+std::string per_token(double bytes) { return format_bytes(uint64_t(bytes + 0.5), true); }
+
+// Bytes per generated token from disk as the run measured them: the store's own count where it
+// reads the disk itself, the kernel's count of the process's storage reads otherwise (the mapped
+// baseline's page faults).
+double disk_per_token(const BenchEntry& e) {
+    return std::max(e.result.store_disk_bytes_per_token, e.result.io_bytes_per_token);
+}
+
+nlohmann::ordered_json spread_json(const Spread& s) {
+    return {{"median", s.median}, {"min", s.min}, {"max", s.max}};
+}
+
+nlohmann::ordered_json plan_json_summary(const Plan& p) {
+    nlohmann::ordered_json tiers;
+    for (const TierTraffic& t : p.tiers) {
+        tiers[std::string(tier_name(t.tier))] = {{"bytes_per_token", t.bytes_per_token},
+                                                 {"bandwidth", t.bandwidth}};
+    }
+    return {{"mode", plan_mode_name(p.mode)},
+            {"ram_budget", p.budgets.ram},
+            {"memory_planned", p.memory.total},
+            {"tokens_per_second_limit", p.tokens_per_second},
+            {"bound_by", tier_name(p.bound)},
+            {"slots", p.stream.slots},
+            {"lookahead", p.stream.lookahead},
+            {"streamed_layers", p.stream.streamed_layers},
+            {"cached_layers", p.stream.cached_layers},
+            {"tiers", tiers}};
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+nlohmann::ordered_json experts_json(const BenchEntry& e) {
+    const ExpertFigures& x = *e.result.experts;
+    const double tokens = double(e.result.gen_tokens) * double(e.result.reps.size());
+    nlohmann::ordered_json j = {
+        {"requests", x.requests},
+        {"hits", x.hits},
+        {"misses", x.misses},
+        {"hit_rate", ratio(double(x.hits), double(x.requests))},
+        {"prefetches", x.prefetches},
+        {"prefetch_used", x.prefetch_used},
+        {"prefetch_accuracy", ratio(double(x.prefetch_used), double(x.prefetches))},
+        {"selected_bytes_per_token", ratio(double(x.bytes_requested), tokens)},
+        {"disk_bytes_per_token", ratio(double(x.bytes_from_disk), tokens)},
+        {"io_saved_fraction", 1 - ratio(double(x.bytes_from_disk), double(x.bytes_requested))}};
+    if (e.plan) {
+        j["predicted_disk_bytes_per_token"] = e.plan->traffic(Tier::Disk).bytes_per_token;
+        j["predicted_hit_rate"] = e.plan->expert_cache.hit_rate;
+    }
+    return j;
+}
+
+}  // namespace
+
+std::optional<double> fraction_of_limit(const BenchEntry& e) {
+    if (!e.plan || e.plan->tokens_per_second <= 0) return std::nullopt;
+    return e.result.gen_tps.median / e.plan->tokens_per_second;
+}
+
+std::string bench_table(const BenchRecord& r) {
+    TextTable t({{"run"}, {"prompt tok/s", Align::Right}, {"gen tok/s", Align::Right},
+                 {"min-max", Align::Right}, {"TTFT s", Align::Right},
+                 {"RAM/token", Align::Right}, {"disk/token", Align::Right},
+                 {"disk GB/s", Align::Right}, {"limit tok/s", Align::Right},
+                 {"of limit", Align::Right}, {"peak RSS", Align::Right}});
+    for (const BenchEntry& e : r.entries) {
+        const SpeedBenchResult& s = e.result;
+        const double disk = disk_per_token(e);
+        const auto frac = fraction_of_limit(e);
+        t.add_row({e.label + " (" + e.mode + ")", format_fixed(s.prompt_tps.median, 1),
+                   format_fixed(s.gen_tps.median, 2),
+                   format_fixed(s.gen_tps.min, 2) + "-" + format_fixed(s.gen_tps.max, 2),
+                   format_fixed(s.first_token_seconds.median, 3),
+                   per_token(std::max(0.0, s.weight_bytes_per_token - disk)), per_token(disk),
+                   format_fixed(s.disk_gbps, 2),
+                   e.plan ? format_fixed(e.plan->tokens_per_second, 2) : "-",
+                   frac ? format_fixed(100 * *frac, 0) + "%" : "-",
+                   e.peak_rss ? format_bytes(*e.peak_rss) : "?"});
+    }
+    std::string out = t.render();
+    TextTable x({{"experts"}, {"hit rate", Align::Right}, {"predicted", Align::Right},
+                 {"selected/token", Align::Right}, {"disk/token", Align::Right},
+                 {"predicted disk", Align::Right}, {"I/O saved", Align::Right},
+                 {"prefetched", Align::Right}, {"prefetch accuracy", Align::Right}});
+    for (const BenchEntry& e : r.entries) {
+        if (!e.result.experts) continue;
+        const auto j = experts_json(e);
+        const auto pct = [](double v) { return format_fixed(100 * v, 1) + "%"; };
+        x.add_row({e.label + " (" + e.mode + ")", pct(j["hit_rate"]),
+                   e.plan ? pct(e.plan->expert_cache.hit_rate) : "-",
+                   per_token(j["selected_bytes_per_token"]), per_token(j["disk_bytes_per_token"]),
+                   e.plan ? per_token(j["predicted_disk_bytes_per_token"]) : "-",
+                   pct(j["io_saved_fraction"]), format_count(e.result.experts->prefetches),
+                   pct(j["prefetch_accuracy"])});
+    }
+    if (x.rows() > 0) out += "\n" + x.render();
+    return out;
+}
+
+nlohmann::ordered_json bench_json(const BenchRecord& r) {
+    nlohmann::ordered_json j;
+    j["date"] = r.date;
+    j["model"] = r.model;
+    j["file_bytes"] = r.file_bytes;
+    j["threads"] = r.threads;
+    j["prompt_tokens"] = r.prompt_tokens;
+    j["gen_tokens"] = r.gen_tokens;
+    j["reps"] = r.reps;
+    j["runs"] = nlohmann::ordered_json::array();
+    for (const BenchEntry& e : r.entries) {
+        const SpeedBenchResult& s = e.result;
+        nlohmann::ordered_json x;
+        x["label"] = e.label;
+        x["mode"] = e.mode;
+        if (e.plan) x["plan"] = plan_json_summary(*e.plan);
+        x["load_seconds"] = e.load_seconds;
+        x["prompt_tokens_per_second"] = spread_json(s.prompt_tps);
+        x["gen_tokens_per_second"] = spread_json(s.gen_tps);
+        x["first_token_seconds"] = spread_json(s.first_token_seconds);
+        x["bytes_per_token"] = {{"weights", s.weight_bytes_per_token},
+                                {"disk_store", s.store_disk_bytes_per_token},
+                                {"disk_process_io", s.io_bytes_per_token},
+                                {"ram", std::max(0.0, s.weight_bytes_per_token -
+                                                          disk_per_token(e))}};
+        x["disk_gb_per_second"] = s.disk_gbps;
+        x["io_counted"] = s.io_counted;
+        if (auto f = fraction_of_limit(e)) x["fraction_of_limit"] = *f;
+        if (e.peak_rss) x["peak_rss_bytes"] = *e.peak_rss;
+        if (e.result.experts) x["experts"] = experts_json(e);
+        if (!e.memory_cap.empty()) {
+            x["memory_cap"] = e.memory_cap;
+            x["memory_cap_peak_bytes"] = e.cap_peak;
+        }
+        nlohmann::ordered_json reps = nlohmann::ordered_json::array();
+        for (const SpeedRep& p : s.reps) {
+            reps.push_back({{"prompt_seconds", p.prompt_seconds},
+                            {"first_token_seconds", p.first_token_seconds},
+                            {"gen_seconds", p.gen_seconds},
+                            {"gen_weight_bytes", p.gen_weight_bytes},
+                            {"gen_store_disk_bytes", p.gen_store_disk_bytes},
+                            {"gen_io_bytes", p.gen_io_bytes},
+                            {"io_bytes", p.io_bytes},
+                            {"stall_seconds", p.stall_seconds}});
+        }
+        x["reps"] = reps;
+        j["runs"].push_back(x);
+    }
+    return j;
+}
+
+Result<void> append_bench_json(const std::string& path, const nlohmann::ordered_json& record) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+    std::ofstream out(path, std::ios::app);
+    if (out) {
+        out << record.dump() << "\n";
+        out.flush();
+    }
+    if (!out) return err("cannot append to " + path + ": " + std::strerror(errno));
+    return {};
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,45 @@
+// The results of `strata bench`: one entry per configuration run (strata with its plan, and the
+// memory-mapped baseline), printed as a table and appended as one JSON line to a results file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/speed_bench.h"
+#include "plan/plan.h"
+
+namespace strata::cli {
+
+struct BenchEntry {
+    std::string label;  // "strata", "mmap baseline"
+    std::string mode;   // the store's mode name
+    std::optional<Plan> plan;  // strata's runs
+    SpeedBenchResult result;
+    double load_seconds = 0;
+    std::optional<uint64_t> peak_rss;
+    std::string memory_cap;  // how the run's memory was capped; empty: not capped
+    uint64_t cap_peak = 0;   // the cap's own peak (page cache included)
+};
+
+struct BenchRecord {
+    std::string date;  // UTC, RFC 3339
+    std::string model;
+    uint64_t file_bytes = 0;
+    int threads = 0;
+    uint32_t prompt_tokens = 0, gen_tokens = 0, reps = 0;
+    std::vector<BenchEntry> entries;
+};
+
+// Measured generation speed as a fraction of the plan's limit; nullopt without a plan.
+std::optional<double> fraction_of_limit(const BenchEntry& e);
+
+std::string bench_table(const BenchRecord& r);
+nlohmann::ordered_json bench_json(const BenchRecord& r);
+// Appends `record` as one line (JSON Lines) to `path`, creating the file and its directory.
+Result<void> append_bench_json(const std::string& path, const nlohmann::ordered_json& record);
+
+}  // namespace strata::cli

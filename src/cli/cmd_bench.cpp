@@ -1,0 +1,192 @@
+// strata bench MODEL [--prompt-tokens 512] [--gen-tokens 128] [--reps 3] [--baseline] [--force]
+//                    [--json FILE] [engine and budget flags]
+//
+// Measures the model as strata runs it under its placement plan: prompt and generation tok/s
+// (median, min and max over the repetitions), time to first token, bytes per generated token
+// from RAM and from disk, the disk bandwidth the process drew while generating, the fraction of
+// the plan's speed limit reached, and peak RSS. --baseline then runs the naive approach — the
+// whole file memory-mapped, no plan — within the same RAM budget (a memory cgroup caps it, page
+// cache included; without the rights to make one it runs uncapped and says so). The baseline is
+// refused when the file is larger than the machine's RAM minus 4 GiB, because the kernel would
+// then thrash the whole machine's page cache, unless --force.
+//
+// The table goes to stdout; each invocation is appended as one JSON line to --json FILE, or to
+// bench-results.jsonl in the cache directory.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "cli/bench_report.h"
+#include "cli/commands.h"
+#include "cli/run_options.h"
+#include "plan/budget.h"
+#include "profile/profile.h"
+#include "profile/system_memory.h"
+#include "util/memory_cap.h"
+#include "util/process_stats.h"
+#include "util/units.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct BenchCommand {
+    std::string model;
+    uint32_t prompt_tokens = 512;
+    uint32_t gen_tokens = 128;
+    uint32_t reps = 3;
+    bool baseline = false;
+    bool force = false;
+    std::string json;
+    EngineFlags engine;
+};
+
+void say(const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); }
+
+// Loads the model as `options` say, runs the measurements and fills an entry; the model is
+// unloaded again before returning, so the next configuration starts from a clean process.
+BenchEntry measure(const BenchCommand& c, const std::string& label,
+                   const ModelLoadOptions& options, BenchRecord& record) {
+    const std::string who = label == "strata" ? "planned run" : label;
+    const bool peak_ok = reset_peak_rss();
+    auto m = LoadedModel::load(c.model, options);
+    if (!m) fail(m.error().message);
+    print_load_warnings(**m);
+    LoadedModel& model = **m;
+    BenchEntry e;
+    e.label = label;
+    e.mode = model.store->mode_name();
+    e.plan = model.plan;
+    e.load_seconds = model.load_seconds;
+    record.file_bytes = model.info.file.file_size;
+    record.threads = model.engine->pool().size();
+    if (e.plan) {
+        const Plan& p = *e.plan;
+        say(who + ": " + std::string(plan_mode_name(p.mode)) + ", RAM budget " +
+            format_bytes(p.budgets.ram) + ", " + format_bytes(p.memory.total) + " planned, limit " +
+            format_fixed(p.tokens_per_second, 2) + " tok/s (bound by " +
+            std::string(tier_name(p.bound)) + "), loaded in " + format_fixed(e.load_seconds, 2) +
+            " s");
+    } else {
+        say(who + ": mapped in " + format_fixed(e.load_seconds, 2) + " s");
+    }
+    SpeedBenchOptions o;
+    o.prompt_tokens = c.prompt_tokens;
+    o.gen_tokens = c.gen_tokens;
+    o.reps = c.reps;
+    o.progress = [&](const std::string& line) { say(who + ": " + line); };
+    auto r = run_speed_bench(model, o);
+    if (!r) fail(who + ": " + r.error().message);
+    e.result = std::move(*r);
+    if (peak_ok) e.peak_rss = peak_rss_bytes();
+    return e;
+}
+
+void check_baseline_fits(const BenchCommand& c, uint64_t file_bytes) {
+    auto mem = detect_system_memory();
+    if (!mem) {
+        say("warning: cannot read the machine's memory (" + mem.error().message +
+            "); the baseline runs without the size check");
+        return;
+    }
+    const uint64_t room = mem->total > kRamHeadroom ? mem->total - kRamHeadroom : 0;
+    if (file_bytes > room && !c.force) {
+        fail("--baseline maps the whole " + format_bytes(file_bytes) + " file, more than this "
+             "machine's RAM (" + format_bytes(mem->total) + ") minus 4 GiB: the page cache "
+             "would thrash and slow the whole machine. --force runs it anyway");
+    }
+}
+
+void bench_command(BenchCommand& c) {
+    if (c.prompt_tokens == 0) fail("--prompt-tokens must be at least 1");
+    if (c.reps == 0) fail("--reps must be at least 1");
+    std::error_code ec;
+    const uint64_t file_bytes = std::filesystem::file_size(c.model, ec);
+    if (ec) fail("cannot read " + c.model + ": " + ec.message());
+    if (c.baseline) check_baseline_fits(c, file_bytes);
+    if (c.engine.ctx == 0) c.engine.ctx = c.prompt_tokens + c.gen_tokens;
+
+    std::string json_path = c.json;
+    if (json_path.empty()) {
+        auto dir = profile_cache_dir();
+        if (!dir) fail("no cache directory for the results (" + dir.error().message +
+                       "); give --json FILE");
+        json_path = *dir + "/bench-results.jsonl";
+    }
+
+    BenchRecord record;
+    record.date = format_utc(unix_now());
+    record.model = c.model;
+    record.prompt_tokens = c.prompt_tokens;
+    record.gen_tokens = c.gen_tokens;
+    record.reps = c.reps;
+
+    // Measure the machine first if it never was, so that its buffers are not in the peak RSS.
+    ProfileRequest profile_request;
+    const std::filesystem::path dir = std::filesystem::path(c.model).parent_path();
+    profile_request.model_dir = dir.empty() ? "." : dir.string();
+    if (auto p = load_or_measure_profile(profile_request); !p) fail(p.error().message);
+
+    auto opts = model_load_options(c.engine, isatty(STDERR_FILENO), false);
+    if (!opts) fail(opts.error().message);
+    record.entries.push_back(measure(c, "strata", *opts, record));
+
+    if (c.baseline) {
+        ModelLoadOptions base = *opts;
+        base.plan = nullptr;
+        base.mapped = true;
+        const uint64_t budget = record.entries.front().plan
+                                    ? record.entries.front().plan->budgets.ram
+                                    : 0;
+        std::unique_ptr<MemoryCap> cap;
+        if (budget > 0) {
+            auto confined = MemoryCap::confine(budget);
+            if (confined) {
+                cap = std::move(*confined);
+                say("baseline: capped at the RAM budget with a " + cap->how());
+            } else {
+                say("warning: the baseline runs uncapped: " + confined.error().message);
+            }
+        }
+        BenchEntry e = measure(c, "baseline", base, record);
+        if (cap) {
+            e.memory_cap = cap->how();
+            e.cap_peak = cap->peak_usage();
+        }
+        record.entries.push_back(std::move(e));
+    }
+
+    std::printf("%s: %s, %d threads, prompt %u tokens, generation %u tokens, %u reps\n",
+                c.model.c_str(), format_bytes(record.file_bytes).c_str(), record.threads,
+                c.prompt_tokens, c.gen_tokens, c.reps);
+    std::printf("%s", bench_table(record).c_str());
+    if (auto r = append_bench_json(json_path, bench_json(record)); !r) fail(r.error().message);
+    say("results appended to " + json_path);
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+    auto c = std::make_shared<BenchCommand>();
+    CLI::App* cmd = app.add_subcommand(
+        "bench", "Measure prompt and generation speed against the plan's limit");
+    cmd->add_option("model", c->model, "GGUF model file")->required();
+    cmd->add_option("--prompt-tokens", c->prompt_tokens, "Prompt tokens per repetition")
+        ->capture_default_str();
+    cmd->add_option("--gen-tokens", c->gen_tokens, "Generated tokens per repetition")
+        ->capture_default_str();
+    cmd->add_option("--reps", c->reps, "Repetitions (median, min and max are reported)")
+        ->capture_default_str();
+    cmd->add_flag("--baseline", c->baseline,
+                  "Also run the whole file memory-mapped, with no plan, for comparison");
+    cmd->add_flag("--force", c->force, "Run the baseline even on a model larger than RAM - 4 GiB");
+    cmd->add_option("--json", c->json,
+                    "Append the results as one JSON line to this file (default: "
+                    "bench-results.jsonl in the cache directory)");
+    add_engine_flags(*cmd, c->engine);
+    cmd->callback([c] { bench_command(*c); });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,162 @@
+#include "eval/speed_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "store/expert_stream_store.h"
+#include "util/process_stats.h"
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int32_t greedy(const std::vector<float>& logits) {
+    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+std::optional<ExpertFigures> expert_figures(const WeightStore& store) {
+    const auto* s = dynamic_cast<const ExpertStreamStore*>(&store);
+    if (!s) return std::nullopt;
+    const ExpertStreamStats& t = s->totals();
+    return ExpertFigures{t.requests,        t.hits,           t.misses,
+                         t.prefetches,      t.prefetch_used,  t.bytes_requested,
+                         t.bytes_from_disk, t.prefetch_bytes};
+}
+
+ExpertFigures minus(const ExpertFigures& a, const ExpertFigures& b) {
+    return {a.requests - b.requests,           a.hits - b.hits,
+            a.misses - b.misses,               a.prefetches - b.prefetches,
+            a.prefetch_used - b.prefetch_used, a.bytes_requested - b.bytes_requested,
+            a.bytes_from_disk - b.bytes_from_disk, a.prefetch_bytes - b.prefetch_bytes};
+}
+
+uint64_t io_now() {
+    auto io = process_io();
+    return io ? io->read_bytes : 0;
+}
+
+Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
+                         const SpeedBenchOptions& o, uint32_t rep) {
+    engine::Engine& e = *m.engine;
+    WeightStore& store = *m.store;
+    SpeedRep r;
+    e.truncate(0);
+    e.reset_stats();
+    store.reset_stats();
+    std::vector<float> logits;
+    const uint64_t io0 = io_now();
+    const auto t0 = Clock::now();
+    STRATA_TRY(e.eval(prompt, engine::LogitsWanted::Last, logits));
+    r.prompt_seconds = since(t0);
+    int32_t next = greedy(logits);
+    r.first_token_seconds = since(t0);
+
+    const uint64_t weight0 = e.stats().weight_bytes;
+    const uint64_t disk0 = store.stats().bytes_from_disk;
+    const auto experts0 = expert_figures(store);
+    const uint64_t gen_io0 = io_now();
+    const auto g0 = Clock::now();
+    auto last_report = g0;
+    for (uint32_t i = 0; i < o.gen_tokens; ++i) {
+        STRATA_TRY(e.eval({&next, 1}, engine::LogitsWanted::Last, logits));
+        next = greedy(logits);
+        if (o.progress && since(last_report) > 2.0) {
+            last_report = Clock::now();
+            o.progress("rep " + std::to_string(rep + 1) + "/" + std::to_string(o.reps) +
+                       ": generated " + std::to_string(i + 1) + "/" +
+                       std::to_string(o.gen_tokens) + " tokens");
+        }
+    }
+    r.gen_seconds = since(g0);
+    r.seconds = since(t0);
+    const uint64_t io1 = io_now();
+    r.gen_weight_bytes = e.stats().weight_bytes - weight0;
+    r.gen_store_disk_bytes = store.stats().bytes_from_disk - disk0;
+    r.gen_io_bytes = io1 - gen_io0;
+    r.io_bytes = io1 - io0;
+    r.stall_seconds = store.stats().stall_seconds;
+    if (auto experts1 = expert_figures(store); experts1 && experts0) {
+        r.experts = minus(*experts1, *experts0);
+    }
+    return r;
+}
+
+}  // namespace
+
+void ExpertFigures::add(const ExpertFigures& o) {
+    requests += o.requests;
+    hits += o.hits;
+    misses += o.misses;
+    prefetches += o.prefetches;
+    prefetch_used += o.prefetch_used;
+    bytes_requested += o.bytes_requested;
+    bytes_from_disk += o.bytes_from_disk;
+    prefetch_bytes += o.prefetch_bytes;
+}
+
+Spread spread_of(std::vector<double> v) {
+    if (v.empty()) return {};
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return {median, v.front(), v.back()};
+}
+
+Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions& o) {
+    if (o.prompt_tokens == 0) return err("the prompt needs at least one token");
+    if (o.reps == 0) return err("at least one repetition is needed");
+    const uint64_t need = uint64_t(o.prompt_tokens) + o.gen_tokens;
+    if (need > m.engine->n_ctx()) {
+        return err("the context holds " + std::to_string(m.engine->n_ctx()) + " tokens, fewer " +
+                   "than the " + std::to_string(need) + " a repetition needs");
+    }
+    std::mt19937 rng(o.seed);
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (auto& t : prompt) t = int32_t(rng() % m.engine->n_vocab());
+
+    SpeedBenchResult out;
+    out.prompt_tokens = o.prompt_tokens;
+    out.gen_tokens = o.gen_tokens;
+    out.io_counted = process_io().has_value();
+    std::vector<double> prompt_tps, gen_tps, first;
+    double weight = 0, disk = 0, io = 0, gen_seconds = 0;
+    for (uint32_t i = 0; i < o.reps; ++i) {
+        if (o.progress) {
+            o.progress("rep " + std::to_string(i + 1) + "/" + std::to_string(o.reps) +
+                       ": prompt of " + std::to_string(o.prompt_tokens) + " tokens");
+        }
+        STRATA_ASSIGN(SpeedRep r, run_rep(m, prompt, o, i));
+        prompt_tps.push_back(r.prompt_seconds > 0 ? o.prompt_tokens / r.prompt_seconds : 0);
+        gen_tps.push_back(r.gen_seconds > 0 ? o.gen_tokens / r.gen_seconds : 0);
+        first.push_back(r.first_token_seconds);
+        weight += double(r.gen_weight_bytes);
+        disk += double(r.gen_store_disk_bytes);
+        io += double(r.gen_io_bytes);
+        gen_seconds += r.gen_seconds;
+        if (r.experts) {
+            if (!out.experts) out.experts = ExpertFigures{};
+            out.experts->add(*r.experts);
+        }
+        out.reps.push_back(r);
+    }
+    out.prompt_tps = spread_of(prompt_tps);
+    out.gen_tps = spread_of(gen_tps);
+    out.first_token_seconds = spread_of(first);
+    const double tokens = double(o.gen_tokens) * o.reps;
+    if (tokens > 0) {
+        out.weight_bytes_per_token = weight / tokens;
+        out.store_disk_bytes_per_token = disk / tokens;
+        out.io_bytes_per_token = io / tokens;
+    }
+    out.disk_gbps = gen_seconds > 0 ? io / gen_seconds / 1e9 : 0;
+    return out;
+}
+
+}  // namespace strata

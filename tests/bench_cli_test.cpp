@@ -1,0 +1,156 @@
+// `strata bench` as a user calls it: a table on stdout and one JSON line appended per
+// invocation, with speeds as median/min/max, bytes per token, the plan's limit and peak RSS; the
+// memory-mapped baseline beside strata's run; and the baseline refused, saying why, for a file
+// larger than the machine's RAM minus 4 GiB.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine_test_support.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+using test::shell_quote;
+
+std::vector<json> json_lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+    return out;
+}
+
+struct BenchRun {
+    test::CommandResult result;
+    std::vector<json> lines;  // what it appended to its results file
+};
+
+// `strata bench MODEL FLAGS --json FILE` with FILE in a fresh temporary directory.
+BenchRun bench(const std::string& model, const std::string& flags) {
+    test::TempDir dir;
+    const std::string results = dir.file("results.jsonl");
+    BenchRun run;
+    run.result = test::run_strata("bench " + shell_quote(model) + " " + flags + " --json " +
+                                  shell_quote(results));
+    run.lines = json_lines(results);
+    return run;
+}
+
+void expect_spread(const json& s) {
+    EXPECT_GT(s["median"].get<double>(), 0) << s.dump();
+    EXPECT_LE(s["min"].get<double>(), s["median"].get<double>());
+    EXPECT_LE(s["median"].get<double>(), s["max"].get<double>());
+}
+
+TEST(BenchCli, PrintsATableAndAppendsOneJsonLinePerInvocation) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    test::TempDir dir;
+    const std::string results = dir.file("results.jsonl");
+    const std::string args = "bench " + shell_quote(model) +
+                             " --prompt-tokens 16 --gen-tokens 8 --reps 3 -t 2 --json " +
+                             shell_quote(results);
+    const auto first = test::run_strata(args);
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    EXPECT_NE(first.out.find("gen tok/s"), std::string::npos) << first.out;
+    EXPECT_NE(first.out.find("strata (resident)"), std::string::npos) << first.out;
+    EXPECT_NE(first.err.find("results appended to"), std::string::npos) << first.err;
+    ASSERT_EQ(test::run_strata(args).exit_code, 0);
+
+    const auto lines = json_lines(results);
+    ASSERT_EQ(lines.size(), 2u);
+    for (const json& j : lines) {
+        EXPECT_EQ(j["prompt_tokens"], 16);
+        EXPECT_EQ(j["gen_tokens"], 8);
+        EXPECT_EQ(j["reps"], 3);
+        EXPECT_EQ(j["threads"], 2);
+        ASSERT_EQ(j["runs"].size(), 1u);
+        const json& run = j["runs"][0];
+        EXPECT_EQ(run["mode"], "resident");
+        EXPECT_EQ(run["plan"]["mode"], "resident");
+        EXPECT_GT(run["plan"]["tokens_per_second_limit"].get<double>(), 0);
+        expect_spread(run["prompt_tokens_per_second"]);
+        expect_spread(run["gen_tokens_per_second"]);
+        expect_spread(run["first_token_seconds"]);
+        EXPECT_EQ(run["reps"].size(), 3u);
+        EXPECT_GT(run["bytes_per_token"]["weights"].get<double>(), 0);
+        EXPECT_EQ(run["bytes_per_token"]["disk_store"].get<double>(), 0);
+        EXPECT_GT(run["fraction_of_limit"].get<double>(), 0);
+        EXPECT_GT(run["peak_rss_bytes"].get<uint64_t>(), 0u);
+    }
+}
+
+TEST(BenchCli, BaselineRunsTheMappedFileBesideThePlan) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    const auto [r, lines] =
+        bench(model, "--prompt-tokens 8 --gen-tokens 4 --reps 1 -t 2 --baseline");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("baseline (mmap)"), std::string::npos) << r.out;
+    ASSERT_EQ(lines.size(), 1u);
+    const json& runs = lines[0]["runs"];
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[1]["label"], "baseline");
+    EXPECT_EQ(runs[1]["mode"], "mmap");
+    EXPECT_FALSE(runs[1].contains("plan"));
+    EXPECT_FALSE(runs[1].contains("fraction_of_limit"));
+    expect_spread(runs[1]["gen_tokens_per_second"]);
+    // Same weights, same forward pass: the same bytes per token.
+    EXPECT_EQ(runs[1]["bytes_per_token"]["weights"], runs[0]["bytes_per_token"]["weights"]);
+}
+
+TEST(BenchCli, BaselineIsRefusedForAFileLargerThanRamUnlessForced) {
+    test::TempDir dir;
+    const std::string huge = dir.file("huge.gguf");
+    std::ofstream(huge).put('G');
+    std::error_code ec;
+    std::filesystem::resize_file(huge, 1ull << 40, ec);  // sparse: 1 TiB, no blocks
+    if (ec) GTEST_SKIP() << "no sparse 1 TiB file here: " << ec.message();
+    const auto r = test::run_strata("bench " + shell_quote(huge) + " --baseline");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("minus 4 GiB"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+    // Forced, it gets past the check and fails on the file itself, which is no model.
+    const auto forced = test::run_strata("bench " + shell_quote(huge) + " --baseline --force");
+    EXPECT_EQ(forced.exit_code, 1);
+    EXPECT_EQ(forced.err.find("minus 4 GiB"), std::string::npos) << forced.err;
+}
+
+TEST(BenchCli, BadFlagsFailWithOneLine) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    for (const std::string flags : {"--reps 0", "--prompt-tokens 0", "--ram 1K"}) {
+        const auto r = test::run_strata("bench " + shell_quote(model) + " " + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags;
+        EXPECT_EQ(r.err.rfind("strata: ", 0), 0u) << flags << ": " << r.err;
+    }
+}
+
+// In expert-stream mode the record has the expert cache's figures, and they add up.
+TEST(BenchCli, ExpertStreamReportsTheExpertCache) {
+    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    const std::string model =
+        (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string();
+    const auto [r, lines] = bench(model, "--prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2 --ram 2M");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("hit rate"), std::string::npos) << r.out;
+    ASSERT_EQ(lines.size(), 1u);
+    const json run = lines[0]["runs"][0];
+    EXPECT_EQ(run["mode"], "expert-stream");
+    const json& x = run["experts"];
+    EXPECT_EQ(x["hits"].get<uint64_t>() + x["misses"].get<uint64_t>(), x["requests"]);
+    EXPECT_GE(x["hit_rate"].get<double>(), 0.0);
+    EXPECT_LE(x["hit_rate"].get<double>(), 1.0);
+    EXPECT_LE(x["prefetch_used"].get<uint64_t>(), x["prefetches"].get<uint64_t>());
+    EXPECT_GT(x["selected_bytes_per_token"].get<double>(), 0);
+    EXPECT_GT(x["predicted_disk_bytes_per_token"].get<double>(), 0);
+    EXPECT_NEAR(x["disk_bytes_per_token"].get<double>(),
+                run["bytes_per_token"]["disk_store"].get<double>(), 1.0);
+}
+
+}  // namespace
+}  // namespace strata

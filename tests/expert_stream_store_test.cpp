@@ -1,0 +1,225 @@
+// The expert-stream store must change nothing but where expert bytes come from (design invariant
+// 1): bit-identical logits to the resident store for any cache size, policy and prefetch, on
+// fused and shared-expert layouts; its counters must add up against a recorded routing trace
+// (hit rate equal to the cache-policy simulation of that trace, disk bytes = misses x expert
+// bytes); a poisoned cache entry is read again, never computed with; the routing statistics file
+// warms the next run, and a damaged one or another model's is ignored with a warning.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_test_support.h"
+#include "gguf/reader.h"
+#include "store/expert_stream_store.h"
+#include "store/resident_store.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+using Logits = std::vector<std::vector<float>>;
+
+Logits run_tokens(const ModelInfo& info, WeightStore& store, int steps = 8,
+                  const std::function<void()>& between = {}) {
+    return test::greedy_logits(info, store, steps, between);
+}
+
+ModelInfo load_info(const std::string& path) {
+    auto f = read_gguf(path);
+    EXPECT_TRUE(f) << (f ? "" : f.error().message);
+    auto info = load_model_info(std::move(*f));
+    EXPECT_TRUE(info) << (info ? "" : info.error().message);
+    return std::move(*info);
+}
+
+std::vector<std::string> moe_models() {
+    std::vector<std::string> out{test::synth_test_model("tiny-qwen2moe", TensorType::Q8_0),
+                                 test::synth_test_model("tiny-qwen3moe", TensorType::Q4_K)};
+    if (test::have_testdata()) {
+        for (const char* m : {"llama-moe-Q8_0", "llama-moe-Q4_K_M", "llama-moe-F16"}) {
+            out.push_back((test::testdata_dir() / "models/synthetic" / (std::string(m) + ".gguf"))
+                              .string());
+        }
+    }
+    return out;
+}
+
+TEST(ExpertStreamStore, GivesResidentLogitsForAnyCacheAndPrefetch) {
+    for (const std::string& path : moe_models()) {
+        SCOPED_TRACE(path);
+        const ModelInfo info = load_info(path);
+        auto resident = ResidentStore::load(info);
+        ASSERT_TRUE(resident) << resident.error().message;
+        const Logits want = run_tokens(info, **resident);
+        const uint64_t all = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
+        struct Case {
+            uint64_t entries;
+            CachePolicy policy;
+            bool prefetch;
+        };
+        for (const Case c : {Case{2, CachePolicy::Lru, false}, Case{3, CachePolicy::Lfu, true},
+                             Case{info.hparams->n_expert_used * 2u, CachePolicy::Lru, true},
+                             Case{all / 2, CachePolicy::Lfu, true},
+                             Case{all, CachePolicy::Lru, false}}) {
+            SCOPED_TRACE("entries " + std::to_string(c.entries) + " " +
+                         std::string(cache_policy_name(c.policy)) +
+                         (c.prefetch ? " prefetch" : ""));
+            ExpertStreamConfig cfg;
+            cfg.cache_entries = c.entries;
+            cfg.policy = c.policy;
+            cfg.prefetch = c.prefetch;
+            auto store = ExpertStreamStore::open(info, cfg);
+            ASSERT_TRUE(store) << store.error().message;
+            const Logits got = run_tokens(info, **store);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
+            const ExpertStreamStats& t = (*store)->totals();
+            EXPECT_EQ(t.hits + t.misses, t.requests);
+            EXPECT_LE(t.prefetch_used, t.prefetches);
+            EXPECT_GT(t.bytes_from_disk, 0u);
+            EXPECT_EQ((*store)->stats().bytes_from_disk, t.bytes_from_disk);
+            if (!c.prefetch) {
+                EXPECT_EQ(t.prefetches, 0u);
+            }
+            if (c.entries >= all) {
+                EXPECT_LE(t.misses, all);  // each expert read once at most
+            }
+        }
+    }
+}
+
+TEST(ExpertStreamStore, HitRateAndBytesMatchTheRecordedTrace) {
+    for (const std::string& path : moe_models()) {
+        SCOPED_TRACE(path);
+        const ModelInfo info = load_info(path);
+        const uint64_t all = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
+        for (CachePolicy policy : {CachePolicy::Lru, CachePolicy::Lfu}) {
+            ExpertStreamConfig cfg;
+            cfg.cache_entries = std::max<uint64_t>(info.hparams->n_expert, all / 3);
+            cfg.policy = policy;
+            cfg.prefetch = false;
+            auto store = ExpertStreamStore::open(info, cfg);
+            ASSERT_TRUE(store) << store.error().message;
+            (*store)->record_trace();
+            run_tokens(info, **store, 16);
+            const ExpertStreamStats& t = (*store)->totals();
+            uint64_t keys = 0;
+            for (const auto& b : (*store)->trace()) keys += b.size();
+            EXPECT_EQ(keys, t.requests);
+            const double simulated = simulate_hit_rate((*store)->trace(), size_t(all),
+                                                       size_t(cfg.cache_entries), policy);
+            EXPECT_DOUBLE_EQ(double(t.hits) / double(t.requests), simulated)
+                << cache_policy_name(policy);
+            // Every miss read one expert's three slices (their size depends on the layer in a
+            // mixed-type file), nothing else was read.
+            const auto resident = ResidentStore::load(info);
+            ASSERT_TRUE(resident);
+            uint64_t misses = 0, bytes = 0;
+            const auto& layers = (*store)->layer_stats();
+            for (size_t l = 0; l < layers.size(); ++l) {
+                const auto ev = (*resident)->acquire_expert(int(l), 0);
+                ASSERT_TRUE(ev);
+                misses += layers[l].misses;
+                bytes += layers[l].misses * expert_bytes(*ev);
+                EXPECT_EQ(layers[l].bytes_from_disk, layers[l].misses * expert_bytes(*ev));
+            }
+            EXPECT_EQ(misses, t.misses);
+            EXPECT_EQ(t.bytes_from_disk, bytes);
+        }
+    }
+}
+
+TEST(ExpertStreamStore, PoisonedEntriesAreReadAgainNotComputedWith) {
+    for (const std::string& path : moe_models()) {
+        SCOPED_TRACE(path);
+        const ModelInfo info = load_info(path);
+        auto resident = ResidentStore::load(info);
+        ASSERT_TRUE(resident);
+        const Logits want = run_tokens(info, **resident);
+        ExpertStreamConfig cfg;
+        cfg.cache_entries = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
+        auto store = ExpertStreamStore::open(info, cfg);
+        ASSERT_TRUE(store);
+        ExpertStreamStore& s = **store;
+        uint64_t misses_before = 0;
+        const Logits got = run_tokens(info, s, 8, [&] {
+            misses_before = s.totals().misses;
+            for (size_t i = 0; i < s.entries(); ++i) s.poison_entry_for_test(i);
+        });
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
+        EXPECT_GT(s.totals().misses, misses_before);  // the poisoned ones were read again
+    }
+}
+
+TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
+    const std::string a_path = test::synth_test_model("tiny-qwen2moe", TensorType::Q8_0);
+    const std::string b_path = test::synth_test_model("tiny-qwen2moe", TensorType::Q8_0, 2);
+    const ModelInfo a = load_info(a_path), b = load_info(b_path);
+    test::TempDir dir;
+    const std::string stats = expert_statistics_path(dir.path().string(), a);
+    EXPECT_NE(stats, expert_statistics_path(dir.path().string(), b));
+    ExpertStreamConfig cfg;
+    cfg.cache_entries = 8;
+    cfg.stats_path = stats;
+    {
+        auto store = ExpertStreamStore::open(a, cfg);
+        ASSERT_TRUE(store);
+        EXPECT_TRUE((*store)->warnings().empty());
+        run_tokens(a, **store);
+    }  // saved on close
+    ASSERT_TRUE(std::filesystem::exists(stats));
+    {
+        auto store = ExpertStreamStore::open(a, cfg);
+        ASSERT_TRUE(store);
+        EXPECT_TRUE((*store)->warnings().empty());
+        EXPECT_GT((*store)->coactivation().tokens_recorded(), 0u);
+        run_tokens(a, **store, 2);
+        EXPECT_GT((*store)->totals().hits, 0u);  // warmed with the favourites
+    }
+    // Another model's statistics under b's name: ignored.
+    const std::string b_stats = expert_statistics_path(dir.path().string(), b);
+    std::filesystem::copy_file(stats, b_stats);
+    ExpertStreamConfig bcfg = cfg;
+    bcfg.stats_path = b_stats;
+    bcfg.warm = true;
+    {
+        auto store = ExpertStreamStore::open(b, bcfg);
+        ASSERT_TRUE(store);
+        ASSERT_EQ((*store)->warnings().size(), 1u);
+        EXPECT_NE((*store)->warnings()[0].find("another model"), std::string::npos);
+        EXPECT_EQ((*store)->coactivation().tokens_recorded(), 0u);
+    }
+    // A damaged file: ignored, and replaced by good statistics at the end of the run.
+    {
+        std::fstream f(stats, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(-3, std::ios::end);
+        f.put('\x55');
+    }
+    {
+        auto store = ExpertStreamStore::open(a, cfg);
+        ASSERT_TRUE(store);
+        ASSERT_EQ((*store)->warnings().size(), 1u);
+        EXPECT_NE((*store)->warnings()[0].find("damaged"), std::string::npos);
+        run_tokens(a, **store, 2);
+    }
+    {
+        std::ofstream(stats, std::ios::trunc) << "not statistics";
+        auto store = ExpertStreamStore::open(a, cfg);
+        ASSERT_TRUE(store);
+        ASSERT_EQ((*store)->warnings().size(), 1u);
+        EXPECT_NE((*store)->warnings()[0].find("not an expert statistics file"), std::string::npos);
+    }
+}
+
+TEST(ExpertStreamStore, RefusesADenseModel) {
+    const ModelInfo info = load_info(test::synth_test_model("tiny", TensorType::Q8_0));
+    auto store = ExpertStreamStore::open(info, ExpertStreamConfig{});
+    ASSERT_FALSE(store);
+    EXPECT_NE(store.error().message.find("mixture-of-experts"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata
