@@ -201,6 +201,10 @@ TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
     const auto c = nlohmann::json::parse(no_guess.out);
     EXPECT_EQ(b["mode"], "expert-stream");
     EXPECT_GT(b["disk_bytes_read"].get<uint64_t>(), 0u);
+    const auto& x = b["experts"];
+    EXPECT_GT(x["requests"].get<uint64_t>(), 0u);
+    EXPECT_EQ(x["hits"].get<uint64_t>() + x["misses"].get<uint64_t>(), x["requests"]);
+    EXPECT_EQ(x["bytes_from_disk"], b["disk_bytes_read"]);
     EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
     EXPECT_EQ(a["generated_ids"], c["generated_ids"]);
     bool kept = false;

@@ -57,7 +57,17 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
                   t.generated_tokens, per_second(t.generated_tokens, t.generate_seconds),
                   m.load_seconds, format_bytes(uint64_t(bytes_per_token), true).c_str(),
                   per_second(double(t.generate_weight_bytes), t.generate_seconds) / 1e9);
-    return buf;
+    std::string line = buf;
+    const StoreStats& st = m.store->stats();
+    if (st.bytes_from_disk > 0) line += " | " + format_bytes(st.bytes_from_disk, true) + " from disk";
+    if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
+        const ExpertStreamStats& e = x->totals();
+        if (e.requests > 0) {
+            line += ", expert cache hit rate " +
+                    format_fixed(100.0 * double(e.hits) / double(e.requests), 1) + "%";
+        }
+    }
+    return line;
 }
 
 nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m,
@@ -74,6 +84,12 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     // The kernel's view of the same: peak resident memory and storage reads of the process.
     if (auto rss = peak_rss_bytes()) j["peak_rss_bytes"] = *rss;
     if (auto io = process_io()) j["process_read_bytes"] = io->read_bytes;
+    if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
+        const ExpertStreamStats& e = x->totals();
+        j["experts"] = {{"requests", e.requests},           {"hits", e.hits},
+                        {"misses", e.misses},               {"prefetches", e.prefetches},
+                        {"prefetch_used", e.prefetch_used}, {"bytes_from_disk", e.bytes_from_disk}};
+    }
     j["timings"] = {
         {"load_seconds", m.load_seconds},
         {"prompt_tokens", t.prompt_tokens},
