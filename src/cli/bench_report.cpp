@@ -46,7 +46,7 @@ nlohmann::ordered_json plan_json_summary(const Plan& p) {
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 nlohmann::ordered_json experts_json(const BenchEntry& e) {
-    const ExpertFigures& x = *e.result.experts;
+    const ExpertStreamStats& x = *e.result.experts;
     const double tokens = double(e.result.gen_tokens) * double(e.result.reps.size());
     nlohmann::ordered_json j = {
         {"requests", x.requests},

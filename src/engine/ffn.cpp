@@ -69,11 +69,13 @@ Result<void> moe_ffn(WeightStore& store, int layer, const TensorView& router,
     buf.choice.resize(size_t(n * k));
     buf.weight.resize(size_t(n * k));
     for (int64_t t = 0; t < n; ++t) {
-        route_token(&buf.router_logits[size_t(t * cfg.n_expert)], cfg, &buf.choice[size_t(t * k)],
-                    &buf.weight[size_t(t * k)]);
-        if (cfg.forced) force_route(&buf.router_logits[size_t(t * cfg.n_expert)], cfg,
-                                    cfg.forced->choices(cfg.pos0 + t, layer),
-                                    &buf.choice[size_t(t * k)], &buf.weight[size_t(t * k)]);
+        const float* logits = &buf.router_logits[size_t(t * cfg.n_expert)];
+        if (cfg.forced) {
+            force_route(logits, cfg, cfg.forced->choices(cfg.pos0 + t, layer),
+                        &buf.choice[size_t(t * k)], &buf.weight[size_t(t * k)]);
+        } else {
+            route_token(logits, cfg, &buf.choice[size_t(t * k)], &buf.weight[size_t(t * k)]);
+        }
     }
     // A streaming store reads the next layer's likely experts while this one computes: its
     // router applied to this hidden state (of the last token) is a cheap, usually good guess.

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <random>
 
-#include "store/expert_stream_store.h"
 #include "util/process_stats.h"
 
 namespace strata {
@@ -21,20 +20,10 @@ int32_t greedy(const std::vector<float>& logits) {
     return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-std::optional<ExpertFigures> expert_figures(const WeightStore& store) {
+std::optional<ExpertStreamStats> expert_figures(const WeightStore& store) {
     const auto* s = dynamic_cast<const ExpertStreamStore*>(&store);
     if (!s) return std::nullopt;
-    const ExpertStreamStats& t = s->totals();
-    return ExpertFigures{t.requests,        t.hits,           t.misses,
-                         t.prefetches,      t.prefetch_used,  t.bytes_requested,
-                         t.bytes_from_disk, t.prefetch_bytes};
-}
-
-ExpertFigures minus(const ExpertFigures& a, const ExpertFigures& b) {
-    return {a.requests - b.requests,           a.hits - b.hits,
-            a.misses - b.misses,               a.prefetches - b.prefetches,
-            a.prefetch_used - b.prefetch_used, a.bytes_requested - b.bytes_requested,
-            a.bytes_from_disk - b.bytes_from_disk, a.prefetch_bytes - b.prefetch_bytes};
+    return s->totals();
 }
 
 uint64_t io_now() {
@@ -83,23 +72,12 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     r.io_bytes = io1 - io0;
     r.stall_seconds = store.stats().stall_seconds;
     if (auto experts1 = expert_figures(store); experts1 && experts0) {
-        r.experts = minus(*experts1, *experts0);
+        r.experts = *experts1 - *experts0;
     }
     return r;
 }
 
 }  // namespace
-
-void ExpertFigures::add(const ExpertFigures& o) {
-    requests += o.requests;
-    hits += o.hits;
-    misses += o.misses;
-    prefetches += o.prefetches;
-    prefetch_used += o.prefetch_used;
-    bytes_requested += o.bytes_requested;
-    bytes_from_disk += o.bytes_from_disk;
-    prefetch_bytes += o.prefetch_bytes;
-}
 
 Spread spread_of(std::vector<double> v) {
     if (v.empty()) return {};
@@ -141,8 +119,8 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
         io += double(r.gen_io_bytes);
         gen_seconds += r.gen_seconds;
         if (r.experts) {
-            if (!out.experts) out.experts = ExpertFigures{};
-            out.experts->add(*r.experts);
+            if (!out.experts) out.experts = ExpertStreamStats{};
+            *out.experts += *r.experts;
         }
         out.reps.push_back(r);
     }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "session/loaded_model.h"
+#include "store/expert_stream_store.h"
 #include "util/result.h"
 
 namespace strata {
@@ -27,13 +28,6 @@ struct SpeedBenchOptions {
     std::function<void(const std::string&)> progress;
 };
 
-// The expert cache while generating (expert-stream only).
-struct ExpertFigures {
-    uint64_t requests = 0, hits = 0, misses = 0, prefetches = 0, prefetch_used = 0;
-    uint64_t bytes_requested = 0, bytes_from_disk = 0, prefetch_bytes = 0;
-    void add(const ExpertFigures& o);
-};
-
 struct SpeedRep {
     double prompt_seconds = 0;
     double first_token_seconds = 0;  // prompt evaluated and the first token chosen
@@ -44,7 +38,7 @@ struct SpeedRep {
     uint64_t io_bytes = 0;           // ... during the whole repetition
     double stall_seconds = 0;        // the engine waiting for the store, whole repetition
     double seconds = 0;              // whole repetition
-    std::optional<ExpertFigures> experts;
+    std::optional<ExpertStreamStats> experts;  // the expert cache while generating
 };
 
 struct Spread {
@@ -62,7 +56,7 @@ struct SpeedBenchResult {
     double io_bytes_per_token = 0;
     double disk_gbps = 0;  // storage reads while generating / generation time, whole run
     bool io_counted = false;  // the kernel's counters were readable
-    std::optional<ExpertFigures> experts;  // summed over the repetitions' generation
+    std::optional<ExpertStreamStats> experts;  // summed over the repetitions' generation
 };
 
 Result<SpeedBenchResult> run_speed_bench(LoadedModel& model, const SpeedBenchOptions& options);

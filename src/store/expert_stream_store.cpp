@@ -23,6 +23,35 @@ int piece_order(TensorRole r) {
 
 }  // namespace
 
+ExpertStreamStats& ExpertStreamStats::operator+=(const ExpertStreamStats& o) {
+    requests += o.requests;
+    hits += o.hits;
+    misses += o.misses;
+    prefetches += o.prefetches;
+    prefetch_used += o.prefetch_used;
+    prefetch_skipped += o.prefetch_skipped;
+    bytes_requested += o.bytes_requested;
+    bytes_from_disk += o.bytes_from_disk;
+    prefetch_bytes += o.prefetch_bytes;
+    stall_seconds += o.stall_seconds;
+    return *this;
+}
+
+ExpertStreamStats ExpertStreamStats::operator-(const ExpertStreamStats& o) const {
+    ExpertStreamStats d = *this;
+    d.requests -= o.requests;
+    d.hits -= o.hits;
+    d.misses -= o.misses;
+    d.prefetches -= o.prefetches;
+    d.prefetch_used -= o.prefetch_used;
+    d.prefetch_skipped -= o.prefetch_skipped;
+    d.bytes_requested -= o.bytes_requested;
+    d.bytes_from_disk -= o.bytes_from_disk;
+    d.prefetch_bytes -= o.prefetch_bytes;
+    d.stall_seconds -= o.stall_seconds;
+    return d;
+}
+
 ExpertStreamConfig expert_stream_config(const Plan& plan) {
     ExpertStreamConfig c;
     c.cache_entries = plan.expert_cache.capacity +
@@ -165,19 +194,19 @@ Result<const LayerView*> ExpertStreamStore::acquire_layer(int layer) {
 }
 
 Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
-    std::vector<size_t> candidates;
-    std::vector<size_t> key_of(entries_.size(), SIZE_MAX);
+    candidates_.clear();
+    key_of_.assign(entries_.size(), SIZE_MAX);
     for (size_t i = 0; i < entries_.size(); ++i) {
         const Entry& e = entries_[i];
         if (e.held) continue;
-        candidates.push_back(i);
-        if (e.layer >= 0) key_of[i] = size_t(e.layer) * size_t(n_expert_) + size_t(e.expert);
+        candidates_.push_back(i);
+        if (e.layer >= 0) key_of_[i] = size_t(e.layer) * size_t(n_expert_) + size_t(e.expert);
     }
-    if (candidates.empty()) {
+    if (candidates_.empty()) {
         return err("every one of the " + std::to_string(entries_.size()) +
                    " expert cache entries is in use");
     }
-    const size_t v = policy_.victim(candidates, key_of);
+    const size_t v = policy_.victim(candidates_, key_of_);
     Entry& e = entries_[v];
     if (!e.pending.empty()) (void)finish_reads(v);  // a guess still arriving: let it land
     if (e.speculative && e.layer >= 0) note_guess(false);  // evicted before anyone used it

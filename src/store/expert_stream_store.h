@@ -72,6 +72,9 @@ struct ExpertStreamStats {
     uint64_t bytes_from_disk = 0;
     uint64_t prefetch_bytes = 0;  // of bytes_from_disk, speculative
     double stall_seconds = 0;
+
+    ExpertStreamStats& operator+=(const ExpertStreamStats& o);
+    ExpertStreamStats operator-(const ExpertStreamStats& o) const;  // what happened since `o`
 };
 
 class ExpertStreamStore final : public WeightStore {
@@ -156,6 +159,7 @@ private:
     std::vector<Entry> entries_;
     std::vector<int32_t> where_;  // layer * n_expert + expert -> entry, or -1
     ExpertCachePolicy policy_;
+    std::vector<size_t> candidates_, key_of_;  // claim_entry's scratch
     CoactivationStats coact_;
     uint64_t identity_ = 0;
     std::vector<int32_t> hinted_;  // the engine's early guess for the next layer
