@@ -1,6 +1,8 @@
 // `strata synth`: writes a synthetic GGUF model (seeded random weights, a real or built-in
 // tokenizer) of a named shape, for tests, demos and streaming benchmarks.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -20,7 +22,7 @@ namespace {
 constexpr uint64_t kBigOutputBytes = 1ull << 30;
 
 struct SynthOptions {
-    std::string output, arch, preset, type = "F16", vocab_from;
+    std::string output, arch, preset, type = "F16", vocab_from, chat_template;
     uint64_t seed = 1;
     unsigned threads = 0;
     bool force = false, pure = false;
@@ -104,6 +106,11 @@ void run_synth(const SynthOptions& o) {
     config.weights = *weights;
     config.seed = o.seed;
     config.vocab_from = o.vocab_from;
+    if (!o.chat_template.empty()) {
+        std::ifstream in(o.chat_template, std::ios::binary);
+        if (!in) fail("--chat-template: cannot read " + o.chat_template);
+        config.chat_template.assign(std::istreambuf_iterator<char>(in), {});
+    }
     config.threads = o.threads;
 
     // Validate and size the file before drawing any progress.
@@ -161,6 +168,8 @@ void add_synth(CLI::App& app) {
     cmd->add_flag("--pure", o->pure,
                   "With a mix: every weight matrix gets its base type (llama-quantize --pure)");
     cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");
+    cmd->add_option("--chat-template", o->chat_template,
+                    "Jinja chat template file to store instead of the vocabulary's");
     cmd->add_option("--vocab-from", o->vocab_from,
                     "Copy every tokenizer.* key from this GGUF (default: built-in vocabulary)");
     cmd->add_option("--threads", o->threads, "Worker threads (default: all hardware threads)")

@@ -14,5 +14,6 @@ void add_template(CLI::App& app);
 void add_run(CLI::App& app);
 void add_perplexity(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace strata::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     strata::cli::add_run(app);
     strata::cli::add_perplexity(app);
     strata::cli::add_bench(app);
+    strata::cli::add_serve(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -112,15 +112,16 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
                        std::to_string(n_vocab_) + " tokens)");
         }
     }
-    const bool all = wanted == LogitsWanted::All;
+    const bool every = wanted != LogitsWanted::Last;
+    const size_t row = wanted == LogitsWanted::Hidden ? size_t(hp_.n_embd) : size_t(n_vocab_);
     const uint32_t start = n_past_;
-    logits.resize(size_t(n_vocab_) * (all ? tokens.size() : 1));
+    logits.resize(row * (every ? tokens.size() : 1));
     for (size_t first = 0; first < tokens.size(); first += max_batch_) {
         const size_t count = std::min<size_t>(max_batch_, tokens.size() - first);
         const bool last = first + count == tokens.size();
-        float* out = all ? logits.data() + first * n_vocab_ : (last ? logits.data() : nullptr);
+        float* out = every ? logits.data() + first * row : (last ? logits.data() : nullptr);
         // A failure part way through leaves the context as it was before the call.
-        if (auto r = eval_batch(tokens.subspan(first, count), all, out); !r) {
+        if (auto r = eval_batch(tokens.subspan(first, count), wanted, out); !r) {
             n_past_ = start;
             return r;
         }
@@ -128,7 +129,8 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
     return {};
 }
 
-Result<void> Engine::eval_batch(std::span<const int32_t> tokens, bool all_logits, float* logits) {
+Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted,
+                                float* out) {
     const int64_t n = int64_t(tokens.size());
     const int64_t pos0 = n_past_;
     const int64_t d = hp_.n_embd;
@@ -152,9 +154,11 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, bool all_logits
     n_past_ += uint32_t(n);
 
     uint64_t head_bytes = 0;
-    if (logits) {
-        const int64_t first = all_logits ? 0 : n - 1;
-        output_head(first, n - first, logits);
+    if (out && wanted == LogitsWanted::Hidden) {
+        output_norm(0, n, out);
+    } else if (out) {
+        const int64_t first = wanted == LogitsWanted::All ? 0 : n - 1;
+        output_head(first, n - first, out);
         const TensorView& head = lm_head(store_.globals());
         head_bytes = head.row_bytes * uint64_t(head.rows());
     }
@@ -165,15 +169,21 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, bool all_logits
     return {};
 }
 
+void Engine::output_norm(int64_t first_row, int64_t rows, float* out) {
+    const int64_t d = hp_.n_embd;
+    timed(Op::Elementwise, [&] {
+        rms_norm_rows(&x_[size_t(first_row * d)],
+                      store_.globals().weight(TensorRole::OutputNorm).f32(), out, rows, d,
+                      hp_.rms_eps, pool_);
+    });
+    dump_.write("result_norm", -1, out, rows, d);
+}
+
 void Engine::output_head(int64_t first_row, int64_t rows, float* logits) {
     const int64_t d = hp_.n_embd;
     const LayerView& g = store_.globals();
     tmp_.resize(size_t(rows * d));
-    timed(Op::Elementwise, [&] {
-        rms_norm_rows(&x_[size_t(first_row * d)], g.weight(TensorRole::OutputNorm).f32(),
-                      tmp_.data(), rows, d, hp_.rms_eps, pool_);
-    });
-    dump_.write("result_norm", -1, tmp_.data(), rows, d);
+    output_norm(first_row, rows, tmp_.data());
     const TensorView& head = lm_head(g);
     timed(Op::LmHead, [&] { linear(head, nullptr, tmp_.data(), logits, rows, pool_); });
     dump_.write("result_output", -1, logits, rows, n_vocab_);

@@ -57,7 +57,10 @@ struct EngineStats {
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
 };
 
-enum class LogitsWanted { Last, All };
+// Last: the logits of the last token; All: every token's, row after row; Hidden: no logits but
+// every token's final hidden state after the output norm (n_embd floats a token), what an
+// embedding is pooled from.
+enum class LogitsWanted { Last, All, Hidden };
 
 class Engine;
 // One layer's evaluation as the family functions see it.
@@ -76,7 +79,8 @@ public:
 
     // Evaluates `tokens` at positions n_past() ... and appends them to the context. `logits`
     // receives n_vocab floats: for the last token (Last), or for every token, row after row
-    // (All). An error when the context has no room for them (nothing is evaluated then).
+    // (All); or n_embd floats a token (Hidden). An error when the context has no room for them
+    // (nothing is evaluated then).
     Result<void> eval(std::span<const int32_t> tokens, LogitsWanted wanted,
                       std::vector<float>& logits);
 
@@ -105,7 +109,8 @@ public:
 
 private:
     Engine(const ModelHparams& hp, WeightStore& store, KvCache kv, const EngineOptions& options);
-    Result<void> eval_batch(std::span<const int32_t> tokens, bool all_logits, float* logits);
+    Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out);
+    void output_norm(int64_t first_row, int64_t rows, float* out);
     void output_head(int64_t first_row, int64_t rows, float* logits);
     void ffn_norm(const LayerArgs& a);  // xn_ = RMSNorm(x_) with the layer's ffn_norm
     template <typename F>

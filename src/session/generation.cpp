@@ -27,10 +27,12 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
                                                    const TextSink& sink) {
     STRATA_TRY(validate(options.sampling));
     if (prompt.empty()) return err("the prompt is empty");
-    const uint32_t n_ctx = engine_.n_ctx();
+    const uint32_t n_ctx = options.context_limit && options.context_limit < engine_.n_ctx()
+                               ? options.context_limit
+                               : engine_.n_ctx();
     if (prompt.size() >= n_ctx) {
         return err("the prompt has " + std::to_string(prompt.size()) +
-                   " tokens but the context holds " + std::to_string(n_ctx) +
+                   " tokens but the context length is " + std::to_string(n_ctx) +
                    " (a larger --ctx makes room)");
     }
     GenerateResult res;
@@ -66,14 +68,23 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
             res.done_reason = "length";
             break;
         }
+        if (options.constraint) {
+            int64_t left = int64_t(n_ctx) - int64_t(engine_.n_past());
+            if (options.max_tokens >= 0) {
+                left = std::min<int64_t>(left, options.max_tokens - int64_t(res.generated_ids.size()));
+            }
+            options.constraint->restrict(logits_, left);
+        }
         const TokenId id = sampler.sample(logits_, context_);
+        if (options.constraint) options.constraint->accept(id);
         if (options.stop_at_eog && tokenizer_.is_end_of_generation(id)) {
             res.done_reason = "stop";
             break;
         }
         res.generated_ids.push_back(id);
         emit(stops.feed(decoder.push(id)));
-        if (stops.stopped() || client_gone) {
+        if (stops.stopped() || client_gone ||
+            (options.constraint && options.constraint->finished())) {
             res.done_reason = "stop";
             break;
         }

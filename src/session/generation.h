@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,11 +25,29 @@
 
 namespace strata {
 
+// Narrows the choice of each next token, for structured output (a JSON schema, a forced tool
+// call). The session asks it before every draw and tells it the token drawn.
+class TokenConstraint {
+  public:
+    virtual ~TokenConstraint() = default;
+    // Sets the logits of tokens that may not come next to -inf. `tokens_left` is how many more
+    // tokens the answer may have (max_tokens and the context both count), so a constraint can
+    // close its structure before the budget runs out.
+    virtual void restrict(std::span<float> logits, int64_t tokens_left) = 0;
+    virtual void accept(TokenId id) = 0;
+    // The structure is complete and nothing may follow: the answer ends with "stop".
+    virtual bool finished() const = 0;
+};
+
 struct GenerateOptions {
     int32_t max_tokens = 256;  // < 0: until the context is full
     SamplerParams sampling;
     std::vector<std::string> stop;  // stop strings
     bool stop_at_eog = true;        // end-of-generation tokens end the answer
+    // Positions this answer may use, prompt included; 0 or more than the engine has: all of
+    // the engine's context (a server's per-request num_ctx within what it allocated).
+    uint32_t context_limit = 0;
+    TokenConstraint* constraint = nullptr;  // not owned; nullptr: free text
 };
 
 struct GenerateTimings {

@@ -32,11 +32,12 @@ Match first_complete(const std::vector<std::string>& stops, std::string_view tex
     return best;
 }
 
-// The earliest position from which the rest of the text is a proper prefix of a stop string,
-// that is, where a stop string may still turn out to start.
-size_t first_partial(const std::vector<std::string>& stops, std::string_view text) {
+}  // namespace
+
+size_t first_partial_marker(std::span<const std::string> stops, std::string_view text) {
     size_t best = kNone;
     for (const std::string& s : stops) {
+        if (s.empty()) continue;
         // Longest overlap first: that is the earliest start this stop can give.
         for (size_t len = std::min(s.size() - 1, text.size()); len > 0; --len) {
             const size_t start = text.size() - len;
@@ -49,19 +50,6 @@ size_t first_partial(const std::vector<std::string>& stops, std::string_view tex
     }
     return best;
 }
-
-// Bytes at the end of the text that begin a UTF-8 character but do not finish it yet.
-size_t unfinished_utf8_tail(std::string_view text) {
-    for (size_t back = 1; back <= std::min<size_t>(3, text.size()); ++back) {
-        const size_t i = text.size() - back;
-        const bool continuation = (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80;
-        if (continuation) continue;
-        return utf8::decode(text, i).truncated ? back : 0;
-    }
-    return 0;
-}
-
-}  // namespace
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
     std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
@@ -82,7 +70,7 @@ std::string StopStringMatcher::flush() {
 // string that has only started can no longer complete and holds nothing back.
 std::string StopStringMatcher::release(bool at_end) {
     const Match found = first_complete(stops_, held_);
-    const size_t maybe = at_end ? kNone : first_partial(stops_, held_);
+    const size_t maybe = at_end ? kNone : first_partial_marker(stops_, held_);
     if (found.stop && (maybe == kNone || maybe >= found.pos)) {
         stopped_ = true;
         matched_ = *found.stop;
@@ -92,7 +80,7 @@ std::string StopStringMatcher::release(bool at_end) {
     }
     // Here any stop found starts after `maybe`, which an earlier stop may still claim.
     size_t cut = std::min(maybe, held_.size());
-    if (!at_end && cut == held_.size()) cut -= unfinished_utf8_tail(held_);
+    if (!at_end && cut == held_.size()) cut -= utf8::unfinished_tail(held_);
     std::string out = held_.substr(0, cut);
     held_.erase(0, cut);
     return out;

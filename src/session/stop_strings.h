@@ -14,11 +14,18 @@
 // piece may complete, so for valid UTF-8 input every returned piece is valid UTF-8 on its own.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace strata {
+
+// The earliest position from which the rest of `text` is a proper prefix of one of `markers`:
+// where a marker split across pieces may still turn out to start, so the text from there on must
+// be held back. npos when no suffix of the text can begin a marker. Also used by the reply parser
+// for its tags.
+size_t first_partial_marker(std::span<const std::string> markers, std::string_view text);
 
 class StopStringMatcher {
   public:

@@ -66,6 +66,16 @@ bool is_valid(std::string_view s) {
     return true;
 }
 
+size_t unfinished_tail(std::string_view s) {
+    for (size_t back = 1; back <= 3 && back <= s.size(); ++back) {
+        const size_t i = s.size() - back;
+        const bool continuation = (static_cast<uint8_t>(s[i]) & 0xC0) == 0x80;
+        if (continuation) continue;
+        return decode(s, i).truncated ? back : 0;
+    }
+    return 0;
+}
+
 void append(std::string& out, char32_t cp) {
     assert(cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF));
     if (cp < 0x80) {

@@ -32,6 +32,10 @@ Decoded decode(std::string_view s, size_t i);
 // True when all of s is well-formed UTF-8.
 bool is_valid(std::string_view s);
 
+// Bytes at the end of s that begin a UTF-8 character but do not finish it yet (0..3): what a
+// streaming consumer holds back so that every piece it passes on is whole characters.
+size_t unfinished_tail(std::string_view s);
+
 // Appends the UTF-8 form of cp (cp must be a scalar value: <= U+10FFFF, not a surrogate).
 void append(std::string& out, char32_t cp);
 

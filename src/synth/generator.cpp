@@ -243,6 +243,11 @@ Result<SynthPlan> plan_synthetic_model(const SynthConfig& config) {
         plan.types.push_back(type);
     }
     plan.metadata = model_metadata(plan.hparams, *file_type, config.seed);
+    if (!config.chat_template.empty()) {
+        std::erase_if(vocab.entries,
+                      [](const MetadataEntry& e) { return e.key == "tokenizer.chat_template"; });
+        vocab.entries.push_back({"tokenizer.chat_template", config.chat_template});
+    }
     plan.metadata.insert(plan.metadata.end(), vocab.entries.begin(), vocab.entries.end());
     plan.vocab_source = vocab.source;
     return plan;

@@ -24,6 +24,9 @@ struct SynthConfig {
     WeightFormat weights = TensorType::F16;
     uint64_t seed = 1;
     std::string vocab_from;  // GGUF whose tokenizer.* keys are copied; empty: built-in vocabulary
+    // Replaces the vocabulary's tokenizer.chat_template (tests of templates with tools or
+    // thinking on a small model); empty: keep it.
+    std::string chat_template;
     unsigned threads = 0;    // worker threads; 0: one per hardware thread
     // Output bytes generated per job (whole rows, at least one). Bounds memory at about
     // (threads + 2) x chunk_bytes; never changes the bytes written.

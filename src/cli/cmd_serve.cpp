@@ -1,0 +1,142 @@
+// strata serve MODEL [MODEL...] [--host 127.0.0.1] [--port 11434] [--context 4096] [flags]
+//
+// Serves the models over Ollama's HTTP API (and OpenAI's /v1), so that tools written for Ollama
+// work unchanged when pointed at strata. Each model is known by its file name without .gguf
+// (`name:latest`) unless --alias names it, is loaded on first use and kept per keep_alive,
+// within the RAM budget. OLLAMA_HOST (host:port, :port or scheme://host:port) sets the address
+// when --host/--port are not given.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/run_options.h"
+#include "plan/budget.h"
+#include "profile/system_memory.h"
+#include "util/units.h"
+#include "server/http_server.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct ServeCommand {
+    std::vector<std::string> models;
+    std::vector<std::string> aliases;
+    std::string host = "127.0.0.1";
+    int port = 11434;
+    uint32_t context = engine::kDefaultContextCap;
+    std::vector<std::string> origins;
+    size_t max_queue = 64;
+    std::string keep_alive = "5m";
+    EngineFlags engine;
+};
+
+server::HttpServer* g_server = nullptr;
+
+void on_signal(int) {
+    if (g_server) g_server->stop();
+}
+
+// OLLAMA_HOST: "host:port", ":port", "host", or with an http(s):// scheme.
+void apply_ollama_host(const char* env, std::string& host, int& port) {
+    std::string v = env;
+    for (std::string_view scheme : {"http://", "https://"}) {
+        if (v.starts_with(scheme)) v.erase(0, scheme.size());
+    }
+    while (!v.empty() && v.back() == '/') v.pop_back();
+    const size_t colon = v.rfind(':');
+    if (colon != std::string::npos && v.find(']', colon) == std::string::npos) {
+        if (colon > 0) host = v.substr(0, colon);
+        port = std::atoi(v.c_str() + colon + 1);
+    } else if (!v.empty()) {
+        host = v;
+    }
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+}
+
+// The RAM the loaded models may share: --ram, or what is available now less the headroom the
+// plan keeps.
+Result<uint64_t> ram_budget_bytes(const EngineFlags& f) {
+    if (f.ram) {
+        auto b = parse_size(*f.ram);
+        if (!b) return err("--ram: " + b.error().message);
+        return *b;
+    }
+    auto mem = detect_system_memory();
+    if (!mem) return uint64_t(0);
+    return mem->available > kRamHeadroom ? mem->available - kRamHeadroom : mem->available / 2;
+}
+
+void serve_command(ServeCommand& c, bool host_given, bool port_given) {
+    if (const char* env = std::getenv("OLLAMA_HOST"); env && *env && !host_given && !port_given) {
+        apply_ollama_host(env, c.host, c.port);
+    }
+    auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
+    if (!catalog) fail(catalog.error().message);
+    c.engine.ctx = c.context;
+    auto opts = model_load_options(c.engine, false, false);
+    if (!opts) fail(opts.error().message);
+    server::ServerOptions so;
+    so.host = c.host;
+    so.port = c.port;
+    so.cors_origins = c.origins;
+    if (const char* env = std::getenv("OLLAMA_ORIGINS")) {
+        std::string list = env;
+        for (size_t at = 0; at <= list.size();) {
+            const size_t comma = std::min(list.find(',', at), list.size());
+            if (comma > at) so.cors_origins.push_back(list.substr(at, comma - at));
+            at = comma + 1;
+        }
+    }
+    so.max_queue = c.max_queue;
+    try {
+        so.default_keep_alive = server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);
+    } catch (const server::ApiError& e) {
+        fail(std::string("--keep-alive: ") + e.what());
+    }
+    auto budget = ram_budget_bytes(c.engine);
+    if (!budget) fail(budget.error().message);
+    server::HttpServer srv(std::move(*catalog), std::move(*opts), *budget, so);
+    auto port = srv.bind();
+    if (!port) fail(port.error().message);
+    for (const auto& m : srv.catalog().models()) {
+        std::fprintf(stderr, "strata: serving %s as %s (context %u)\n", m.path.c_str(),
+                     m.name.c_str(), m.served_context);
+    }
+    std::fprintf(stderr, "strata: listening on http://%s:%d\n", c.host.c_str(), *port);
+    std::signal(SIGPIPE, SIG_IGN);
+    g_server = &srv;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    srv.listen();
+    g_server = nullptr;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+    auto c = std::make_shared<ServeCommand>();
+    CLI::App* cmd = app.add_subcommand("serve", "Serve models over Ollama's (and OpenAI's) HTTP API");
+    cmd->add_option("models", c->models, "GGUF model files to serve")->required();
+    cmd->add_option("--alias", c->aliases,
+                    "Name for the model at the same position (repeatable; default: file name)");
+    auto* host = cmd->add_option("--host", c->host,
+                                 "Address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the network)");
+    auto* port = cmd->add_option("--port", c->port, "Port (default 11434, Ollama's)");
+    cmd->add_option("--context", c->context, "Context positions per model (default 4096, at most the trained length)")
+        ->capture_default_str();
+    cmd->add_option("--cors-origin", c->origins,
+                    "Browser origin to allow besides localhost (repeatable; * allows all)");
+    cmd->add_option("--max-queue", c->max_queue,
+                    "Requests waiting or running before new ones get 503")
+        ->capture_default_str();
+    cmd->add_option("--keep-alive", c->keep_alive,
+                    "How long a model stays loaded after a request (5m, 1h, -1 forever)")
+        ->capture_default_str();
+    add_engine_flags(*cmd, c->engine);
+    cmd->callback([c, host, port] { serve_command(*c, host->count() > 0, port->count() > 0); });
+}
+
+}  // namespace strata::cli

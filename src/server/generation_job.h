@@ -1,0 +1,83 @@
+// One generation request, whichever API it came from, and its run on the worker thread: the
+// model is acquired (loaded on first use), the prompt built (chat template with tools and the
+// thinking switch, or the text as it is, or fill-in-the-middle), cut to the context when
+// allowed, generated through the same GenerationSession as `strata run`, and the reply split
+// into content, thinking and tool calls as it streams.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api_request.h"
+#include "server/model_host.h"
+#include "session/reply_parser.h"
+
+namespace strata::server {
+
+struct GenerationJob {
+    const ServedModelInfo* model = nullptr;
+    std::string requested_name;  // echoed back as the request wrote it
+
+    bool chat = false;
+    json messages = json::array();  // chat: [{role, content, ...}]
+    json tools;                     // null or an array of tools
+    // "" or "auto": the model decides; "none": tools are not offered; "required": some call
+    // is forced; any other value: a call of that function is forced.
+    std::string tool_choice;
+
+    // generate
+    std::string prompt, system, suffix, template_override;
+    bool raw = false;
+    std::vector<TokenId> context;  // tokens of an earlier answer, put before the prompt
+
+    GenerateOptions options = ollama_defaults();
+    std::optional<json> format;  // "json" or a schema
+    ThinkSetting think;
+    bool truncate = true;
+    KeepAlive keep_alive = std::chrono::minutes(5);
+    std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
+
+    // Tests: fail as if the engine broke once this many pieces were streamed.
+    int fail_after_pieces = -1;
+};
+
+struct GenerationOutcome {
+    GenerateResult result;
+    std::vector<TokenId> context;  // prompt and reply, for generate's `context`
+    std::vector<ToolCall> tool_calls;
+    double load_seconds = 0;
+    double total_seconds = 0;
+    // An empty prompt or message list only loads (or, with keep_alive 0, unloads) the model.
+    std::string load_only_reason;  // "load" or "unload"; empty for a real generation
+};
+
+// Receives the reply as it becomes safe to show; false: the client is gone.
+using DeltaSink = std::function<bool(const ReplyDelta&)>;
+
+// Runs on the worker thread. Errors are ApiError (status and message).
+GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const DeltaSink& sink);
+
+// Ollama's checks that need the model but not its weights (capabilities): done before the
+// request is queued so that they answer with a proper status.
+void check_capabilities(const GenerationJob& job);
+
+}  // namespace strata::server
+
+namespace strata::server {
+
+struct EmbeddingBatch {
+    std::vector<std::vector<float>> vectors;  // one per input, in order
+    uint32_t tokens = 0;                      // evaluated, all inputs together
+    double load_seconds = 0, total_seconds = 0;
+};
+
+// Mean-pooled embeddings (session/embedding.h) of each input. `normalize`: unit length;
+// `dims` > 0 and smaller than the model's width: cut to that many and normalized again.
+// Runs on the worker thread; errors are ApiError.
+EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
+                             const std::vector<std::string>& inputs, bool normalize, size_t dims);
+
+}  // namespace strata::server

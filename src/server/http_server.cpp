@@ -1,0 +1,312 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace strata::server {
+
+namespace {
+
+// Every path served, with its methods: a known path asked with another method is a 405, an
+// unknown one a 404, both with Go's plain-text bodies.
+const std::map<std::string, std::set<std::string>>& known_paths() {
+    static const std::map<std::string, std::set<std::string>> paths = {
+        {"/", {"GET", "HEAD"}},
+        {"/api/version", {"GET", "HEAD"}},
+        {"/api/tags", {"GET", "HEAD"}},
+        {"/api/ps", {"GET"}},
+        {"/api/show", {"POST"}},
+        {"/api/generate", {"POST"}},
+        {"/api/chat", {"POST"}},
+        {"/api/embed", {"POST"}},
+        {"/api/embeddings", {"POST"}},
+        {"/api/pull", {"POST"}},
+        {"/api/push", {"POST"}},
+        {"/api/create", {"POST"}},
+        {"/api/copy", {"POST"}},
+        {"/api/delete", {"DELETE"}},
+        {"/api/status", {"GET"}},
+        {"/v1/chat/completions", {"POST"}},
+        {"/v1/completions", {"POST"}},
+        {"/v1/embeddings", {"POST"}},
+        {"/v1/models", {"GET"}},
+    };
+    return paths;
+}
+
+bool known_prefix_path(const std::string& path, std::string& method_group) {
+    if (path.starts_with("/v1/models/")) {
+        method_group = "GET";
+        return true;
+    }
+    if (path.starts_with("/api/blobs/")) {
+        method_group = "HEAD POST";
+        return true;
+    }
+    return false;
+}
+
+bool origin_allowed(const std::string& origin, const std::vector<std::string>& extra) {
+    for (const std::string& o : extra) {
+        if (o == "*" || o == origin) return true;
+        // "http://example.com:*" style: any port.
+        if (o.ends_with(":*") && origin.starts_with(o.substr(0, o.size() - 1))) return true;
+    }
+    for (std::string_view scheme : {"app://", "file://", "tauri://", "vscode-webview://",
+                                    "vscode-file://"}) {
+        if (origin.starts_with(scheme)) return true;
+    }
+    for (std::string_view scheme : {"http://", "https://"}) {
+        if (!origin.starts_with(scheme)) continue;
+        std::string host = origin.substr(scheme.size());
+        if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) {
+            host.resize(colon);
+        } else if (auto close = host.find(']'); close != std::string::npos) {
+            host.resize(close + 1);
+        }
+        if (host == "localhost" || host == "127.0.0.1" || host == "0.0.0.0" || host == "[::1]") {
+            return true;
+        }
+    }
+    return false;
+}
+
+const char* openai_error_type(int status) {
+    if (status == 400) return "invalid_request_error";
+    if (status == 404) return "not_found_error";
+    return "api_error";
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ModelCatalog catalog, ModelLoadOptions load_options, uint64_t ram_budget,
+                       ServerOptions options)
+    : catalog_(std::move(catalog)),
+      options_(std::move(options)),
+      host_(std::move(load_options), ram_budget),
+      http_(std::make_unique<httplib::Server>()) {
+    queue_ = std::make_unique<WorkQueue>(options_.max_queue, [this] { return host_.expire(); });
+    // One HTTP thread per request that may be waiting in the queue, plus a few for the
+    // requests that need no model, so that a full queue is answered with 503 and never by
+    // connections piling up unanswered.
+    const size_t threads = options_.max_queue + 8;
+    http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_->set_payload_max_length(options_.max_body_bytes);
+    http_->set_read_timeout(options_.read_timeout_seconds, 0);
+    http_->set_write_timeout(options_.write_timeout_seconds, 0);
+    http_->set_keep_alive_max_count(100);
+    install_routes();
+}
+
+HttpServer::~HttpServer() {
+    stop();
+    queue_.reset();  // finishes what is queued before the models go
+}
+
+Result<int> HttpServer::bind() {
+    if (options_.port == 0) {
+        const int port = http_->bind_to_any_port(options_.host);
+        if (port <= 0) return err("cannot listen on ", options_.host);
+        options_.port = port;
+        return port;
+    }
+    if (!http_->bind_to_port(options_.host, options_.port)) {
+        return err("cannot listen on ", options_.host, ":", std::to_string(options_.port),
+                   " (in use, or not an address of this machine)");
+    }
+    return options_.port;
+}
+
+void HttpServer::listen() { http_->listen_after_bind(); }
+
+void HttpServer::stop() {
+    if (http_) http_->stop();
+}
+
+ServerStats HttpServer::stats() const {
+    std::lock_guard lock(stats_mu_);
+    return stats_;
+}
+
+GenerationOutcome HttpServer::generate(GenerationJob& job, ResponseChannel& ch,
+                                       const DeltaSink& sink) {
+    GenerationOutcome o = run_generation(host_, job, sink);
+    std::lock_guard lock(stats_mu_);
+    ++stats_.generations;
+    stats_.generated_tokens += o.result.generated_ids.size();
+    if (ch.cancelled()) ++stats_.client_gone;
+    return o;
+}
+
+void HttpServer::send_error(httplib::Response& res, ApiFlavor flavor, int status,
+                            const std::string& message) const {
+    res.status = status;
+    json body;
+    if (flavor == ApiFlavor::OpenAI) {
+        body = {{"error",
+                 {{"message", message},
+                  {"type", openai_error_type(status)},
+                  {"param", nullptr},
+                  {"code", nullptr}}}};
+    } else {
+        body = {{"error", message}};
+    }
+    res.set_content(body.dump(), "application/json; charset=utf-8");
+}
+
+const ServedModelInfo& HttpServer::require_model(const json& body, ApiFlavor flavor,
+                                                 const char* key) const {
+    std::string name = string_field(body, key).value_or("");
+    if (name.empty() && flavor == ApiFlavor::Ollama) name = string_field(body, "name").value_or("");
+    if (name.find_first_not_of(" \t") == std::string::npos) {
+        throw ApiError(400, "model is required");
+    }
+    const ServedModelInfo* m = catalog_.find(name);
+    if (!m) throw ApiError(404, "model '" + name + "' not found");
+    return *m;
+}
+
+void HttpServer::respond_queued(httplib::Response& res, ApiFlavor flavor, bool stream,
+                                const std::string& content_type,
+                                std::function<void(ResponseChannel&)> work) {
+    auto channel = std::make_shared<ResponseChannel>();
+    const bool queued = queue_->submit([channel, work = std::move(work)] {
+        try {
+            work(*channel);
+            channel->finish();
+        } catch (const ApiError& e) {
+            channel->fail(e.status, e.what());
+        } catch (const std::exception& e) {
+            channel->fail(500, e.what());
+        }
+    });
+    if (!queued) {
+        send_error(res, flavor, 503,
+                   "server busy, please try again.  maximum pending requests exceeded (" +
+                       std::to_string(queue_->max_pending()) + ")");
+        return;
+    }
+    if (!stream) {
+        channel->wait_ended();
+        if (int status = channel->failure_status()) {
+            send_error(res, flavor, status, channel->failure_message());
+            return;
+        }
+        std::deque<std::string> chunks;
+        std::string body;
+        while (channel->take(chunks)) {
+            for (auto& c : chunks) body += c;
+            chunks.clear();
+        }
+        res.status = 200;
+        res.set_content(body, "application/json; charset=utf-8");
+        return;
+    }
+    channel->wait_started();
+    if (!channel->started() && channel->failure_status()) {
+        send_error(res, flavor, channel->failure_status(), channel->failure_message());
+        return;
+    }
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        content_type, [channel, flavor](size_t, httplib::DataSink& sink) {
+            std::deque<std::string> chunks;
+            while (channel->take(chunks)) {
+                for (const std::string& c : chunks) {
+                    if (!sink.is_writable() || !sink.write(c.data(), c.size())) {
+                        channel->cancel();  // the client went away: stop generating
+                        return false;
+                    }
+                }
+                chunks.clear();
+            }
+            if (channel->failure_status()) {
+                // The stream began, so the status is 200: the failure is the last line, and
+                // no done:true follows.
+                const std::string msg = channel->failure_message();
+                std::string line =
+                    flavor == ApiFlavor::OpenAI
+                        ? "data: " + json({{"error", {{"message", msg}, {"type", "api_error"},
+                                                      {"param", nullptr}, {"code", nullptr}}}}).dump() + "\n\n"
+                        : json({{"error", msg}}).dump() + "\n";
+                sink.write(line.data(), line.size());
+            }
+            sink.done();
+            return true;
+        },
+        [channel](bool) { channel->cancel(); });
+}
+
+void HttpServer::install_routes() {
+    http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        const std::string origin = req.get_header_value("Origin");
+        if (!origin.empty() && origin_allowed(origin, options_.cors_origins)) {
+            res.set_header("Access-Control-Allow-Origin", origin);
+            res.set_header("Vary", "Origin");
+        }
+        if (req.method == "OPTIONS") {
+            res.set_header("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
+            res.set_header("Access-Control-Allow-Headers",
+                           "Authorization, Content-Type, User-Agent, Accept, X-Requested-With, "
+                           "OpenAI-Beta, x-stainless-arch, x-stainless-async, "
+                           "x-stainless-custom-poll-interval, x-stainless-helper-method, "
+                           "x-stainless-lang, x-stainless-os, x-stainless-package-version, "
+                           "x-stainless-poll-helper, x-stainless-retry-count, x-stainless-runtime, "
+                           "x-stainless-runtime-version, x-stainless-timeout");
+            res.set_header("Access-Control-Max-Age", "43200");
+            res.status = 204;
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const auto& paths = known_paths();
+        auto it = paths.find(req.path);
+        std::string group;
+        bool known = it != paths.end() || known_prefix_path(req.path, group);
+        if (!known) {
+            res.status = 404;
+            res.set_content("404 page not found", "text/plain; charset=utf-8");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        const bool allowed = it != paths.end() ? it->second.count(req.method) > 0
+                                               : group.find(req.method) != std::string::npos;
+        if (!allowed) {
+            res.status = 405;
+            res.set_content("405 method not allowed", "text/plain; charset=utf-8");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Statuses httplib sets itself (413 for a body over the limit, 400 for a request it
+    // cannot read) get a JSON body like every other error.
+    http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.status < 400) return;
+        const ApiFlavor flavor = req.path.starts_with("/v1/") ? ApiFlavor::OpenAI : ApiFlavor::Ollama;
+        std::string message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+        if (res.status == 413) {
+            message = "request body is larger than the limit of " +
+                      std::to_string(options_.max_body_bytes) + " bytes";
+        }
+        send_error(res, flavor, res.status, message);
+    });
+    http_->set_exception_handler(
+        [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+            const ApiFlavor flavor =
+                req.path.starts_with("/v1/") ? ApiFlavor::OpenAI : ApiFlavor::Ollama;
+            try {
+                std::rethrow_exception(ep);
+            } catch (const ApiError& e) {
+                send_error(res, flavor, e.status, e.what());
+            } catch (const std::exception& e) {
+                send_error(res, flavor, 500, e.what());
+            } catch (...) {
+                send_error(res, flavor, 500, "unknown error");
+            }
+        });
+    install_ollama_routes();
+    install_openai_routes();
+}
+
+}  // namespace strata::server

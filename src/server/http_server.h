@@ -1,0 +1,103 @@
+// `strata serve`: Ollama's HTTP API (and OpenAI's /v1) over the models of a ModelCatalog.
+//
+// HTTP threads read and check requests, answer the ones that need no model at once, and queue
+// the others on the WorkQueue; the worker runs them one at a time and streams the answer back
+// through a ResponseChannel. Ollama's transport rules are kept: JSON bodies whatever the
+// Content-Type, NDJSON or SSE streams flushed per event, errors as {"error": ...} with a real
+// status until the first byte of a stream, and a last error line after it. See
+// docs/ollama-api.md for the contract.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/api_request.h"
+#include "server/generation_job.h"
+#include "server/model_catalog.h"
+#include "server/model_host.h"
+#include "server/response_channel.h"
+#include "server/work_queue.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 11434;  // 0: any free port
+    // Browser origins allowed besides localhost, 127.0.0.1, 0.0.0.0 and app/file/tauri/vscode
+    // ones; "*" allows every origin.
+    std::vector<std::string> cors_origins;
+    size_t max_queue = 64;              // requests waiting or running; more get 503
+    size_t max_body_bytes = 32u << 20;  // larger bodies get 413
+    int read_timeout_seconds = 30;      // a client that stops sending its request
+    int write_timeout_seconds = 300;    // a client that stops reading its answer
+    KeepAlive default_keep_alive = std::chrono::minutes(5);
+    std::string ollama_version = "0.12.0";
+    int test_fail_after_pieces = -1;  // tests: break every generation after this many pieces
+};
+
+// Which error shape an endpoint answers with.
+enum class ApiFlavor { Ollama, OpenAI };
+
+// Counters since start, for tests and logs.
+struct ServerStats {
+    uint64_t generations = 0;        // generation requests run to their end
+    uint64_t generated_tokens = 0;   // tokens sampled by them
+    uint64_t client_gone = 0;        // answers cut short because the client left
+};
+
+class HttpServer {
+  public:
+    HttpServer(ModelCatalog catalog, ModelLoadOptions load_options, uint64_t ram_budget,
+               ServerOptions options);
+    ~HttpServer();
+
+    // Binds the address; returns the port (useful with port 0).
+    Result<int> bind();
+    // Serves until stop(). Blocks.
+    void listen();
+    void stop();
+
+    const ModelCatalog& catalog() const { return catalog_; }
+    ServerStats stats() const;
+
+  private:
+    void install_routes();
+    void install_ollama_routes();
+    void install_openai_routes();
+
+    // Queues `work` (run on the worker, pushing chunks into the channel) and answers with
+    // what it produced: streamed as `content_type` when `stream`, else as one JSON body.
+    void respond_queued(httplib::Response& res, ApiFlavor flavor, bool stream,
+                        const std::string& content_type,
+                        std::function<void(ResponseChannel&)> work);
+    void send_error(httplib::Response& res, ApiFlavor flavor, int status,
+                    const std::string& message) const;
+    const ServedModelInfo& require_model(const json& body, ApiFlavor flavor,
+                                         const char* key = "model") const;
+
+    // run_generation, counted in the stats.
+    GenerationOutcome generate(GenerationJob& job, ResponseChannel& ch, const DeltaSink& sink);
+    // Generation and embedding requests, shared by both APIs.
+    GenerationJob base_job(const json& body, const ServedModelInfo& m, const std::string& name) const;
+
+    ModelCatalog catalog_;
+    ServerOptions options_;
+    ModelHost host_;
+    std::unique_ptr<WorkQueue> queue_;
+    std::unique_ptr<httplib::Server> http_;
+    std::atomic<uint64_t> next_id_{1};
+    mutable std::mutex stats_mu_;
+    ServerStats stats_;
+};
+
+}  // namespace strata::server

@@ -1,0 +1,74 @@
+// The models in memory and how long they stay. A request loads its model on first use (on the
+// worker thread, so loading never races a generation); keep_alive then says how long it stays
+// after the request: a duration, forever (negative), or not at all (0). Loading a model that
+// does not fit beside the others in the RAM budget first unloads the least recently used ones.
+//
+// Everything except loaded_models() runs on the worker thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/model_catalog.h"
+#include "session/chat_template.h"
+#include "session/json_constraint.h"
+#include "session/generation.h"
+#include "session/loaded_model.h"
+
+namespace strata::server {
+
+// How long a model stays loaded after a request; nullopt: forever.
+using KeepAlive = std::optional<std::chrono::milliseconds>;
+
+struct HostedModel {
+    const ServedModelInfo* served = nullptr;
+    std::unique_ptr<LoadedModel> model;
+    std::unique_ptr<GenerationSession> session;  // the KV cache and the tokens in it
+    std::optional<ChatTemplate> chat_template;   // nullopt: the file has none and no family fits
+    std::unique_ptr<TokenMask> token_mask;       // structured output; built on first use
+    std::chrono::steady_clock::time_point last_used;
+    std::optional<std::chrono::steady_clock::time_point> expires;  // nullopt: never
+    std::chrono::system_clock::time_point expires_wall;            // for /api/ps
+};
+
+// What /api/ps shows of a loaded model.
+struct LoadedModelStatus {
+    const ServedModelInfo* served;
+    uint64_t resident_bytes;
+    uint64_t gpu_bytes;
+    uint32_t context;
+    std::optional<std::chrono::system_clock::time_point> expires;  // nullopt: never
+};
+
+class ModelHost {
+  public:
+    // ram_budget 0: no limit.
+    ModelHost(ModelLoadOptions options, uint64_t ram_budget);
+
+    // The model loaded and ready; `load_seconds` gets the time spent loading it now (0 when it
+    // was already in memory).
+    Result<HostedModel*> acquire(const ServedModelInfo& m, double& load_seconds);
+    // Called when a request is done with the model.
+    void release(HostedModel& h, const KeepAlive& keep_alive);
+    void unload(const ServedModelInfo& m);
+    bool is_loaded(const ServedModelInfo& m) const;
+    // Unloads expired models; returns when the next one expires.
+    std::optional<std::chrono::steady_clock::time_point> expire();
+
+    // Any thread.
+    std::vector<LoadedModelStatus> loaded_models() const;
+
+  private:
+    void unload_locked(size_t index);
+
+    ModelLoadOptions options_;
+    uint64_t ram_budget_;
+    mutable std::mutex mu_;  // guards hosted_ against loaded_models()
+    std::vector<std::unique_ptr<HostedModel>> hosted_;
+};
+
+}  // namespace strata::server

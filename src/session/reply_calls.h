@@ -1,0 +1,34 @@
+// Decoding the text of tool calls once the reply parser has cut it out of the stream. Each
+// function accepts what real models write (arguments as an object or as a string holding one,
+// "parameters" for "arguments") and returns nothing when the text is not a call, in which case
+// the parser gives the text back as content.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+struct ToolCall {
+    std::string name;
+    nlohmann::ordered_json arguments;  // always an object
+};
+
+// One call object: {"name": "f", "arguments"|"parameters": {..} or "{..}" or absent}, also
+// wrapped as {"function": {..}}.
+std::optional<ToolCall> tool_call_from_json(const nlohmann::ordered_json& j);
+
+// The body between <tool_call> and </tool_call>.
+std::optional<ToolCall> parse_hermes_call(std::string_view body);
+
+// A whole Llama 3 reply: optional <|python_tag|>, then one or more call objects separated by ';'.
+std::optional<std::vector<ToolCall>> parse_llama3_calls(std::string_view reply);
+
+// Text from the first [TOOL_CALLS] on: each [TOOL_CALLS] is followed by a JSON array (or one
+// object) of calls, or by name[ARGS]{..} (optionally name[CALL_ID]id[ARGS]{..}).
+std::optional<std::vector<ToolCall>> parse_mistral_calls(std::string_view text);
+
+}  // namespace strata

@@ -1,0 +1,485 @@
+// The reply parser: for each format, the split into content, thinking and tool calls must be the
+// same however the reply is cut into pieces (every cut into three pieces, byte by byte, and
+// random cuts), every returned piece must be valid UTF-8, and markup must never reach content
+// unless it is not a call. Detection is checked against real chat templates from
+// ../shared/testdata/templates, and the forced-call schema's shape for one and two tools.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "session/reply_parser.h"
+#include "session/utf8.h"
+
+namespace strata {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// What a whole reply came to: all content, all thinking, the calls as JSON for easy comparison.
+struct Outcome {
+    std::string content, thinking;
+    json calls = json::array();
+    bool operator==(const Outcome&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+    return os << "{content: " << json(o.content).dump() << ", thinking: " << json(o.thinking).dump()
+              << ", calls: " << o.calls.dump() << "}";
+}
+
+json call(const std::string& name, json arguments) {
+    return {{"name", name}, {"arguments", std::move(arguments)}};
+}
+
+struct Setup {
+    ReplyFormat format;
+    bool parse_tools = true;
+    bool separate_thinking = true;
+};
+
+void add(Outcome& o, const ReplyDelta& d) {
+    EXPECT_TRUE(utf8::is_valid(d.content)) << "content piece cuts a character: " << d.content;
+    EXPECT_TRUE(utf8::is_valid(d.thinking)) << "thinking piece cuts a character: " << d.thinking;
+    o.content += d.content;
+    o.thinking += d.thinking;
+    for (const ToolCall& c : d.tool_calls) {
+        EXPECT_TRUE(c.arguments.is_object()) << c.arguments.dump();
+        o.calls.push_back(call(c.name, c.arguments));
+    }
+}
+
+Outcome streamed(const Setup& s, const std::vector<std::string>& pieces) {
+    ReplyParser parser(s.format, s.parse_tools, s.separate_thinking);
+    Outcome o;
+    for (const std::string& p : pieces) add(o, parser.feed(p));
+    add(o, parser.finish());
+    return o;
+}
+
+// Every cut into three pieces, byte by byte, and random cuts into many pieces.
+std::vector<std::vector<std::string>> cuts_of(const std::string& text) {
+    std::vector<std::vector<std::string>> out;
+    for (size_t i = 0; i <= text.size(); ++i) {
+        for (size_t j = i; j <= text.size(); ++j) {
+            out.push_back({text.substr(0, i), text.substr(i, j - i), text.substr(j)});
+        }
+    }
+    std::vector<std::string> bytes;
+    for (char c : text) bytes.emplace_back(1, c);
+    out.push_back(bytes);
+    std::mt19937 rng(1234);
+    for (int round = 0; round < 200; ++round) {
+        std::vector<std::string> pieces;
+        for (size_t at = 0; at < text.size();) {
+            const size_t len = std::uniform_int_distribution<size_t>(1, 7)(rng);
+            pieces.push_back(text.substr(at, len));
+            at += len;
+        }
+        out.push_back(pieces);
+    }
+    return out;
+}
+
+// The reply fed whole must give `expect`, and so must every cut of it.
+void expect_at_every_cut(const Setup& s, const std::string& reply, const Outcome& expect) {
+    ASSERT_EQ(streamed(s, {reply}), expect) << "fed whole: " << reply;
+    for (const auto& pieces : cuts_of(reply)) {
+        const Outcome got = streamed(s, pieces);
+        if (got != expect) {
+            std::string shown;
+            for (const std::string& p : pieces) shown += json(p).dump() + " | ";
+            ADD_FAILURE() << "cut as " << shown << "\n got " << got << "\nwant " << expect;
+            return;  // one failing cut says enough
+        }
+    }
+}
+
+ReplyFormat hermes() {
+    return {ToolCallFormat::Hermes, "", "", false};
+}
+ReplyFormat qwen3() {
+    return {ToolCallFormat::Hermes, "<think>", "</think>", false};
+}
+ReplyFormat deepseek_r1() {
+    return {ToolCallFormat::None, "<think>", "</think>", true};
+}
+ReplyFormat llama3() {
+    return {ToolCallFormat::Llama3Json, "", "", false};
+}
+ReplyFormat mistral() {
+    return {ToolCallFormat::MistralToolCalls, "", "", false};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hermes
+
+TEST(ReplyParserHermes, TextThenTwoCallsAtEveryCut) {
+    const std::string reply =
+        "Checking 日本 é…\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+        "{\"city\": \"Zürich🦙\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+        "\"arguments\": {}}\n</tool_call>\n";
+    expect_at_every_cut({hermes()}, reply,
+                        {"Checking 日本 é…\n", "",
+                         json::array({call("get_weather", {{"city", "Zürich🦙"}}),
+                                      call("get_time", json::object())})});
+}
+
+TEST(ReplyParserHermes, ArgumentsGivenAsAString) {
+    const std::string reply =
+        "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": [1, \\\"é\\\"]}\"}</tool_call>";
+    expect_at_every_cut({hermes()}, reply,
+                        {"", "", json::array({call("f", {{"a", json::array({1, "é"})}})})});
+    // "parameters" for "arguments", and no arguments at all, are accepted too.
+    expect_at_every_cut({hermes()},
+                        "<tool_call>{\"name\":\"g\",\"parameters\":{\"x\":1}}</tool_call>",
+                        {"", "", json::array({call("g", {{"x", 1}})})});
+    expect_at_every_cut({hermes()}, "<tool_call>{\"name\":\"h\"}</tool_call>",
+                        {"", "", json::array({call("h", json::object())})});
+}
+
+TEST(ReplyParserHermes, TextAfterACallIsContent) {
+    expect_at_every_cut({hermes()}, "<tool_call>{\"name\":\"f\"}</tool_call>\n\n🦙 done",
+                        {"🦙 done", "", json::array({call("f", json::object())})});
+}
+
+TEST(ReplyParserHermes, LookalikeTagsAreContentUnchanged) {
+    const std::string reply = "a <tools> b <tool_cal c </tool_call> <tool_call_x> <<tool_call";
+    expect_at_every_cut({hermes()}, reply, {reply, "", json::array()});
+
+    ReplyParser parser(hermes(), true, true);
+    EXPECT_EQ(parser.feed("say <tool").content, "say ");  // may be a tag: held
+    EXPECT_EQ(parser.feed("s>").content, "<tools>");      // is not: released as it was
+    EXPECT_EQ(parser.feed("x<").content, "x");            // only the shortest suffix is held
+    EXPECT_EQ(parser.feed("y").content, "<y");
+}
+
+TEST(ReplyParserHermes, UnclosedOrUnparsableBlockIsContent) {
+    ReplyParser parser(hermes(), true, true);
+    EXPECT_EQ(parser.feed("Sure é <tool_call>\n{\"name\": \"f\"").content, "Sure é ");
+    const ReplyDelta last = parser.finish();
+    EXPECT_EQ(last.content, "<tool_call>\n{\"name\": \"f\"");
+    EXPECT_TRUE(last.tool_calls.empty());
+
+    const std::string bad = "<tool_call>not json</tool_call> and <tool_call>[1]</tool_call>";
+    expect_at_every_cut({hermes()}, bad, {bad, "", json::array()});
+    // Arguments that are a string but not an object are not a call either.
+    const std::string bad_args = "<tool_call>{\"name\":\"f\",\"arguments\":\"x\"}</tool_call>";
+    expect_at_every_cut({hermes()}, bad_args, {bad_args, "", json::array()});
+}
+
+TEST(ReplyParserHermes, CallIsEmittedAsSoonAsItCloses) {
+    ReplyParser parser(hermes(), true, true);
+    ReplyDelta d = parser.feed("Hi <tool_call>{\"name\":\"f\",\"arguments\":{}}");
+    EXPECT_EQ(d.content, "Hi ");
+    EXPECT_TRUE(d.tool_calls.empty());
+    d = parser.feed("</tool_call>");
+    ASSERT_EQ(d.tool_calls.size(), 1u);
+    EXPECT_EQ(d.tool_calls[0].name, "f");
+}
+
+TEST(ReplyParserHermes, WithoutToolsInTheRequestMarkupIsContent) {
+    const std::string reply = "<tool_call>{\"name\":\"f\"}</tool_call>";
+    expect_at_every_cut({hermes(), /*parse_tools=*/false}, reply, {reply, "", json::array()});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thinking
+
+TEST(ReplyParserThinking, ThinkingThenCallAtEveryCut) {
+    const std::string reply =
+        "<think>\nThe user wants 天气 🌦.\n</think>\n\n<tool_call>\n{\"name\": "
+        "\"get_weather\", "
+        "\"arguments\": {\"city\": \"東京\"}}\n</tool_call>";
+    expect_at_every_cut({qwen3()}, reply,
+                        {"", "The user wants 天气 🌦.",
+                         json::array({call("get_weather", {{"city", "東京"}})})});
+}
+
+TEST(ReplyParserThinking, CharactersRightAgainstTheTags) {
+    expect_at_every_cut({qwen3()}, "  <think>日本</think>🦙é answer",
+                        {"🦙é answer", "日本", json::array()});
+    // Whitespace inside the reasoning stays; only that around the tags goes.
+    expect_at_every_cut({qwen3()}, "<think>a \n b\n\n</think>\n\nc\n",
+                        {"c\n", "a \n b", json::array()});
+}
+
+TEST(ReplyParserThinking, ReplyWithoutThinkingIsContent) {
+    expect_at_every_cut({qwen3()}, "Hello <think>x</think>",
+                        {"Hello <think>x</think>", "", json::array()});
+    expect_at_every_cut({qwen3()}, "<thinking>no</thinking>",
+                        {"<thinking>no</thinking>", "", json::array()});
+    expect_at_every_cut({qwen3()}, "<thi", {"<thi", "", json::array()});
+}
+
+TEST(ReplyParserThinking, PromptEndingInsideThinking) {
+    expect_at_every_cut({deepseek_r1()}, "\nOkay, 2+2 🤔\n</think>\n\nThe answer is 4.",
+                        {"The answer is 4.", "Okay, 2+2 🤔", json::array()});
+    // The model repeating the open tag does not put it in the reasoning.
+    expect_at_every_cut({deepseek_r1()}, "<think>\nhmm</think>ok", {"ok", "hmm", json::array()});
+    // Cut off before the close tag: all of it was reasoning.
+    expect_at_every_cut({deepseek_r1()}, "still é thinking",
+                        {"", "still é thinking", json::array()});
+}
+
+TEST(ReplyParserThinking, ThinkingOffKeepsTextVerbatim) {
+    const std::string reply = "<think>x</think>\n\ny";
+    expect_at_every_cut({qwen3(), true, /*separate_thinking=*/false}, reply,
+                        {reply, "", json::array()});
+    expect_at_every_cut({deepseek_r1(), true, false}, "x</think>y",
+                        {"x</think>y", "", json::array()});
+}
+
+TEST(ReplyParserThinking, ToolMarkupInsideThinkingStaysThinking) {
+    expect_at_every_cut({qwen3()}, "<think>maybe <tool_call>?</think>no",
+                        {"no", "maybe <tool_call>?", json::array()});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Llama 3 JSON
+
+TEST(ReplyParserLlama3, WholeReplyIsACall) {
+    expect_at_every_cut({llama3()},
+                        "\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Kraków\"}}",
+                        {"", "", json::array({call("get_weather", {{"city", "Kraków"}})})});
+    expect_at_every_cut(
+        {llama3()},
+        "<|python_tag|>{\"name\": \"a\", \"arguments\": {\"s\": \"x;y}\"}}; "
+        "{\"name\": \"b\", \"parameters\": \"{}\"}",
+        {"", "", json::array({call("a", {{"s", "x;y}"}}), call("b", json::object())})});
+}
+
+TEST(ReplyParserLlama3, AnythingElseIsContent) {
+    for (const std::string reply :
+         {"Hello {\"name\": \"f\"}", "{not a call", "{\"a\": 1}",
+          "<|python_tag|>brave_search.call(q=\"é\")", "<|python", " 🦙 {"}) {
+        expect_at_every_cut({llama3()}, reply, {reply, "", json::array()});
+    }
+    // Plain text streams out at once; only a reply that starts like a call waits for the end.
+    ReplyParser parser(llama3(), true, true);
+    EXPECT_EQ(parser.feed("Hi").content, "Hi");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mistral
+
+TEST(ReplyParserMistral, JsonArrayOfCalls) {
+    expect_at_every_cut(
+        {mistral()},
+        "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": \"é\"}, \"id\": "
+        "\"abcdefghi\"}, {\"name\": \"g\", \"arguments\": \"{}\"}]",
+        {"", "", json::array({call("f", {{"a", "é"}}), call("g", json::object())})});
+}
+
+TEST(ReplyParserMistral, NameArgsForm) {
+    expect_at_every_cut(
+        {mistral()},
+        "Let me look 🔍[TOOL_CALLS]search[ARGS]{\"q\": \"日本\"}[TOOL_CALLS]time[CALL_ID]"
+        "abc123XYZ[ARGS]{}",
+        {"Let me look 🔍", "",
+         json::array({call("search", {{"q", "日本"}}), call("time", json::object())})});
+}
+
+TEST(ReplyParserMistral, BrokenCallsAreContent) {
+    for (const std::string reply : {"[TOOL_CALLS] [{\"name\": \"f\"", "[TOOL_CALLS]f[ARGS]nope",
+                                    "[TOOL_CALLS][]", "[TOOL_CALL] x"}) {
+        expect_at_every_cut({mistral()}, reply, {reply, "", json::array()});
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Characters split across pieces
+
+TEST(ReplyParser, CharacterSplitAcrossPiecesIsHeldWhole) {
+    ReplyParser parser(ReplyFormat{}, false, false);
+    EXPECT_EQ(parser.feed("a\xE6\x97").content, "a");  // first two bytes of 日
+    EXPECT_EQ(parser.feed("\xA5\xF0\x9F").content, "日");
+    EXPECT_EQ(parser.feed("\xA6\x99").content, "🦙");
+    EXPECT_EQ(parser.feed("\xC3").content, "");
+    EXPECT_EQ(parser.finish().content, "\xC3");  // left unfinished: passed on as it is
+}
+
+// ---------------------------------------------------------------------------------------------
+// Detection on real templates
+
+std::filesystem::path templates_dir() {
+    if (const char* env = std::getenv("STRATA_TESTDATA")) {
+        return std::filesystem::path(env) / "templates";
+    }
+#ifdef STRATA_SOURCE_DIR
+    const std::filesystem::path root = STRATA_SOURCE_DIR;
+#else  // built alone from the repository root: this file is tests/reply_parser_test.cpp
+    const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path();
+#endif
+    return root / ".." / "shared" / "testdata" / "templates";
+}
+
+std::string read_template(const std::string& name) {
+    std::ifstream in(templates_dir() / (name + ".jinja"), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+json read_expected(const std::string& name) {
+    std::ifstream in(templates_dir() / (name + ".expected.json"), std::ios::binary);
+    return json::parse(in);
+}
+
+struct Expected {
+    std::string name;
+    bool tools, thinking;
+    ToolCallFormat format;
+};
+
+TEST(DetectCapabilities, RealTemplates) {
+    if (!std::filesystem::exists(templates_dir())) GTEST_SKIP() << "no " << templates_dir();
+    const std::vector<Expected> expected = {
+        {"Qwen-Qwen2.5-7B-Instruct", true, false, ToolCallFormat::Hermes},
+        {"Qwen-Qwen3-0.6B", true, true, ToolCallFormat::Hermes},
+        // Its calls use DeepSeek's own markup and it never renders a tools list.
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", false, true, ToolCallFormat::None},
+        {"google-gemma-2-2b-it", false, false, ToolCallFormat::None},
+        {"meta-llama-Llama-3.1-8B-Instruct", true, false, ToolCallFormat::Llama3Json},
+        {"meta-llama-Llama-3.2-3B-Instruct", true, false, ToolCallFormat::Llama3Json},
+        {"meta-llama-Llama-3.3-70B-Instruct", true, false, ToolCallFormat::Llama3Json},
+        {"microsoft-Phi-3.5-mini-instruct", false, false, ToolCallFormat::None},
+        {"mistralai-Mistral-Nemo-Instruct-2407", true, false, ToolCallFormat::MistralToolCalls},
+        {"mixtral-style-inst", false, false, ToolCallFormat::None},
+    };
+    for (const Expected& e : expected) {
+        const std::string source = read_template(e.name);
+        ASSERT_FALSE(source.empty()) << e.name;
+        const TemplateCapabilities caps = detect_capabilities(source, {});
+        EXPECT_EQ(caps.tools, e.tools) << e.name;
+        EXPECT_EQ(caps.thinking, e.thinking) << e.name;
+        EXPECT_EQ(to_string(caps.format.tools), to_string(e.format)) << e.name;
+        EXPECT_EQ(caps.format.think_open, e.thinking ? "<think>" : "") << e.name;
+        EXPECT_EQ(caps.format.think_close, e.thinking ? "</think>" : "") << e.name;
+        EXPECT_FALSE(caps.format.starts_in_thinking) << e.name;
+    }
+}
+
+TEST(DetectCapabilities, VocabularyConfirmsThinkingMarkers) {
+    const std::string source = "{{ '<think>' }}{{ x.split('</think>') }}";
+    EXPECT_TRUE(detect_capabilities(source, {}).thinking);
+    EXPECT_TRUE(detect_capabilities(source, {"a", "<think>", "</think>"}).thinking);
+    EXPECT_FALSE(detect_capabilities(source, {"a", "<", "think", ">"}).thinking);
+    // Identifiers that only contain "tools" do not count.
+    EXPECT_FALSE(detect_capabilities("{{ custom_tools }}{{ tools_in_user_message }}", {}).tools);
+    EXPECT_TRUE(detect_capabilities("{% if tools %}", {}).tools);
+}
+
+TEST(FormatForPrompt, RenderedPromptsDecideStartsInThinking) {
+    if (!std::filesystem::exists(templates_dir())) GTEST_SKIP() << "no " << templates_dir();
+    // DeepSeek-R1's generation prompt ends with "<think>\n": the reply starts inside reasoning.
+    const std::string r1 = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B";
+    const TemplateCapabilities r1_caps = detect_capabilities(read_template(r1), {});
+    // Qwen3 opens nothing unless thinking is disabled, when it renders an empty closed block.
+    const std::string q3 = "Qwen-Qwen3-0.6B";
+    const TemplateCapabilities q3_caps = detect_capabilities(read_template(q3), {});
+    int checked = 0;
+    for (const auto& [caps, name, want] :
+         {std::tuple{r1_caps, r1, true}, std::tuple{q3_caps, q3, false}}) {
+        const json expected = read_expected(name);  // kept alive: the loop walks into it
+        for (const json& c : expected["cases"]) {
+            if (!c.contains("expected") || !c["context"].value("add_generation_prompt", false))
+                continue;
+            const std::string prompt = c["expected"].get<std::string>();
+            if (prompt.ends_with("<｜tool▁outputs▁end｜>"))
+                continue;  // after a tool result: no think
+            const ReplyFormat on = format_for_prompt(caps, prompt, true);
+            EXPECT_EQ(on.starts_in_thinking, want) << name << " " << c["name"];
+            EXPECT_EQ(on.think_open, "<think>");
+            const ReplyFormat off = format_for_prompt(caps, prompt, false);
+            EXPECT_FALSE(off.starts_in_thinking);
+            EXPECT_TRUE(off.think_open.empty() && off.think_close.empty());
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 8);
+    EXPECT_TRUE(
+        format_for_prompt(q3_caps, "<|im_start|>assistant\n<think>\n\n", true).starts_in_thinking);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forcing a call
+
+json weather_tool() {
+    return json::parse(R"({"type": "function", "function": {"name": "get_weather",
+        "description": "Weather now", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}}})");
+}
+
+json time_tool() {  // no parameters at all
+    return json::parse(R"({"type": "function", "function": {"name": "get_time"}})");
+}
+
+json call_schema(const std::string& name, const json& params, const std::string& key) {
+    return {{"type", "object"},
+            {"properties", {{"name", {{"const", name}}}, {key, params}}},
+            {"required", {"name", key}}};
+}
+
+TEST(ForcedCallGrammar, OneTool) {
+    const json params = weather_tool()["function"]["parameters"];
+    const auto g = forced_call_grammar(ToolCallFormat::Hermes, json::array({weather_tool()}));
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->prefix, "<tool_call>\n");
+    EXPECT_EQ(g->suffix, "\n</tool_call>");
+    EXPECT_EQ(g->schema, call_schema("get_weather", params, "arguments"));
+
+    const auto llama =
+        forced_call_grammar(ToolCallFormat::Llama3Json, json::array({weather_tool()}));
+    ASSERT_TRUE(llama.ok());
+    EXPECT_EQ(llama->prefix + llama->suffix, "");
+    EXPECT_EQ(llama->schema, call_schema("get_weather", params, "parameters"));
+
+    const auto m =
+        forced_call_grammar(ToolCallFormat::MistralToolCalls, json::array({weather_tool()}));
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->prefix, "[TOOL_CALLS][");
+    EXPECT_EQ(m->suffix, "]");
+}
+
+TEST(ForcedCallGrammar, TwoToolsPairEachNameWithItsParameters) {
+    const auto g =
+        forced_call_grammar(ToolCallFormat::Hermes, json::array({weather_tool(), time_tool()}));
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    const json empty_params = {{"type", "object"}, {"properties", json::object()}};
+    EXPECT_EQ(
+        g->schema,
+        json({{"anyOf",
+               {call_schema("get_weather", weather_tool()["function"]["parameters"], "arguments"),
+                call_schema("get_time", empty_params, "arguments")}}}));
+}
+
+TEST(ForcedCallGrammar, NamedFunction) {
+    const json tools = json::array({weather_tool(), time_tool()});
+    const auto g = forced_call_grammar(ToolCallFormat::Hermes, tools, "get_time");
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->schema["properties"]["name"], json({{"const", "get_time"}}));
+    EXPECT_FALSE(g->schema.contains("anyOf"));
+
+    const auto unknown = forced_call_grammar(ToolCallFormat::Hermes, tools, "get_news");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.error().message.find("get_news"), std::string::npos);
+    EXPECT_NE(unknown.error().message.find("get_weather, get_time"), std::string::npos);
+}
+
+TEST(ForcedCallGrammar, Errors) {
+    EXPECT_FALSE(forced_call_grammar(ToolCallFormat::None, json::array({weather_tool()})).ok());
+    EXPECT_FALSE(forced_call_grammar(ToolCallFormat::Hermes, json::array()).ok());
+    EXPECT_FALSE(
+        forced_call_grammar(ToolCallFormat::Hermes, json::array({json{{"function", 3}}})).ok());
+    EXPECT_FALSE(forced_call_grammar(ToolCallFormat::Hermes,
+                                     json::parse(R"([{"name": "f", "parameters": "x"}])"))
+                     .ok());
+}
+
+}  // namespace
+}  // namespace strata

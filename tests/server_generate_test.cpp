@@ -1,0 +1,296 @@
+// strata serve: generation through the native and OpenAI APIs (contract cases 7-25, 28, 29, 32,
+// 37-39, 43), structured output, tools, KV prefix reuse, embeddings (33, 34, 42).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "server_test_support.h"
+
+namespace strata::test {
+namespace {
+
+class ServerGenerate : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() { srv_ = new TestServer(); }
+    static void TearDownTestSuite() {
+        delete srv_;
+        srv_ = nullptr;
+    }
+    static json post_json(const std::string& path, const json& body) {
+        auto r = srv_->post(path, body);
+        EXPECT_EQ(r->status, 200) << path << " " << body.dump() << " -> " << r->body;
+        return json::parse(r->body);
+    }
+    static TestServer* srv_;
+};
+TestServer* ServerGenerate::srv_ = nullptr;
+
+const json kGreedy = {{"temperature", 0}, {"num_predict", 12}};
+
+TEST_F(ServerGenerate, GenerateStreamsNdjsonWithFinalMetrics) {
+    auto r = srv_->post_raw("/api/generate",
+                            json{{"model", "tiny"}, {"prompt", "Hi"}, {"options", kGreedy}}.dump(), "");
+    ASSERT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/x-ndjson");
+    auto lines = ndjson_lines(r->body);
+    ASSERT_GE(lines.size(), 2u);
+    std::string text;
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+        EXPECT_EQ(lines[i]["done"], false);
+        ASSERT_TRUE(lines[i]["response"].is_string());
+        EXPECT_TRUE(valid_utf8(lines[i]["response"]));
+        EXPECT_FALSE(lines[i].contains("eval_count"));  // metrics only on the final chunk
+        EXPECT_EQ(lines[i]["model"], "tiny");
+        text += lines[i]["response"].get<std::string>();
+    }
+    const json& fin = lines.back();
+    EXPECT_EQ(fin["done"], true);
+    EXPECT_EQ(fin["done_reason"], "length");
+    EXPECT_EQ(fin["eval_count"], 12);
+    for (const char* k : {"total_duration", "load_duration", "prompt_eval_count",
+                          "prompt_eval_duration", "eval_duration"}) {
+        EXPECT_TRUE(fin[k].is_number_integer()) << k;
+    }
+    EXPECT_GE(fin["total_duration"].get<int64_t>(), fin["eval_duration"].get<int64_t>());
+    EXPECT_TRUE(fin["context"].is_array());
+    EXPECT_FALSE(text.empty());
+    // The same request without streaming: one object with the same text.
+    json one = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "Hi"}, {"stream", false},
+                                           {"options", kGreedy}});
+    EXPECT_EQ(one["done"], true);
+    EXPECT_EQ(one["response"], text);
+}
+
+TEST_F(ServerGenerate, SeedRepeatsAndNumPredictLimits) {
+    json req = {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
+                {"options", {{"num_predict", 3}, {"seed", 1}}}};
+    json a = post_json("/api/generate", req), b = post_json("/api/generate", req);
+    EXPECT_EQ(a["done_reason"], "length");
+    EXPECT_LE(a["eval_count"].get<int>(), 3);
+    EXPECT_EQ(a["response"], b["response"]);
+}
+
+TEST_F(ServerGenerate, StopStringIsNeverEmitted) {
+    json free = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "Once"}, {"stream", false},
+                                            {"options", {{"temperature", 0}, {"num_predict", 40}}}});
+    const std::string text = free["response"];
+    ASSERT_GT(text.size(), 8u);
+    const std::string stop = text.substr(text.size() / 2, 2);
+    auto r = srv_->post("/api/generate", {{"model", "tiny"}, {"prompt", "Once"},
+                                          {"options", {{"temperature", 0}, {"num_predict", 40},
+                                                       {"stop", {stop}}}}});
+    auto lines = ndjson_lines(r->body);
+    std::string streamed;
+    for (const json& l : lines) streamed += l.value("response", "");
+    EXPECT_EQ(streamed, text.substr(0, text.find(stop)));
+    EXPECT_EQ(lines.back()["done_reason"], "stop");
+}
+
+TEST_F(ServerGenerate, LoadUnloadRawAndKeepAlive) {
+    EXPECT_EQ(post_json("/api/generate", {{"model", "tiny"}})["done_reason"], "load");
+    EXPECT_EQ(post_json("/api/generate", {{"model", "tiny"}, {"keep_alive", 0}})["done_reason"], "unload");
+    EXPECT_EQ(post_json("/api/chat", {{"model", "tiny"}, {"messages", json::array()}})["done_reason"], "load");
+    json raw = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"raw", true},
+                                           {"stream", false}, {"options", kGreedy}});
+    EXPECT_FALSE(raw.contains("context"));
+    for (const json& ka : {json("10m"), json(300), json(-1), json("0")}) {
+        post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
+                                    {"keep_alive", ka}, {"options", kGreedy}});
+    }
+    post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
+                                {"format", ""}, {"options", {{"num_predict", 2}, {"mirostat", 2},
+                                                              {"tfs_z", 1}, {"numa", false},
+                                                              {"low_vram", true}}}});
+    post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
+                                {"format", nullptr}, {"options", kGreedy}});
+}
+
+TEST_F(ServerGenerate, JsonFormatAlwaysParses) {
+    for (int seed = 1; seed <= 3; ++seed) {
+        json r = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "data"}, {"stream", false},
+                                             {"format", "json"},
+                                             {"options", {{"seed", seed}, {"num_predict", 60}}}});
+        json parsed = json::parse(r["response"].get<std::string>(), nullptr, false);
+        EXPECT_TRUE(parsed.is_object()) << r["response"];
+    }
+    const json schema = {{"type", "object"},
+                         {"properties", {{"age", {{"type", "integer"}}},
+                                         {"ok", {{"type", "boolean"}}}}},
+                         {"required", {"age", "ok"}}};
+    json r = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"format", schema},
+                                     {"messages", {{{"role", "user"}, {"content", "age?"}}}},
+                                     {"options", {{"seed", 4}, {"num_predict", 40}}}});
+    json parsed = json::parse(r["message"]["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(parsed.is_object()) << r["message"]["content"];
+    EXPECT_TRUE(parsed["age"].is_number_integer());
+    EXPECT_TRUE(parsed["ok"].is_boolean());
+}
+
+TEST_F(ServerGenerate, ChatStreamsAssistantMessages) {
+    auto r = srv_->post("/api/chat", {{"model", "tiny"}, {"options", kGreedy},
+                                      {"messages", {{{"role", "USER"}, {"content", "Hello"}}}}});
+    ASSERT_EQ(r->status, 200);
+    auto lines = ndjson_lines(r->body);
+    ASSERT_GE(lines.size(), 2u);
+    std::string text;
+    for (const json& l : lines) {
+        EXPECT_EQ(l["message"]["role"], "assistant");
+        ASSERT_TRUE(l["message"]["content"].is_string());
+        text += l["message"]["content"].get<std::string>();
+    }
+    EXPECT_EQ(lines.back()["done"], true);
+    EXPECT_TRUE(lines.back()["eval_count"].is_number_integer());
+    EXPECT_FALSE(text.empty());
+    json one = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"options", kGreedy},
+                                       {"messages", {{{"role", "user"}, {"content", "Hello"}}}}});
+    EXPECT_EQ(one["message"]["content"], text);
+}
+
+TEST_F(ServerGenerate, ResentHistoryReusesTheKvCache) {
+    json messages = {{{"role", "system"}, {"content", "You are a friendly helper who tells stories."}},
+                     {{"role", "user"}, {"content", "Tell me a story about a river and a tree."}}};
+    json first = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"options", kGreedy},
+                                         {"messages", messages}});
+    messages.push_back(first["message"]);
+    messages.push_back({{"role", "user"}, {"content", "And then?"}});
+    json second = post_json("/api/chat", {{"model", "tiny"}, {"stream", false},
+                                          {"options", kGreedy}, {"messages", messages}});
+    // Only what follows the common prefix is evaluated: far fewer tokens than the whole
+    // conversation (which is longer than the first prompt).
+    EXPECT_LT(second["prompt_eval_count"].get<int>(), first["prompt_eval_count"].get<int>());
+}
+
+TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
+    if (!have_testdata()) GTEST_SKIP() << "needs the Qwen2.5 template from the test data";
+    const json tools = {{{"type", "function"},
+                         {"function",
+                          {{"name", "get_weather"},
+                           {"description", "Weather of a city"},
+                           {"parameters",
+                            {{"type", "object"},
+                             {"properties", {{"city", {{"type", "string"}, {"maxLength", 12}}}}},
+                             {"required", {"city"}}}}}}}};
+    json req = {{"model", "tools"}, {"stream", false}, {"tools", tools}, {"tool_choice", "required"},
+                {"messages", {{{"role", "user"}, {"content", "What's the weather in Paris?"}}}},
+                {"options", {{"seed", 3}, {"num_predict", 80}}}};
+    json r = post_json("/api/chat", req);
+    ASSERT_TRUE(r["message"]["tool_calls"].is_array()) << r.dump();
+    const json& call = r["message"]["tool_calls"][0];
+    EXPECT_EQ(call["function"]["name"], "get_weather");
+    EXPECT_TRUE(call["function"]["arguments"].is_object());
+    EXPECT_TRUE(call["function"]["arguments"]["city"].is_string());
+    EXPECT_EQ(r["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos);
+    // Streaming: the call arrives in a done:false chunk, then the final chunk.
+    req["stream"] = true;
+    auto lines = ndjson_lines(srv_->post("/api/chat", req)->body);
+    bool saw_call = false;
+    for (const json& l : lines) {
+        if (l["message"].contains("tool_calls")) {
+            saw_call = true;
+            EXPECT_EQ(l["done"], false);
+        }
+    }
+    EXPECT_TRUE(saw_call);
+    EXPECT_EQ(lines.back()["done"], true);
+    // The follow-up with the tool's answer is rendered through the template and answered.
+    json follow = {{"model", "tools"}, {"stream", false}, {"tools", tools},
+                   {"options", {{"num_predict", 8}, {"seed", 1}}},
+                   {"messages", {{{"role", "user"}, {"content", "What's the weather in Paris?"}},
+                                 r["message"],
+                                 {{"role", "tool"}, {"content", "18C"}, {"tool_name", "get_weather"}}}}};
+    json answer = post_json("/api/chat", follow);
+    EXPECT_TRUE(answer["message"]["content"].is_string());
+    // Arguments given as a JSON string in the history are accepted too.
+    follow["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{\"city\":\"Paris\"}";
+    post_json("/api/chat", follow);
+    // OpenAI shape: arguments as a string, finish_reason tool_calls.
+    json oa = post_json("/v1/chat/completions",
+                        {{"model", "tools"}, {"tools", tools}, {"tool_choice", "required"}, {"seed", 3},
+                         {"max_tokens", 80},
+                         {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}}});
+    const json& c = oa["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "tool_calls");
+    ASSERT_TRUE(c["message"]["tool_calls"][0]["function"]["arguments"].is_string());
+    EXPECT_TRUE(json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
+                    .is_object());
+}
+
+TEST_F(ServerGenerate, ThinkFalseIsAcceptedOnAnyModel) {
+    post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"think", false}, {"options", kGreedy},
+                            {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+}
+
+TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
+    json one = post_json("/api/embed", {{"model", "tiny"}, {"input", "hello"}});
+    ASSERT_EQ(one["embeddings"].size(), 1u);
+    double ss = 0;
+    for (double x : one["embeddings"][0]) ss += x * x;
+    EXPECT_NEAR(ss, 1.0, 1e-4);
+    json three = post_json("/api/embed", {{"model", "tiny"}, {"input", {"a river", "hello", "the tree"}}});
+    ASSERT_EQ(three["embeddings"].size(), 3u);
+    for (size_t i = 0; i < 256; ++i) {
+        EXPECT_NEAR(three["embeddings"][1][i].get<double>(), one["embeddings"][0][i].get<double>(), 1e-5);
+    }
+    EXPECT_NE(three["embeddings"][0], three["embeddings"][2]);
+    EXPECT_EQ(post_json("/api/embed", {{"model", "tiny"}, {"input", json::array()}})["embeddings"], json::array());
+    json cut = post_json("/api/embed", {{"model", "tiny"}, {"input", "hello"}, {"dimensions", 8}});
+    ASSERT_EQ(cut["embeddings"][0].size(), 8u);
+    ss = 0;
+    for (double x : cut["embeddings"][0]) ss += x * x;
+    EXPECT_NEAR(ss, 1.0, 1e-4);
+    std::string long_text;
+    for (int i = 0; i < 1200; ++i) long_text += " river";
+    auto r = srv_->post("/api/embed", {{"model", "tiny"}, {"input", long_text}, {"truncate", false}});
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("context length"), std::string::npos);
+    json legacy = post_json("/api/embeddings", {{"model", "tiny"}, {"prompt", "hello"}});
+    EXPECT_EQ(legacy["embedding"].size(), 256u);
+    EXPECT_EQ(post_json("/api/embeddings", {{"model", "tiny"}, {"prompt", ""}})["embedding"], json::array());
+    // OpenAI: base64 is the little-endian float32 of the float answer.
+    json f = post_json("/v1/embeddings", {{"model", "tiny"}, {"input", "hello"}});
+    json b = post_json("/v1/embeddings", {{"model", "tiny"}, {"input", "hello"}, {"encoding_format", "base64"}});
+    const std::string b64 = b["data"][0]["embedding"];
+    EXPECT_EQ(b64.size(), (256u * 4 + 2) / 3 * 4);
+    EXPECT_EQ(f["data"][0]["embedding"].size(), 256u);
+}
+
+TEST_F(ServerGenerate, OpenAIChatAndCompletions) {
+    json req = {{"model", "tiny"}, {"max_tokens", 6}, {"temperature", 0},
+                {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
+    json r = post_json("/v1/chat/completions", req);
+    EXPECT_EQ(r["object"], "chat.completion");
+    EXPECT_TRUE(r["choices"][0]["message"]["content"].is_string());
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(r["usage"]["total_tokens"].get<int>(),
+              r["usage"]["prompt_tokens"].get<int>() + r["usage"]["completion_tokens"].get<int>());
+    req["stream"] = true;
+    req["stream_options"] = {{"include_usage", true}};
+    auto s = srv_->post("/v1/chat/completions", req);
+    EXPECT_NE(s->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    auto events = sse_events(s->body);
+    ASSERT_GE(events.size(), 4u);
+    EXPECT_EQ(events.back(), "[DONE]");
+    EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+    std::string text;
+    for (size_t i = 0; i + 3 < events.size(); ++i) {
+        EXPECT_EQ(events[i]["id"], events[0]["id"]);
+        EXPECT_EQ(events[i]["created"], events[0]["created"]);
+        if (i > 0) {
+            EXPECT_FALSE(events[i]["choices"][0]["delta"].contains("role"));
+        }
+        text += events[i]["choices"][0]["delta"].value("content", "");
+    }
+    const json& finish = events[events.size() - 3];
+    EXPECT_EQ(finish["choices"][0]["delta"], json::object());
+    EXPECT_EQ(finish["choices"][0]["finish_reason"], "length");
+    const json& usage = events[events.size() - 2];
+    EXPECT_EQ(usage["choices"], json::array());
+    EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+    EXPECT_EQ(text, r["choices"][0]["message"]["content"]);
+    json c = post_json("/v1/completions", {{"model", "tiny"}, {"prompt", "1,2,3,"}, {"max_tokens", 5}});
+    EXPECT_EQ(c["object"], "text_completion");
+    EXPECT_TRUE(c["choices"][0]["text"].is_string());
+}
+
+}  // namespace
+}  // namespace strata::test
