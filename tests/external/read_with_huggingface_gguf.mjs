@@ -11,6 +11,8 @@ import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
+import { ensurePackage } from "./npm_package.mjs";
+
 const PACKAGE = "@huggingface/gguf@0.4.6";
 
 function fail(message) {
@@ -26,24 +28,6 @@ function parseArgs(argv) {
   }
   for (const k of ["strata", "describe", "deps"]) if (!args[k]) fail(`--${k} is required`);
   return args;
-}
-
-// Installs the package into `deps` unless it is there already; returns its ESM entry point.
-function ensurePackage(deps) {
-  const entry = path.join(deps, "node_modules", "@huggingface", "gguf", "dist", "index.mjs");
-  if (fs.existsSync(entry)) return entry;
-  fs.mkdirSync(deps, { recursive: true });
-  console.log(`installing ${PACKAGE} into ${deps}`);
-  try {
-    execFileSync("npm", ["install", "--prefix", deps, "--no-audit", "--no-fund", PACKAGE], {
-      stdio: ["ignore", "inherit", "inherit"],
-    });
-  } catch (e) {
-    if (e.code === "ENOENT") fail("npm is not installed (scripts/setup installs nodejs and npm)");
-    fail(`npm install ${PACKAGE} failed (is the npm registry reachable?): ${e.message}`);
-  }
-  if (!fs.existsSync(entry)) fail(`${PACKAGE} installed, but ${entry} is missing`);
-  return entry;
 }
 
 // Runs a program; a failure ends the check with the program's name and status.
@@ -152,7 +136,7 @@ async function checkCase(gguf, args, dir, c, errors) {
 }
 
 const args = parseArgs(process.argv.slice(2));
-const entry = ensurePackage(args.deps);
+const entry = ensurePackage(args.deps, PACKAGE, path.join("@huggingface", "gguf", "dist", "index.mjs"), fail);
 const { gguf } = await import(pathToFileURL(entry).href);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "strata-hf-gguf-"));
 process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
