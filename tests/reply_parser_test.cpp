@@ -14,6 +14,7 @@
 
 #include "session/reply_parser.h"
 #include "session/utf8.h"
+#include "text_cuts.h"
 
 namespace strata {
 namespace {
@@ -63,15 +64,7 @@ Outcome streamed(const Setup& s, const std::vector<std::string>& pieces) {
 
 // Every cut into three pieces, byte by byte, and random cuts into many pieces.
 std::vector<std::vector<std::string>> cuts_of(const std::string& text) {
-    std::vector<std::vector<std::string>> out;
-    for (size_t i = 0; i <= text.size(); ++i) {
-        for (size_t j = i; j <= text.size(); ++j) {
-            out.push_back({text.substr(0, i), text.substr(i, j - i), text.substr(j)});
-        }
-    }
-    std::vector<std::string> bytes;
-    for (char c : text) bytes.emplace_back(1, c);
-    out.push_back(bytes);
+    std::vector<std::vector<std::string>> out = test::all_cuts(text);
     std::mt19937 rng(1234);
     for (int round = 0; round < 200; ++round) {
         std::vector<std::string> pieces;

@@ -20,7 +20,9 @@ class ServerBasics : public ::testing::Test {
 };
 TestServer* ServerBasics::srv_ = nullptr;
 
-json body_of(const httplib::Result& r) { return json::parse(r->body); }
+json body_of(const httplib::Result& r) {
+    return json::parse(r->body);
+}
 
 TEST_F(ServerBasics, HealthAndVersion) {
     auto r = srv_->get("/");
@@ -34,7 +36,8 @@ TEST_F(ServerBasics, HealthAndVersion) {
     EXPECT_TRUE(h->body.empty());
     auto v = srv_->get("/api/version");
     ASSERT_TRUE(v);
-    EXPECT_TRUE(std::regex_search(body_of(v)["version"].get<std::string>(), std::regex(R"(^\d+\.\d+\.\d+)")));
+    EXPECT_TRUE(std::regex_search(body_of(v)["version"].get<std::string>(),
+                                  std::regex(R"(^\d+\.\d+\.\d+)")));
 }
 
 TEST_F(ServerBasics, TagsListEveryModelWithStableDigest) {
@@ -50,8 +53,8 @@ TEST_F(ServerBasics, TagsListEveryModelWithStableDigest) {
     EXPECT_NE(m["digest"], a["models"][1]["digest"]);
     EXPECT_TRUE(std::regex_match(m["modified_at"].get<std::string>(),
                                  std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)")));
-    for (const char* k : {"parent_model", "format", "family", "families", "parameter_size",
-                          "quantization_level"}) {
+    for (const char* k :
+         {"parent_model", "format", "family", "families", "parameter_size", "quantization_level"}) {
         EXPECT_TRUE(m["details"].contains(k)) << k;
     }
     EXPECT_EQ(m["details"]["format"], "gguf");
@@ -139,16 +142,25 @@ TEST_F(ServerBasics, MalformedRequestsGet400) {
         {"/api/chat", R"({"model":"tiny","messages":"hi"})", 400},
         {"/api/chat", R"({"model":"","messages":[{"role":"user","content":"x"}]})", 400},
         {"/api/chat", R"({"model":"nope","messages":[{"role":"user","content":"x"}]})", 404},
-        {"/api/chat", R"({"model":"nope","messages":[{"role":"user","content":"x"}],"stream":false})", 404},
+        {"/api/chat",
+         R"({"model":"nope","messages":[{"role":"user","content":"x"}],"stream":false})", 404},
         {"/api/generate", R"({"model":"nope","prompt":"x"})", 404},
         {"/api/generate", R"({"model":"tiny","prompt":"x","raw":true,"system":"s"})", 400},
         {"/api/generate", R"({"model":"tiny","prompt":"x","options":{"temperature":"hot"}})", 400},
         {"/api/generate", R"({"model":"tiny","prompt":"x","keep_alive":"10 minutes"})", 400},
         {"/api/generate", R"({"model":"tiny","prompt":"x","format":"yaml"})", 400},
-        {"/api/chat", R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"think":true})", 400},
-        {"/api/chat", R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"think":"extreme"})", 400},
-        {"/api/chat", R"({"model":"tiny","messages":[{"role":"user","content":"x","images":["aGVsbG8="]}]})", 400},
-        {"/api/chat", R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]})", 400},
+        {"/api/generate", R"({"model":"tiny","prompt":"x","logprobs":true,"top_logprobs":21})",
+         400},
+        {"/api/chat", R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"think":true})",
+         400},
+        {"/api/chat",
+         R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"think":"extreme"})", 400},
+        {"/api/chat",
+         R"({"model":"tiny","messages":[{"role":"user","content":"x","images":["aGVsbG8="]}]})",
+         400},
+        {"/api/chat",
+         R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]})",
+         400},
         {"/api/embed", R"({"model":"tiny","input":[1,2]})", 400},
         {"/api/embed", R"({"model":"nope","input":"x"})", 404},
         {"/api/pull", R"({"name":"nope"})", 404},
@@ -194,12 +206,14 @@ TEST_F(ServerBasics, OpenAIModelsAndErrors) {
                    {{"model", "nope"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
     EXPECT_EQ(r->status, 404);
     EXPECT_EQ(body_of(r)["error"]["type"], "not_found_error");
-    json image = {{"model", "tiny"},
-                  {"messages",
-                   {{{"role", "user"},
-                     {"content", {{{"type", "image_url"}, {"image_url", {{"url", "https://x/y.png"}}}}}}}}}};
+    json image = {
+        {"model", "tiny"},
+        {"messages",
+         {{{"role", "user"},
+           {"content", {{{"type", "image_url"}, {"image_url", {{"url", "https://x/y.png"}}}}}}}}}};
     EXPECT_EQ(srv_->post("/v1/chat/completions", image)->status, 400);
-    r = srv_->post("/v1/embeddings", {{"model", "tiny"}, {"input", "x"}, {"encoding_format", "int8"}});
+    r = srv_->post("/v1/embeddings",
+                   {{"model", "tiny"}, {"input", "x"}, {"encoding_format", "int8"}});
     EXPECT_EQ(r->status, 400);
     r = srv_->post("/v1/embeddings", {{"model", "tiny"}, {"input", json::array()}});
     EXPECT_EQ(r->status, 400);

@@ -28,8 +28,9 @@ TestServer* ServerGenerate::srv_ = nullptr;
 const json kGreedy = {{"temperature", 0}, {"num_predict", 12}};
 
 TEST_F(ServerGenerate, GenerateStreamsNdjsonWithFinalMetrics) {
-    auto r = srv_->post_raw("/api/generate",
-                            json{{"model", "tiny"}, {"prompt", "Hi"}, {"options", kGreedy}}.dump(), "");
+    auto r =
+        srv_->post_raw("/api/generate",
+                       json{{"model", "tiny"}, {"prompt", "Hi"}, {"options", kGreedy}}.dump(), "");
     ASSERT_EQ(r->status, 200);
     EXPECT_EQ(r->get_header_value("Content-Type"), "application/x-ndjson");
     auto lines = ndjson_lines(r->body);
@@ -55,14 +56,17 @@ TEST_F(ServerGenerate, GenerateStreamsNdjsonWithFinalMetrics) {
     EXPECT_TRUE(fin["context"].is_array());
     EXPECT_FALSE(text.empty());
     // The same request without streaming: one object with the same text.
-    json one = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "Hi"}, {"stream", false},
-                                           {"options", kGreedy}});
+    json one =
+        post_json("/api/generate",
+                  {{"model", "tiny"}, {"prompt", "Hi"}, {"stream", false}, {"options", kGreedy}});
     EXPECT_EQ(one["done"], true);
     EXPECT_EQ(one["response"], text);
 }
 
 TEST_F(ServerGenerate, SeedRepeatsAndNumPredictLimits) {
-    json req = {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
+    json req = {{"model", "tiny"},
+                {"prompt", "x"},
+                {"stream", false},
                 {"options", {{"num_predict", 3}, {"seed", 1}}}};
     json a = post_json("/api/generate", req), b = post_json("/api/generate", req);
     EXPECT_EQ(a["done_reason"], "length");
@@ -70,15 +74,66 @@ TEST_F(ServerGenerate, SeedRepeatsAndNumPredictLimits) {
     EXPECT_EQ(a["response"], b["response"]);
 }
 
+TEST_F(ServerGenerate, LogprobsOfGreedyTokensAreTheTopAlternative) {
+    json r = post_json("/api/generate", {{"model", "tiny"},
+                                         {"prompt", "Once"},
+                                         {"stream", false},
+                                         {"logprobs", true},
+                                         {"top_logprobs", 3},
+                                         {"options", kGreedy}});
+    ASSERT_TRUE(r["logprobs"].is_array()) << r.dump();
+    ASSERT_EQ(r["logprobs"].size(), r["eval_count"].get<size_t>());
+    std::string joined;
+    for (const json& t : r["logprobs"]) {
+        ASSERT_EQ(t["top_logprobs"].size(), 3u);
+        EXPECT_LE(t["logprob"].get<double>(), 0.0);
+        // Greedy with no penalties takes the model's most likely token.
+        EXPECT_EQ(t["token"], t["top_logprobs"][0]["token"]);
+        EXPECT_NEAR(t["logprob"].get<double>(), t["top_logprobs"][0]["logprob"].get<double>(),
+                    1e-6);
+        EXPECT_GE(t["top_logprobs"][0]["logprob"].get<double>(),
+                  t["top_logprobs"][1]["logprob"].get<double>());
+        joined += t["token"].get<std::string>();
+    }
+    // The tokens spell the answer (byte tokens of a split character aside, which both sides write
+    // as U+FFFD).
+    const std::string response = r["response"];
+    if (valid_utf8(joined)) {
+        EXPECT_EQ(joined, response);
+    }
+    // Streamed, every token's entry arrives on some chunk.
+    auto lines = ndjson_lines(
+        srv_->post(
+                "/api/generate",
+                {{"model", "tiny"}, {"prompt", "Once"}, {"logprobs", true}, {"options", kGreedy}})
+            ->body);
+    size_t streamed = 0;
+    for (const json& l : lines) streamed += l.value("logprobs", json::array()).size();
+    EXPECT_EQ(streamed, r["eval_count"].get<size_t>());
+    // OpenAI chat: choices[0].logprobs.content.
+    json oa =
+        post_json("/v1/chat/completions", {{"model", "tiny"},
+                                           {"max_tokens", 4},
+                                           {"temperature", 0},
+                                           {"logprobs", true},
+                                           {"top_logprobs", 2},
+                                           {"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+    EXPECT_EQ(oa["choices"][0]["logprobs"]["content"].size(), 4u);
+}
+
 TEST_F(ServerGenerate, StopStringIsNeverEmitted) {
-    json free = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "Once"}, {"stream", false},
-                                            {"options", {{"temperature", 0}, {"num_predict", 40}}}});
+    json free =
+        post_json("/api/generate", {{"model", "tiny"},
+                                    {"prompt", "Once"},
+                                    {"stream", false},
+                                    {"options", {{"temperature", 0}, {"num_predict", 40}}}});
     const std::string text = free["response"];
     ASSERT_GT(text.size(), 8u);
     const std::string stop = text.substr(text.size() / 2, 2);
-    auto r = srv_->post("/api/generate", {{"model", "tiny"}, {"prompt", "Once"},
-                                          {"options", {{"temperature", 0}, {"num_predict", 40},
-                                                       {"stop", {stop}}}}});
+    auto r = srv_->post("/api/generate",
+                        {{"model", "tiny"},
+                         {"prompt", "Once"},
+                         {"options", {{"temperature", 0}, {"num_predict", 40}, {"stop", {stop}}}}});
     auto lines = ndjson_lines(r->body);
     std::string streamed;
     for (const json& l : lines) streamed += l.value("response", "");
@@ -88,36 +143,58 @@ TEST_F(ServerGenerate, StopStringIsNeverEmitted) {
 
 TEST_F(ServerGenerate, LoadUnloadRawAndKeepAlive) {
     EXPECT_EQ(post_json("/api/generate", {{"model", "tiny"}})["done_reason"], "load");
-    EXPECT_EQ(post_json("/api/generate", {{"model", "tiny"}, {"keep_alive", 0}})["done_reason"], "unload");
-    EXPECT_EQ(post_json("/api/chat", {{"model", "tiny"}, {"messages", json::array()}})["done_reason"], "load");
-    json raw = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"raw", true},
-                                           {"stream", false}, {"options", kGreedy}});
+    EXPECT_EQ(post_json("/api/generate", {{"model", "tiny"}, {"keep_alive", 0}})["done_reason"],
+              "unload");
+    EXPECT_EQ(
+        post_json("/api/chat", {{"model", "tiny"}, {"messages", json::array()}})["done_reason"],
+        "load");
+    json raw = post_json("/api/generate", {{"model", "tiny"},
+                                           {"prompt", "x"},
+                                           {"raw", true},
+                                           {"stream", false},
+                                           {"options", kGreedy}});
     EXPECT_FALSE(raw.contains("context"));
     for (const json& ka : {json("10m"), json(300), json(-1), json("0")}) {
-        post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
-                                    {"keep_alive", ka}, {"options", kGreedy}});
+        post_json("/api/generate", {{"model", "tiny"},
+                                    {"prompt", "x"},
+                                    {"stream", false},
+                                    {"keep_alive", ka},
+                                    {"options", kGreedy}});
     }
-    post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
-                                {"format", ""}, {"options", {{"num_predict", 2}, {"mirostat", 2},
-                                                              {"tfs_z", 1}, {"numa", false},
-                                                              {"low_vram", true}}}});
-    post_json("/api/generate", {{"model", "tiny"}, {"prompt", "x"}, {"stream", false},
-                                {"format", nullptr}, {"options", kGreedy}});
+    post_json("/api/generate", {{"model", "tiny"},
+                                {"prompt", "x"},
+                                {"stream", false},
+                                {"format", ""},
+                                {"options",
+                                 {{"num_predict", 2},
+                                  {"mirostat", 2},
+                                  {"tfs_z", 1},
+                                  {"numa", false},
+                                  {"low_vram", true}}}});
+    post_json("/api/generate", {{"model", "tiny"},
+                                {"prompt", "x"},
+                                {"stream", false},
+                                {"format", nullptr},
+                                {"options", kGreedy}});
 }
 
 TEST_F(ServerGenerate, JsonFormatAlwaysParses) {
     for (int seed = 1; seed <= 3; ++seed) {
-        json r = post_json("/api/generate", {{"model", "tiny"}, {"prompt", "data"}, {"stream", false},
+        json r = post_json("/api/generate", {{"model", "tiny"},
+                                             {"prompt", "data"},
+                                             {"stream", false},
                                              {"format", "json"},
                                              {"options", {{"seed", seed}, {"num_predict", 60}}}});
         json parsed = json::parse(r["response"].get<std::string>(), nullptr, false);
         EXPECT_TRUE(parsed.is_object()) << r["response"];
     }
-    const json schema = {{"type", "object"},
-                         {"properties", {{"age", {{"type", "integer"}}},
-                                         {"ok", {{"type", "boolean"}}}}},
-                         {"required", {"age", "ok"}}};
-    json r = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"format", schema},
+    const json schema = {
+        {"type", "object"},
+        {"properties", {{"age", {{"type", "integer"}}}, {"ok", {{"type", "boolean"}}}}},
+        {"required", {"age", "ok"}}};
+    json r = post_json("/api/chat", {{"model", "tiny"},
+                                     {"stream", false},
+                                     {"format", schema},
                                      {"messages", {{{"role", "user"}, {"content", "age?"}}}},
                                      {"options", {{"seed", 4}, {"num_predict", 40}}}});
     json parsed = json::parse(r["message"]["content"].get<std::string>(), nullptr, false);
@@ -127,7 +204,8 @@ TEST_F(ServerGenerate, JsonFormatAlwaysParses) {
 }
 
 TEST_F(ServerGenerate, ChatStreamsAssistantMessages) {
-    auto r = srv_->post("/api/chat", {{"model", "tiny"}, {"options", kGreedy},
+    auto r = srv_->post("/api/chat", {{"model", "tiny"},
+                                      {"options", kGreedy},
                                       {"messages", {{{"role", "USER"}, {"content", "Hello"}}}}});
     ASSERT_EQ(r->status, 200);
     auto lines = ndjson_lines(r->body);
@@ -141,20 +219,25 @@ TEST_F(ServerGenerate, ChatStreamsAssistantMessages) {
     EXPECT_EQ(lines.back()["done"], true);
     EXPECT_TRUE(lines.back()["eval_count"].is_number_integer());
     EXPECT_FALSE(text.empty());
-    json one = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"options", kGreedy},
+    json one = post_json("/api/chat", {{"model", "tiny"},
+                                       {"stream", false},
+                                       {"options", kGreedy},
                                        {"messages", {{{"role", "user"}, {"content", "Hello"}}}}});
     EXPECT_EQ(one["message"]["content"], text);
 }
 
 TEST_F(ServerGenerate, ResentHistoryReusesTheKvCache) {
-    json messages = {{{"role", "system"}, {"content", "You are a friendly helper who tells stories."}},
-                     {{"role", "user"}, {"content", "Tell me a story about a river and a tree."}}};
-    json first = post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"options", kGreedy},
-                                         {"messages", messages}});
+    json messages = {
+        {{"role", "system"}, {"content", "You are a friendly helper who tells stories."}},
+        {{"role", "user"}, {"content", "Tell me a story about a river and a tree."}}};
+    json first = post_json(
+        "/api/chat",
+        {{"model", "tiny"}, {"stream", false}, {"options", kGreedy}, {"messages", messages}});
     messages.push_back(first["message"]);
     messages.push_back({{"role", "user"}, {"content", "And then?"}});
-    json second = post_json("/api/chat", {{"model", "tiny"}, {"stream", false},
-                                          {"options", kGreedy}, {"messages", messages}});
+    json second = post_json(
+        "/api/chat",
+        {{"model", "tiny"}, {"stream", false}, {"options", kGreedy}, {"messages", messages}});
     // Only what follows the common prefix is evaluated: far fewer tokens than the whole
     // conversation (which is longer than the first prompt).
     EXPECT_LT(second["prompt_eval_count"].get<int>(), first["prompt_eval_count"].get<int>());
@@ -170,7 +253,10 @@ TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
                             {{"type", "object"},
                              {"properties", {{"city", {{"type", "string"}, {"maxLength", 12}}}}},
                              {"required", {"city"}}}}}}}};
-    json req = {{"model", "tools"}, {"stream", false}, {"tools", tools}, {"tool_choice", "required"},
+    json req = {{"model", "tools"},
+                {"stream", false},
+                {"tools", tools},
+                {"tool_choice", "required"},
                 {"messages", {{{"role", "user"}, {"content", "What's the weather in Paris?"}}}},
                 {"options", {{"seed", 3}, {"num_predict", 80}}}};
     json r = post_json("/api/chat", req);
@@ -193,11 +279,14 @@ TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
     EXPECT_TRUE(saw_call);
     EXPECT_EQ(lines.back()["done"], true);
     // The follow-up with the tool's answer is rendered through the template and answered.
-    json follow = {{"model", "tools"}, {"stream", false}, {"tools", tools},
+    json follow = {{"model", "tools"},
+                   {"stream", false},
+                   {"tools", tools},
                    {"options", {{"num_predict", 8}, {"seed", 1}}},
-                   {"messages", {{{"role", "user"}, {"content", "What's the weather in Paris?"}},
-                                 r["message"],
-                                 {{"role", "tool"}, {"content", "18C"}, {"tool_name", "get_weather"}}}}};
+                   {"messages",
+                    {{{"role", "user"}, {"content", "What's the weather in Paris?"}},
+                     r["message"],
+                     {{"role", "tool"}, {"content", "18C"}, {"tool_name", "get_weather"}}}}};
     json answer = post_json("/api/chat", follow);
     EXPECT_TRUE(answer["message"]["content"].is_string());
     // Arguments given as a JSON string in the history are accepted too.
@@ -205,18 +294,25 @@ TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
     post_json("/api/chat", follow);
     // OpenAI shape: arguments as a string, finish_reason tool_calls.
     json oa = post_json("/v1/chat/completions",
-                        {{"model", "tools"}, {"tools", tools}, {"tool_choice", "required"}, {"seed", 3},
+                        {{"model", "tools"},
+                         {"tools", tools},
+                         {"tool_choice", "required"},
+                         {"seed", 3},
                          {"max_tokens", 80},
                          {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}}});
     const json& c = oa["choices"][0];
     EXPECT_EQ(c["finish_reason"], "tool_calls");
     ASSERT_TRUE(c["message"]["tool_calls"][0]["function"]["arguments"].is_string());
-    EXPECT_TRUE(json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
-                    .is_object());
+    EXPECT_TRUE(
+        json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
+            .is_object());
 }
 
 TEST_F(ServerGenerate, ThinkFalseIsAcceptedOnAnyModel) {
-    post_json("/api/chat", {{"model", "tiny"}, {"stream", false}, {"think", false}, {"options", kGreedy},
+    post_json("/api/chat", {{"model", "tiny"},
+                            {"stream", false},
+                            {"think", false},
+                            {"options", kGreedy},
                             {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
 }
 
@@ -226,13 +322,16 @@ TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
     double ss = 0;
     for (double x : one["embeddings"][0]) ss += x * x;
     EXPECT_NEAR(ss, 1.0, 1e-4);
-    json three = post_json("/api/embed", {{"model", "tiny"}, {"input", {"a river", "hello", "the tree"}}});
+    json three =
+        post_json("/api/embed", {{"model", "tiny"}, {"input", {"a river", "hello", "the tree"}}});
     ASSERT_EQ(three["embeddings"].size(), 3u);
     for (size_t i = 0; i < 256; ++i) {
-        EXPECT_NEAR(three["embeddings"][1][i].get<double>(), one["embeddings"][0][i].get<double>(), 1e-5);
+        EXPECT_NEAR(three["embeddings"][1][i].get<double>(), one["embeddings"][0][i].get<double>(),
+                    1e-5);
     }
     EXPECT_NE(three["embeddings"][0], three["embeddings"][2]);
-    EXPECT_EQ(post_json("/api/embed", {{"model", "tiny"}, {"input", json::array()}})["embeddings"], json::array());
+    EXPECT_EQ(post_json("/api/embed", {{"model", "tiny"}, {"input", json::array()}})["embeddings"],
+              json::array());
     json cut = post_json("/api/embed", {{"model", "tiny"}, {"input", "hello"}, {"dimensions", 8}});
     ASSERT_EQ(cut["embeddings"][0].size(), 8u);
     ss = 0;
@@ -240,22 +339,27 @@ TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
     EXPECT_NEAR(ss, 1.0, 1e-4);
     std::string long_text;
     for (int i = 0; i < 1200; ++i) long_text += " river";
-    auto r = srv_->post("/api/embed", {{"model", "tiny"}, {"input", long_text}, {"truncate", false}});
+    auto r =
+        srv_->post("/api/embed", {{"model", "tiny"}, {"input", long_text}, {"truncate", false}});
     EXPECT_EQ(r->status, 400);
     EXPECT_NE(r->body.find("context length"), std::string::npos);
     json legacy = post_json("/api/embeddings", {{"model", "tiny"}, {"prompt", "hello"}});
     EXPECT_EQ(legacy["embedding"].size(), 256u);
-    EXPECT_EQ(post_json("/api/embeddings", {{"model", "tiny"}, {"prompt", ""}})["embedding"], json::array());
+    EXPECT_EQ(post_json("/api/embeddings", {{"model", "tiny"}, {"prompt", ""}})["embedding"],
+              json::array());
     // OpenAI: base64 is the little-endian float32 of the float answer.
     json f = post_json("/v1/embeddings", {{"model", "tiny"}, {"input", "hello"}});
-    json b = post_json("/v1/embeddings", {{"model", "tiny"}, {"input", "hello"}, {"encoding_format", "base64"}});
+    json b = post_json("/v1/embeddings",
+                       {{"model", "tiny"}, {"input", "hello"}, {"encoding_format", "base64"}});
     const std::string b64 = b["data"][0]["embedding"];
     EXPECT_EQ(b64.size(), (256u * 4 + 2) / 3 * 4);
     EXPECT_EQ(f["data"][0]["embedding"].size(), 256u);
 }
 
 TEST_F(ServerGenerate, OpenAIChatAndCompletions) {
-    json req = {{"model", "tiny"}, {"max_tokens", 6}, {"temperature", 0},
+    json req = {{"model", "tiny"},
+                {"max_tokens", 6},
+                {"temperature", 0},
                 {"messages", {{{"role", "user"}, {"content", "Hello"}}}}};
     json r = post_json("/v1/chat/completions", req);
     EXPECT_EQ(r["object"], "chat.completion");
@@ -287,7 +391,8 @@ TEST_F(ServerGenerate, OpenAIChatAndCompletions) {
     EXPECT_EQ(usage["choices"], json::array());
     EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
     EXPECT_EQ(text, r["choices"][0]["message"]["content"]);
-    json c = post_json("/v1/completions", {{"model", "tiny"}, {"prompt", "1,2,3,"}, {"max_tokens", 5}});
+    json c =
+        post_json("/v1/completions", {{"model", "tiny"}, {"prompt", "1,2,3,"}, {"max_tokens", 5}});
     EXPECT_EQ(c["object"], "text_completion");
     EXPECT_TRUE(c["choices"][0]["text"].is_string());
 }

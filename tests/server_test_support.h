@@ -28,8 +28,7 @@ const ServerModels& server_models();
 
 class TestServer {
   public:
-    explicit TestServer(server::ServerOptions options = {},
-                        std::vector<std::string> paths = {},
+    explicit TestServer(server::ServerOptions options = {}, std::vector<std::string> paths = {},
                         std::vector<std::string> aliases = {});
     ~TestServer();
     TestServer(const TestServer&) = delete;

@@ -10,6 +10,7 @@
 
 #include "session/stop_strings.h"
 #include "session/utf8.h"
+#include "text_cuts.h"
 
 namespace strata {
 namespace {
@@ -54,23 +55,10 @@ Outcome streamed(const Stops& stops, const std::vector<std::string>& pieces) {
     return o;
 }
 
-// Every way of cutting `text` into up to three pieces, plus byte by byte.
-std::vector<std::vector<std::string>> all_cuts(const std::string& text) {
-    std::vector<std::vector<std::string>> out;
-    for (size_t i = 0; i <= text.size(); ++i) {
-        for (size_t j = i; j <= text.size(); ++j) {
-            out.push_back({text.substr(0, i), text.substr(i, j - i), text.substr(j)});
-        }
-    }
-    std::vector<std::string> bytes;
-    for (char c : text) bytes.emplace_back(1, c);
-    out.push_back(bytes);
-    return out;
-}
 
 void expect_same_at_every_cut(const Stops& stops, const std::string& text, const Outcome& expect) {
     ASSERT_EQ(whole_text(stops, text), expect);  // the test's own reference agrees
-    for (const auto& pieces : all_cuts(text)) {
+    for (const auto& pieces : test::all_cuts(text)) {
         EXPECT_EQ(streamed(stops, pieces), expect)
             << "cut as \"" << pieces[0] << "\" | \"" << (pieces.size() > 1 ? pieces[1] : "")
             << "\" | ...";
@@ -182,7 +170,7 @@ TEST(StopStrings, MultibyteStop) {
 
 TEST(StopStrings, ReturnedPiecesAreWholeUtf8Characters) {
     const std::string text = "naïve 你好 🦙 done";
-    for (const auto& pieces : all_cuts(text)) {
+    for (const auto& pieces : test::all_cuts(text)) {
         StopStringMatcher m({"done", "🦙🦙"});
         std::string out;
         for (const std::string& p : pieces) {

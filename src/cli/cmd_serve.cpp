@@ -14,8 +14,8 @@
 #include "cli/run_options.h"
 #include "plan/budget.h"
 #include "profile/system_memory.h"
-#include "util/units.h"
 #include "server/http_server.h"
+#include "util/units.h"
 
 namespace strata::cli {
 
@@ -53,7 +53,8 @@ void apply_ollama_host(const char* env, std::string& host, int& port) {
     } else if (!v.empty()) {
         host = v;
     }
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
 }
 
 // The RAM the loaded models may share: --ram, or what is available now less the headroom the
@@ -92,7 +93,8 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     }
     so.max_queue = c.max_queue;
     try {
-        so.default_keep_alive = server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);
+        so.default_keep_alive =
+            server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);
     } catch (const server::ApiError& e) {
         fail(std::string("--keep-alive: ") + e.what());
     }
@@ -118,14 +120,17 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
 
 void add_serve(CLI::App& app) {
     auto c = std::make_shared<ServeCommand>();
-    CLI::App* cmd = app.add_subcommand("serve", "Serve models over Ollama's (and OpenAI's) HTTP API");
+    CLI::App* cmd =
+        app.add_subcommand("serve", "Serve models over Ollama's (and OpenAI's) HTTP API");
     cmd->add_option("models", c->models, "GGUF model files to serve")->required();
     cmd->add_option("--alias", c->aliases,
                     "Name for the model at the same position (repeatable; default: file name)");
-    auto* host = cmd->add_option("--host", c->host,
-                                 "Address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the network)");
+    auto* host = cmd->add_option(
+        "--host", c->host,
+        "Address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the network)");
     auto* port = cmd->add_option("--port", c->port, "Port (default 11434, Ollama's)");
-    cmd->add_option("--context", c->context, "Context positions per model (default 4096, at most the trained length)")
+    cmd->add_option("--context", c->context,
+                    "Context positions per model (default 4096, at most the trained length)")
         ->capture_default_str();
     cmd->add_option("--cors-origin", c->origins,
                     "Browser origin to allow besides localhost (repeatable; * allows all)");

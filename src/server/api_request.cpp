@@ -10,20 +10,26 @@ namespace {
 
 const char* type_name(const json& v) {
     switch (v.type()) {
-        case json::value_t::string: return "string";
-        case json::value_t::boolean: return "bool";
+        case json::value_t::string:
+            return "string";
+        case json::value_t::boolean:
+            return "bool";
         case json::value_t::number_integer:
         case json::value_t::number_unsigned:
-        case json::value_t::number_float: return "number";
-        case json::value_t::array: return "array";
-        case json::value_t::object: return "object";
-        default: return "null";
+        case json::value_t::number_float:
+            return "number";
+        case json::value_t::array:
+            return "array";
+        case json::value_t::object:
+            return "object";
+        default:
+            return "null";
     }
 }
 
 [[noreturn]] void wrong_type(const char* key, const json& v, const char* want) {
-    throw ApiError(400, std::string("json: cannot unmarshal ") + type_name(v) +
-                            " into field \"" + key + "\" of type " + want);
+    throw ApiError(400, std::string("json: cannot unmarshal ") + type_name(v) + " into field \"" +
+                            key + "\" of type " + want);
 }
 
 // Go's time.ParseDuration units.
@@ -87,8 +93,8 @@ json parse_body(const std::string& body) {
         throw ApiError(400, e.what());
     }
     if (!j.is_object()) {
-        throw ApiError(400, std::string("json: cannot unmarshal ") + type_name(j) +
-                                " into a request object");
+        throw ApiError(
+            400, std::string("json: cannot unmarshal ") + type_name(j) + " into a request object");
     }
     return j;
 }
@@ -247,8 +253,9 @@ ThinkSetting parse_think(const json& body) {
             t.on = s == "true";
             return t;
         }
-        throw ApiError(400, "invalid think value: \"" + s +
-                                "\" (must be \"high\", \"medium\", \"low\", \"max\", true, or false)");
+        throw ApiError(400,
+                       "invalid think value: \"" + s +
+                           "\" (must be \"high\", \"medium\", \"low\", \"max\", true, or false)");
     }
     throw ApiError(400, std::string("invalid think value: ") + v->dump() +
                             " (must be \"high\", \"medium\", \"low\", \"max\", true, or false)");
@@ -265,6 +272,16 @@ std::optional<json> parse_format(const json& body) {
     }
     if (v->is_object()) return *v;
     throw ApiError(400, "invalid format: " + v->dump() + " (use \"json\" or a JSON schema object)");
+}
+
+std::string to_text(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+int parse_top_logprobs(const json& body) {
+    const int64_t top = int_field(body, "top_logprobs").value_or(0);
+    if (top < 0 || top > 20) throw ApiError(400, "top_logprobs must be between 0 and 20");
+    return bool_field(body, "logprobs").value_or(false) ? int(top) : -1;
 }
 
 std::string rfc3339(std::chrono::system_clock::time_point t) {

@@ -62,6 +62,14 @@ std::optional<json> parse_format(const json& body);
 // `stop` as a string or an array of strings.
 std::vector<std::string> parse_stop(const json& value, const char* name);
 
+// Compact JSON text; bytes that are not UTF-8 (a byte token's piece in logprobs) become U+FFFD
+// instead of failing.
+std::string to_text(const json& j);
+
+// `logprobs` and `top_logprobs` of a request: -1 when log-probabilities are not asked for, else
+// how many alternatives (0..20; outside that a 400).
+int parse_top_logprobs(const json& body);
+
 // RFC 3339 in UTC with microseconds: "2026-03-01T10:20:30.504612Z".
 std::string rfc3339(std::chrono::system_clock::time_point t);
 

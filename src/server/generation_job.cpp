@@ -77,9 +77,8 @@ std::vector<TokenId> chat_prompt(const HostedModel& h, const GenerationJob& job,
         auto ids = tokenize_prompt(h.model->tokenizer, rendered);
         if (ids.size() < limit) return ids;
         if (!job.truncate) context_overflow(ids.size(), limit);
-        auto victim = std::find_if(messages.begin(), messages.end(), [](const json& m) {
-            return m.value("role", "") != "system";
-        });
+        auto victim = std::find_if(messages.begin(), messages.end(),
+                                   [](const json& m) { return m.value("role", "") != "system"; });
         if (victim == messages.end() || victim + 1 == messages.end()) return ids;  // cut below
         messages.erase(victim);
     }
@@ -143,15 +142,17 @@ json normalized_messages(const json& messages) {
         std::transform(role.begin(), role.end(), role.begin(),
                        [](unsigned char c) { return char(std::tolower(c)); });
         n["role"] = role;
-        if (!field(m, "content")) n["content"] = "";
-        else if (!m["content"].is_string()) throw ApiError(400, "json: message content must be a string");
+        if (!field(m, "content"))
+            n["content"] = "";
+        else if (!m["content"].is_string())
+            throw ApiError(400, "json: message content must be a string");
         if (const json* calls = array_field(m, "tool_calls")) {
             json fixed = json::array();
             for (json call : *calls) {
-                json* args = call.is_object() && call.contains("function") &&
-                                     call["function"].is_object()
-                                 ? &call["function"]["arguments"]
-                                 : nullptr;
+                json* args =
+                    call.is_object() && call.contains("function") && call["function"].is_object()
+                        ? &call["function"]["arguments"]
+                        : nullptr;
                 if (!args) throw ApiError(400, "json: a tool call needs a function object");
                 if (args->is_string()) {
                     // Ollama wants an object; a string holding one is taken too.
@@ -195,8 +196,7 @@ std::unique_ptr<TokenConstraint> make_constraint(HostedModel& h, const Generatio
     }
     if (!c) return nullptr;
     if (!h.token_mask) h.token_mask = make_token_mask(h.model->tokenizer);
-    return std::make_unique<JsonTokenConstraint>(std::move(*c), *h.token_mask,
-                                                 h.model->tokenizer);
+    return std::make_unique<JsonTokenConstraint>(std::move(*c), *h.token_mask, h.model->tokenizer);
 }
 
 }  // namespace
@@ -212,14 +212,16 @@ void check_capabilities(const GenerationJob& job) {
     if (!job.suffix.empty() && !m.has_capability("insert")) {
         throw ApiError(400, "registry.ollama.ai/library/" + m.name + " does not support insert");
     }
-    if (job.raw && (!job.template_override.empty() || !job.system.empty() || !job.context.empty())) {
+    if (job.raw &&
+        (!job.template_override.empty() || !job.system.empty() || !job.context.empty())) {
         throw ApiError(400, "raw mode does not support template, system, or context");
     }
 }
 
 GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const DeltaSink& sink) {
     GenerationOutcome out;
-    const bool load_only = job.chat ? job.messages.empty() : job.prompt.empty() && job.suffix.empty();
+    const bool load_only =
+        job.chat ? job.messages.empty() : job.prompt.empty() && job.suffix.empty();
     if (load_only && job.keep_alive && job.keep_alive->count() == 0) {
         host.unload(*job.model);
         out.load_only_reason = "unload";
@@ -267,13 +269,31 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
     opts.context_limit = limit;
     opts.constraint = constraint.get();
 
+    std::vector<TokenLogprob> sampled;
+    if (job.top_logprobs >= 0) {
+        opts.logprobs = &sampled;
+        opts.top_logprobs = job.top_logprobs;
+    }
+    size_t logprobs_sent = 0;
+    const Tokenizer& tok = h.model->tokenizer;
+    auto pending_logprobs = [&] {
+        std::vector<TokenChoice> out_lp;
+        for (; logprobs_sent < sampled.size(); ++logprobs_sent) {
+            const TokenLogprob& t = sampled[logprobs_sent];
+            TokenChoice c{tok.piece(t.id), t.logprob, {}};
+            for (const auto& [id, lp] : t.top) c.top.emplace_back(tok.piece(id), lp);
+            out_lp.push_back(std::move(c));
+        }
+        return out_lp;
+    };
+
     ReplyParser parser(fmt, tools_offered(job), think);
     int pieces = 0;
     bool injected_failure = false, gone = false;
     auto deliver = [&](ReplyDelta d) {
         for (const ToolCall& c : d.tool_calls) out.tool_calls.push_back(c);
         if (gone || (d.content.empty() && d.thinking.empty() && d.tool_calls.empty())) return;
-        if (!sink(d)) gone = true;
+        if (!sink(d, pending_logprobs())) gone = true;
     };
     TextSink text_sink = [&](std::string_view piece) {
         if (job.fail_after_pieces >= 0 && pieces++ >= job.fail_after_pieces) {
@@ -287,6 +307,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
     if (!r) throw ApiError(500, r.error().message);
     if (injected_failure) throw ApiError(500, "generation failed part way through (test hook)");
     deliver(parser.finish());
+    out.logprobs_tail = pending_logprobs();
     out.result = std::move(*r);
     out.context = out.result.prompt_ids;
     out.context.insert(out.context.end(), out.result.generated_ids.begin(),
@@ -302,8 +323,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
 namespace strata::server {
 
 EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
-                             const std::vector<std::string>& inputs, bool normalize,
-                             size_t dims) {
+                             const std::vector<std::string>& inputs, bool normalize, size_t dims) {
     EmbeddingBatch out;
     if (inputs.empty()) {
         out.total_seconds = seconds_since(job.received);

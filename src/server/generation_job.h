@@ -40,22 +40,36 @@ struct GenerationJob {
     KeepAlive keep_alive = std::chrono::minutes(5);
     std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
 
+    // Log-probabilities of the answer's tokens with this many alternatives; -1: none.
+    int top_logprobs = -1;
+
     // Tests: fail as if the engine broke once this many pieces were streamed.
     int fail_after_pieces = -1;
+};
+
+// A sampled token's log-probability, with its text, for the APIs' `logprobs`.
+struct TokenChoice {
+    std::string token;
+    float logprob = 0;
+    std::vector<std::pair<std::string, float>> top;  // most likely first
 };
 
 struct GenerationOutcome {
     GenerateResult result;
     std::vector<TokenId> context;  // prompt and reply, for generate's `context`
     std::vector<ToolCall> tool_calls;
+    // With top_logprobs >= 0: those of the tokens not yet handed to the sink with a delta (they
+    // belong on the final chunk).
+    std::vector<TokenChoice> logprobs_tail;
     double load_seconds = 0;
     double total_seconds = 0;
     // An empty prompt or message list only loads (or, with keep_alive 0, unloads) the model.
     std::string load_only_reason;  // "load" or "unload"; empty for a real generation
 };
 
-// Receives the reply as it becomes safe to show; false: the client is gone.
-using DeltaSink = std::function<bool(const ReplyDelta&)>;
+// Receives the reply as it becomes safe to show, with the log-probabilities of the tokens
+// sampled since the last call (when asked for); false: the client is gone.
+using DeltaSink = std::function<bool(const ReplyDelta&, const std::vector<TokenChoice>&)>;
 
 // Runs on the worker thread. Errors are ApiError (status and message).
 GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const DeltaSink& sink);

@@ -14,24 +14,15 @@ namespace {
 // unknown one a 404, both with Go's plain-text bodies.
 const std::map<std::string, std::set<std::string>>& known_paths() {
     static const std::map<std::string, std::set<std::string>> paths = {
-        {"/", {"GET", "HEAD"}},
-        {"/api/version", {"GET", "HEAD"}},
-        {"/api/tags", {"GET", "HEAD"}},
-        {"/api/ps", {"GET"}},
-        {"/api/show", {"POST"}},
-        {"/api/generate", {"POST"}},
-        {"/api/chat", {"POST"}},
-        {"/api/embed", {"POST"}},
-        {"/api/embeddings", {"POST"}},
-        {"/api/pull", {"POST"}},
-        {"/api/push", {"POST"}},
-        {"/api/create", {"POST"}},
-        {"/api/copy", {"POST"}},
-        {"/api/delete", {"DELETE"}},
-        {"/api/status", {"GET"}},
-        {"/v1/chat/completions", {"POST"}},
-        {"/v1/completions", {"POST"}},
-        {"/v1/embeddings", {"POST"}},
+        {"/", {"GET", "HEAD"}},         {"/api/version", {"GET", "HEAD"}},
+        {"/api/tags", {"GET", "HEAD"}}, {"/api/ps", {"GET"}},
+        {"/api/show", {"POST"}},        {"/api/generate", {"POST"}},
+        {"/api/chat", {"POST"}},        {"/api/embed", {"POST"}},
+        {"/api/embeddings", {"POST"}},  {"/api/pull", {"POST"}},
+        {"/api/push", {"POST"}},        {"/api/create", {"POST"}},
+        {"/api/copy", {"POST"}},        {"/api/delete", {"DELETE"}},
+        {"/api/status", {"GET"}},       {"/v1/chat/completions", {"POST"}},
+        {"/v1/completions", {"POST"}},  {"/v1/embeddings", {"POST"}},
         {"/v1/models", {"GET"}},
     };
     return paths;
@@ -55,14 +46,15 @@ bool origin_allowed(const std::string& origin, const std::vector<std::string>& e
         // "http://example.com:*" style: any port.
         if (o.ends_with(":*") && origin.starts_with(o.substr(0, o.size() - 1))) return true;
     }
-    for (std::string_view scheme : {"app://", "file://", "tauri://", "vscode-webview://",
-                                    "vscode-file://"}) {
+    for (std::string_view scheme :
+         {"app://", "file://", "tauri://", "vscode-webview://", "vscode-file://"}) {
         if (origin.starts_with(scheme)) return true;
     }
     for (std::string_view scheme : {"http://", "https://"}) {
         if (!origin.starts_with(scheme)) continue;
         std::string host = origin.substr(scheme.size());
-        if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) {
+        if (auto colon = host.rfind(':');
+            colon != std::string::npos && host.find(']') == std::string::npos) {
             host.resize(colon);
         } else if (auto close = host.find(']'); close != std::string::npos) {
             host.resize(close + 1);
@@ -120,7 +112,9 @@ Result<int> HttpServer::bind() {
     return options_.port;
 }
 
-void HttpServer::listen() { http_->listen_after_bind(); }
+void HttpServer::listen() {
+    http_->listen_after_bind();
+}
 
 void HttpServer::stop() {
     if (http_) http_->stop();
@@ -213,7 +207,8 @@ void HttpServer::respond_queued(httplib::Response& res, ApiFlavor flavor, bool s
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        content_type, [channel, flavor](size_t, httplib::DataSink& sink) {
+        content_type,
+        [channel, flavor](size_t, httplib::DataSink& sink) {
             std::deque<std::string> chunks;
             while (channel->take(chunks)) {
                 for (const std::string& c : chunks) {
@@ -228,11 +223,16 @@ void HttpServer::respond_queued(httplib::Response& res, ApiFlavor flavor, bool s
                 // The stream began, so the status is 200: the failure is the last line, and
                 // no done:true follows.
                 const std::string msg = channel->failure_message();
-                std::string line =
-                    flavor == ApiFlavor::OpenAI
-                        ? "data: " + json({{"error", {{"message", msg}, {"type", "api_error"},
-                                                      {"param", nullptr}, {"code", nullptr}}}}).dump() + "\n\n"
-                        : json({{"error", msg}}).dump() + "\n";
+                std::string line = flavor == ApiFlavor::OpenAI
+                                       ? "data: " +
+                                             json({{"error",
+                                                    {{"message", msg},
+                                                     {"type", "api_error"},
+                                                     {"param", nullptr},
+                                                     {"code", nullptr}}}})
+                                                 .dump() +
+                                             "\n\n"
+                                       : json({{"error", msg}}).dump() + "\n";
                 sink.write(line.data(), line.size());
             }
             sink.done();
@@ -249,7 +249,8 @@ void HttpServer::install_routes() {
             res.set_header("Vary", "Origin");
         }
         if (req.method == "OPTIONS") {
-            res.set_header("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
+            res.set_header("Access-Control-Allow-Methods",
+                           "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
             res.set_header("Access-Control-Allow-Headers",
                            "Authorization, Content-Type, User-Agent, Accept, X-Requested-With, "
                            "OpenAI-Beta, x-stainless-arch, x-stainless-async, "
@@ -283,8 +284,10 @@ void HttpServer::install_routes() {
     // cannot read) get a JSON body like every other error.
     http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty() || res.status < 400) return;
-        const ApiFlavor flavor = req.path.starts_with("/v1/") ? ApiFlavor::OpenAI : ApiFlavor::Ollama;
-        std::string message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+        const ApiFlavor flavor =
+            req.path.starts_with("/v1/") ? ApiFlavor::OpenAI : ApiFlavor::Ollama;
+        std::string message =
+            "the request could not be read (HTTP " + std::to_string(res.status) + ")";
         if (res.status == 413) {
             message = "request body is larger than the limit of " +
                       std::to_string(options_.max_body_bytes) + " bytes";

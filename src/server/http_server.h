@@ -50,9 +50,9 @@ enum class ApiFlavor { Ollama, OpenAI };
 
 // Counters since start, for tests and logs.
 struct ServerStats {
-    uint64_t generations = 0;        // generation requests run to their end
-    uint64_t generated_tokens = 0;   // tokens sampled by them
-    uint64_t client_gone = 0;        // answers cut short because the client left
+    uint64_t generations = 0;       // generation requests run to their end
+    uint64_t generated_tokens = 0;  // tokens sampled by them
+    uint64_t client_gone = 0;       // answers cut short because the client left
 };
 
 class HttpServer {
@@ -87,8 +87,9 @@ class HttpServer {
 
     // run_generation, counted in the stats.
     GenerationOutcome generate(GenerationJob& job, ResponseChannel& ch, const DeltaSink& sink);
-    // Generation and embedding requests, shared by both APIs.
-    GenerationJob base_job(const json& body, const ServedModelInfo& m, const std::string& name) const;
+    // The model (400 when missing, 404 when unknown) and the fields every generation and
+    // embedding request has (keep_alive, truncate).
+    GenerationJob base_job(const json& body, ApiFlavor flavor) const;
 
     ModelCatalog catalog_;
     ServerOptions options_;

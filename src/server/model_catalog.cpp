@@ -10,6 +10,7 @@
 #include "gguf/reader.h"
 #include "gguf/tensor_type.h"
 #include "server/fill_in_middle.h"
+#include "session/chat_template.h"
 
 namespace strata::server {
 
@@ -44,22 +45,11 @@ std::string file_digest(const std::string& path, uint64_t size, int64_t mtime_ns
     return hex;
 }
 
-std::vector<std::string> token_texts(const GgufFile& f) {
-    std::vector<std::string> out;
-    if (const Array* a = f.get_array("tokenizer.ggml.tokens")) {
-        out.reserve(a->items.size());
-        for (const Value& v : a->items) {
-            if (const std::string* s = v.as_string()) out.push_back(*s);
-        }
-    }
-    return out;
-}
-
 std::vector<std::string> capabilities_of(ServedModelInfo& m) {
     // strata runs causal language models; embeddings of them are mean-pooled hidden states, so
     // `completion` is always offered and `embedding` (a pooling model) never claimed.
     std::vector<std::string> caps = {"completion"};
-    const std::vector<std::string> tokens = token_texts(m.info.file);
+    const std::vector<std::string> tokens = vocabulary_tokens(m.info.file);
     m.template_caps = detect_capabilities(m.chat_template, tokens);
     const TemplateCapabilities& t = m.template_caps;
     if (t.tools) caps.push_back("tools");
@@ -143,8 +133,8 @@ Result<ModelCatalog> ModelCatalog::open(const std::vector<std::string>& paths,
         m.served_context = trained ? std::min(trained, context_cap) : context_cap;
         for (const ServedModelInfo& other : c.models_) {
             if (other.name == m.name) {
-                return err("two models are both named ", m.name, " (", other.path, " and ",
-                           m.path, "); --alias gives one another name");
+                return err("two models are both named ", m.name, " (", other.path, " and ", m.path,
+                           "); --alias gives one another name");
             }
         }
         c.models_.push_back(std::move(m));

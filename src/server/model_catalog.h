@@ -25,14 +25,14 @@ std::string normalize_model_name(std::string_view name);
 std::string default_model_name(std::string_view path);
 
 struct ServedModelInfo {
-    std::string name;  // canonical `name:tag`
+    std::string name;                  // canonical `name:tag`
     std::vector<std::string> aliases;  // normalized extra names
     std::string path;
     uint64_t file_bytes = 0;
-    int64_t modified_unix = 0;  // file mtime, seconds
-    std::string digest;         // 64 hex digits, stable while the file is unchanged
-    ModelInfo info;             // header, hyper-parameters and tensor table
-    std::string chat_template;  // tokenizer.chat_template, or "" when the file has none
+    int64_t modified_unix = 0;              // file mtime, seconds
+    std::string digest;                     // 64 hex digits, stable while the file is unchanged
+    ModelInfo info;                         // header, hyper-parameters and tensor table
+    std::string chat_template;              // tokenizer.chat_template, or "" when the file has none
     std::vector<std::string> capabilities;  // completion / embedding, tools, insert, thinking
     TemplateCapabilities template_caps;     // tool-call and thinking markup of its template
     uint32_t served_context = 0;            // what the server allocates for it
@@ -47,8 +47,7 @@ class ModelCatalog {
     // Reads each file's header. `aliases[i]`, when present and non-empty, names model i instead
     // of its file name. Two models with the same name are an error.
     static Result<ModelCatalog> open(const std::vector<std::string>& paths,
-                                     const std::vector<std::string>& aliases,
-                                     uint32_t context_cap);
+                                     const std::vector<std::string>& aliases, uint32_t context_cap);
 
     // The model a request names, or nullptr.
     const ServedModelInfo* find(std::string_view requested) const;

@@ -88,7 +88,9 @@ void ModelHost::unload(const ServedModelInfo& m) {
     }
 }
 
-void ModelHost::unload_locked(size_t index) { hosted_.erase(hosted_.begin() + long(index)); }
+void ModelHost::unload_locked(size_t index) {
+    hosted_.erase(hosted_.begin() + long(index));
+}
 
 std::optional<SteadyClock::time_point> ModelHost::expire() {
     std::lock_guard lock(mu_);

@@ -15,8 +15,8 @@
 
 #include "server/model_catalog.h"
 #include "session/chat_template.h"
-#include "session/json_constraint.h"
 #include "session/generation.h"
+#include "session/json_constraint.h"
 #include "session/loaded_model.h"
 
 namespace strata::server {

@@ -8,7 +8,9 @@ namespace strata::server {
 
 namespace {
 
-int64_t ns(double seconds) { return int64_t(seconds * 1e9 + 0.5); }
+int64_t ns(double seconds) {
+    return int64_t(seconds * 1e9 + 0.5);
+}
 
 // Metadata arrays longer than this are shown as [] unless verbose, as Ollama does.
 constexpr size_t kShortArray = 5;
@@ -43,6 +45,23 @@ json ollama_tool_call(const ToolCall& call, size_t index) {
             {"function", {{"index", index}, {"name", call.name}, {"arguments", call.arguments}}}};
 }
 
+json logprobs_json(const std::vector<TokenChoice>& tokens) {
+    auto entry = [](const std::string& token, float logprob) {
+        std::vector<int> bytes(token.begin(), token.end());
+        for (int& b : bytes) b &= 0xff;
+        return json{{"token", token}, {"logprob", logprob}, {"bytes", bytes}};
+    };
+    json out = json::array();
+    for (const TokenChoice& t : tokens) {
+        json e = entry(t.token, t.logprob);
+        json top = json::array();
+        for (const auto& [token, lp] : t.top) top.push_back(entry(token, lp));
+        e["top_logprobs"] = std::move(top);
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
 void add_metrics(json& j, const GenerationOutcome& o) {
     const GenerateTimings& t = o.result.timings;
     j["total_duration"] = ns(o.total_seconds);
@@ -53,7 +72,9 @@ void add_metrics(json& j, const GenerationOutcome& o) {
     j["eval_duration"] = ns(t.generate_seconds);
 }
 
-std::string now_rfc3339() { return rfc3339(std::chrono::system_clock::now()); }
+std::string now_rfc3339() {
+    return rfc3339(std::chrono::system_clock::now());
+}
 
 json tags_entry(const ServedModelInfo& m) {
     json details = m.details();
@@ -72,14 +93,10 @@ json ps_entry(const LoadedModelStatus& s) {
     // "Never" is shown as a date far ahead, as Ollama does.
     const std::string expires =
         s.expires ? rfc3339(*s.expires) : std::string("2318-01-01T00:00:00Z");
-    return {{"name", s.served->name},
-            {"model", s.served->name},
-            {"size", s.resident_bytes},
-            {"digest", s.served->digest},
-            {"details", s.served->details()},
-            {"expires_at", expires},
-            {"size_vram", s.gpu_bytes},
-            {"context_length", s.context}};
+    return {{"name", s.served->name},         {"model", s.served->name},
+            {"size", s.resident_bytes},       {"digest", s.served->digest},
+            {"details", s.served->details()}, {"expires_at", expires},
+            {"size_vram", s.gpu_bytes},       {"context_length", s.context}};
 }
 
 json show_response(const ServedModelInfo& m, bool verbose) {
@@ -103,9 +120,10 @@ json show_response(const ServedModelInfo& m, bool verbose) {
     out["model_info"] = std::move(info);
     json tensors = json::array();
     for (const auto& t : m.info.file.tensors) {
-        tensors.push_back({{"name", t.name},
-                           {"type", std::string(tensor_type_name(t.type))},
-                           {"shape", std::vector<uint64_t>(t.shape.begin(), t.shape.begin() + t.n_dims)}});
+        tensors.push_back(
+            {{"name", t.name},
+             {"type", std::string(tensor_type_name(t.type))},
+             {"shape", std::vector<uint64_t>(t.shape.begin(), t.shape.begin() + t.n_dims)}});
     }
     if (verbose) out["tensors"] = std::move(tensors);
     out["capabilities"] = m.capabilities;

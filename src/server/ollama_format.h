@@ -18,6 +18,10 @@ std::string new_tool_call_id();
 // {"id", "function": {"index", "name", "arguments": {...}}}
 json ollama_tool_call(const ToolCall& call, size_t index);
 
+// The `logprobs` array of a chunk: {token, logprob, bytes, top_logprobs: [{token, logprob,
+// bytes}]} per token (the /v1 chat form is the same entries under {"content": ...}).
+json logprobs_json(const std::vector<TokenChoice>& tokens);
+
 // The six metrics of a final chunk.
 void add_metrics(json& j, const GenerationOutcome& o);
 

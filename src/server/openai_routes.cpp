@@ -39,8 +39,9 @@ std::string message_text(const json& content) {
                 url = iu.is_string() ? iu.get<std::string>() : iu.value("url", "");
             }
             if (url.starts_with("http://") || url.starts_with("https://")) {
-                throw ApiError(400, "image URLs are not currently supported, please use base64 "
-                                    "encoded data instead");
+                throw ApiError(400,
+                               "image URLs are not currently supported, please use base64 "
+                               "encoded data instead");
             }
             throw ApiError(400, "this model does not support image input");
         } else if (type == "input_audio") {
@@ -106,10 +107,14 @@ ThinkSetting openai_think(const json& body) {
     const std::string& e = *effort;
     if (e == "none") return t;
     t.on = true;
-    if (e == "minimal") t.level = "low";
-    else if (e == "low" || e == "medium" || e == "high" || e == "max") t.level = e;
-    else if (e == "xhigh" || e == "ultra") t.level = "max";
-    else throw ApiError(400, "invalid reasoning effort: \"" + e + "\"");
+    if (e == "minimal")
+        t.level = "low";
+    else if (e == "low" || e == "medium" || e == "high" || e == "max")
+        t.level = e;
+    else if (e == "xhigh" || e == "ultra")
+        t.level = "max";
+    else
+        throw ApiError(400, "invalid reasoning effort: \"" + e + "\"");
     return t;
 }
 
@@ -121,7 +126,8 @@ void openai_sampling(const json& body, GenerationJob& job) {
     g.sampling.top_p = top_p > 0 ? float(top_p) : 1.0f;
     if (auto v = number_field(body, "frequency_penalty")) g.sampling.frequency_penalty = float(*v);
     if (auto v = number_field(body, "presence_penalty")) g.sampling.presence_penalty = float(*v);
-    if (auto seed = int_field(body, "seed")) g.sampling.seed = *seed < 0 ? kRandomSeed : uint64_t(*seed);
+    if (auto seed = int_field(body, "seed"))
+        g.sampling.seed = *seed < 0 ? kRandomSeed : uint64_t(*seed);
     std::optional<int64_t> max = int_field(body, "max_tokens");
     if (!max) max = int_field(body, "max_completion_tokens");
     if (max) g.max_tokens = *max > 0 ? int32_t(std::min<int64_t>(*max, INT32_MAX)) : -1;
@@ -132,6 +138,37 @@ void openai_sampling(const json& body, GenerationJob& job) {
     }
     if (g.sampling.temperature < 0) g.sampling.temperature = 0;
     if (auto r = validate(g.sampling); !r) throw ApiError(400, r.error().message);
+}
+
+// The completions API's older logprobs shape: parallel arrays, alternatives as maps.
+json legacy_logprobs(const std::vector<TokenChoice>& tokens) {
+    json out = {{"tokens", json::array()},
+                {"token_logprobs", json::array()},
+                {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
+    size_t offset = 0;
+    for (const TokenChoice& t : tokens) {
+        out["tokens"].push_back(t.token);
+        out["token_logprobs"].push_back(t.logprob);
+        json top = json::object();
+        for (const auto& [token, lp] : t.top) top[token] = lp;
+        out["top_logprobs"].push_back(std::move(top));
+        out["text_offset"].push_back(offset);
+        offset += t.token.size();
+    }
+    return out;
+}
+
+bool wants_usage(const json& body) {
+    const json* so = object_field(body, "stream_options");
+    return so && bool_field(*so, "include_usage").value_or(false);
+}
+
+// The end of an SSE stream: with include_usage a chunk with no choices and the usage, then
+// [DONE].
+void end_stream(ResponseChannel& ch, json usage_chunk, bool include_usage) {
+    if (include_usage) ch.push(event(usage_chunk));
+    ch.push("data: [DONE]\n\n");
 }
 
 json usage(const GenerationOutcome& o) {
@@ -165,225 +202,251 @@ void HttpServer::install_openai_routes() {
         for (const auto& m : catalog_.models()) data.push_back(model_object(m));
         res.set_content(json({{"object", "list"}, {"data", data}}).dump(), kJson);
     });
-    s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
-        const std::string name = req.matches[1];
-        const ServedModelInfo* m = catalog_.find(name);
-        if (!m) {
-            send_error(res, ApiFlavor::OpenAI, 404, "model '" + name + "' not found");
-            return;
-        }
-        res.set_content(model_object(*m).dump(), kJson);
-    });
+    s.Get(R"(/v1/models/(.+))",
+          [this, model_object](const httplib::Request& req, httplib::Response& res) {
+              const std::string name = req.matches[1];
+              const ServedModelInfo* m = catalog_.find(name);
+              if (!m) {
+                  send_error(res, ApiFlavor::OpenAI, 404, "model '" + name + "' not found");
+                  return;
+              }
+              res.set_content(model_object(*m).dump(), kJson);
+          });
 
     s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-        try {
-            const json body = parse_body(req.body);
-            const std::string name = string_field(body, "model").value_or("");
-            const ServedModelInfo& m = require_model(body, ApiFlavor::OpenAI);
-            GenerationJob job = base_job(body, m, name);
-            job.chat = true;
-            const json* msgs = array_field(body, "messages");
-            if (!msgs || msgs->empty()) throw ApiError(400, "[] is too short - 'messages'");
-            job.messages = native_messages(*msgs);
-            if (const json* tools = array_field(body, "tools")) job.tools = *tools;
-            if (const json* tc = field(body, "tool_choice")) {
-                if (tc->is_string()) job.tool_choice = tc->get<std::string>();
-                else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object())
-                    job.tool_choice = (*tc)["function"].value("name", "");
+        const json body = parse_body(req.body);
+        GenerationJob job = base_job(body, ApiFlavor::OpenAI);
+        const std::string name = job.requested_name;
+        job.chat = true;
+        const json* msgs = array_field(body, "messages");
+        if (!msgs || msgs->empty()) throw ApiError(400, "[] is too short - 'messages'");
+        job.messages = native_messages(*msgs);
+        if (const json* tools = array_field(body, "tools")) job.tools = *tools;
+        if (const json* tc = field(body, "tool_choice")) {
+            if (tc->is_string())
+                job.tool_choice = tc->get<std::string>();
+            else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object())
+                job.tool_choice = (*tc)["function"].value("name", "");
+        }
+        openai_sampling(body, job);
+        if (const json* rf = object_field(body, "response_format")) {
+            const std::string type = rf->value("type", "text");
+            if (type == "json_object")
+                job.format = json("json");
+            else if (type == "json_schema") {
+                const json* js = object_field(*rf, "json_schema");
+                const json* schema = js ? object_field(*js, "schema") : nullptr;
+                job.format = schema ? *schema : json("json");
+            } else if (type != "text") {
+                throw ApiError(400, "invalid response_format type: " + type);
             }
-            openai_sampling(body, job);
-            if (const json* rf = object_field(body, "response_format")) {
-                const std::string type = rf->value("type", "text");
-                if (type == "json_object") job.format = json("json");
-                else if (type == "json_schema") {
-                    const json* js = object_field(*rf, "json_schema");
-                    const json* schema = js ? object_field(*js, "schema") : nullptr;
-                    job.format = schema ? *schema : json("json");
-                } else if (type != "text") {
-                    throw ApiError(400, "invalid response_format type: " + type);
-                }
-            }
-            job.think = openai_think(body);
-            check_capabilities(job);
-            const bool stream = bool_field(body, "stream").value_or(false);
-            bool include_usage = false;
-            if (const json* so = object_field(body, "stream_options")) {
-                include_usage = bool_field(*so, "include_usage").value_or(false);
-            }
-            const std::string id = "chatcmpl-" + std::to_string(next_id_++);
-            const int64_t created = int64_t(std::time(nullptr));
-            respond_queued(res, ApiFlavor::OpenAI, stream, kEventStream,
-                           [this, job = std::move(job), stream, include_usage, id, created,
-                            name](ResponseChannel& ch) mutable {
+        }
+        job.think = openai_think(body);
+        job.top_logprobs = parse_top_logprobs(body);
+        check_capabilities(job);
+        const bool stream = bool_field(body, "stream").value_or(false);
+        const bool include_usage = wants_usage(body);
+        const std::string id = "chatcmpl-" + std::to_string(next_id_++);
+        const int64_t created = int64_t(std::time(nullptr));
+        respond_queued(
+            res, ApiFlavor::OpenAI, stream, kEventStream,
+            [this, job = std::move(job), stream, include_usage, id, created,
+             name](ResponseChannel& ch) mutable {
                 auto chunk = [&](json choices) {
-                    return json{{"id", id},         {"object", "chat.completion.chunk"},
-                                {"created", created}, {"model", name},
-                                {"system_fingerprint", "fp_ollama"}, {"choices", std::move(choices)}};
+                    return json{{"id", id},
+                                {"object", "chat.completion.chunk"},
+                                {"created", created},
+                                {"model", name},
+                                {"system_fingerprint", "fp_ollama"},
+                                {"choices", std::move(choices)}};
                 };
                 bool first = true;
                 std::string text, reasoning;
                 json calls = json::array();
-                auto send_delta = [&](json delta) {
+                std::vector<TokenChoice> logprobs;
+                const bool want_logprobs = job.top_logprobs >= 0;
+                auto send_delta = [&](json delta, const std::vector<TokenChoice>& lp) {
                     if (first) {
                         json d = {{"role", "assistant"}};
                         for (auto& [k, v] : delta.items()) d[k] = v;
                         delta = std::move(d);
                         first = false;
                     }
-                    return ch.push(event(chunk(json::array(
-                        {{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}}))));
+                    json choice = {{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}};
+                    if (want_logprobs && !lp.empty()) {
+                        choice["logprobs"] = {{"content", logprobs_json(lp)}};
+                    }
+                    return ch.push(event(chunk(json::array({choice}))));
                 };
-                GenerationOutcome o = generate(job, ch, [&](const ReplyDelta& d) {
-                    json new_calls = json::array();
-                    for (const ToolCall& c : d.tool_calls) {
-                        new_calls.push_back(openai_tool_call(c, calls.size() + new_calls.size()));
-                    }
-                    for (auto& c : new_calls) calls.push_back(c);
-                    if (!stream) {
-                        text += d.content;
-                        reasoning += d.thinking;
-                        return !ch.cancelled();
-                    }
-                    bool ok = true;
-                    if (!d.thinking.empty()) ok = send_delta({{"content", ""}, {"reasoning", d.thinking}});
-                    if (ok && !d.content.empty()) ok = send_delta({{"content", d.content}});
-                    if (ok && !new_calls.empty()) ok = send_delta({{"tool_calls", new_calls}});
-                    return ok;
-                });
+                const std::vector<TokenChoice> none;
+                GenerationOutcome o =
+                    generate(job, ch, [&](const ReplyDelta& d, const std::vector<TokenChoice>& lp) {
+                        json new_calls = json::array();
+                        for (const ToolCall& c : d.tool_calls) {
+                            new_calls.push_back(
+                                openai_tool_call(c, calls.size() + new_calls.size()));
+                        }
+                        for (auto& c : new_calls) calls.push_back(c);
+                        if (!stream) {
+                            text += d.content;
+                            reasoning += d.thinking;
+                            logprobs.insert(logprobs.end(), lp.begin(), lp.end());
+                            return !ch.cancelled();
+                        }
+                        bool ok = true;
+                        if (!d.thinking.empty()) {
+                            ok = send_delta({{"content", ""}, {"reasoning", d.thinking}},
+                                            d.content.empty() ? lp : none);
+                        }
+                        if (ok && !d.content.empty()) ok = send_delta({{"content", d.content}}, lp);
+                        if (ok && !new_calls.empty()) {
+                            ok = send_delta({{"tool_calls", new_calls}}, none);
+                        }
+                        return ok;
+                    });
                 std::string reason = o.result.done_reason.empty() ? "stop" : o.result.done_reason;
                 if (!calls.empty() && reason == "stop") reason = "tool_calls";
+                logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
                 if (!stream) {
                     json msg = {{"role", "assistant"}, {"content", text}};
                     if (!reasoning.empty()) msg["reasoning"] = reasoning;
                     if (!calls.empty()) msg["tool_calls"] = calls;
-                    json out = {{"id", id},         {"object", "chat.completion"},
-                                {"created", created}, {"model", name},
-                                {"system_fingerprint", "fp_ollama"},
-                                {"choices", json::array({{{"index", 0}, {"message", msg},
-                                                          {"finish_reason", reason}}})},
-                                {"usage", usage(o)}};
-                    ch.push(out.dump());
+                    json out = {
+                        {"id", id},
+                        {"object", "chat.completion"},
+                        {"created", created},
+                        {"model", name},
+                        {"system_fingerprint", "fp_ollama"},
+                        {"choices",
+                         json::array(
+                             {{{"index", 0}, {"message", msg}, {"finish_reason", reason}}})},
+                        {"usage", usage(o)}};
+                    if (want_logprobs) {
+                        out["choices"][0]["logprobs"] = {{"content", logprobs_json(logprobs)}};
+                    }
+                    ch.push(to_text(out));
                     return;
                 }
-                if (first) send_delta({{"content", ""}});
+                if (first) send_delta({{"content", ""}}, none);
                 ch.push(event(chunk(json::array(
                     {{{"index", 0}, {"delta", json::object()}, {"finish_reason", reason}}}))));
-                if (include_usage) {
-                    json u = chunk(json::array());
-                    u["usage"] = usage(o);
-                    ch.push(event(u));
-                }
-                ch.push("data: [DONE]\n\n");
+                json u = chunk(json::array());
+                u["usage"] = usage(o);
+                end_stream(ch, std::move(u), include_usage);
             });
-        } catch (const ApiError& e) {
-            send_error(res, ApiFlavor::OpenAI, e.status, e.what());
-        }
     });
 
     s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-        try {
-            const json body = parse_body(req.body);
-            const std::string name = string_field(body, "model").value_or("");
-            const ServedModelInfo& m = require_model(body, ApiFlavor::OpenAI);
-            GenerationJob job = base_job(body, m, name);
-            job.prompt = string_field(body, "prompt").value_or("");
-            if (job.prompt.empty()) throw ApiError(400, "prompt is required");
-            job.suffix = string_field(body, "suffix").value_or("");
-            openai_sampling(body, job);
-            check_capabilities(job);
-            const bool stream = bool_field(body, "stream").value_or(false);
-            bool include_usage = false;
-            if (const json* so = object_field(body, "stream_options")) {
-                include_usage = bool_field(*so, "include_usage").value_or(false);
-            }
-            const std::string id = "cmpl-" + std::to_string(next_id_++);
-            const int64_t created = int64_t(std::time(nullptr));
-            respond_queued(res, ApiFlavor::OpenAI, stream, kEventStream,
-                           [this, job = std::move(job), stream, include_usage, id, created,
-                            name](ResponseChannel& ch) mutable {
+        const json body = parse_body(req.body);
+        GenerationJob job = base_job(body, ApiFlavor::OpenAI);
+        const std::string name = job.requested_name;
+        job.prompt = string_field(body, "prompt").value_or("");
+        if (job.prompt.empty()) throw ApiError(400, "prompt is required");
+        job.suffix = string_field(body, "suffix").value_or("");
+        openai_sampling(body, job);
+        // The legacy API's logprobs is the number of alternatives (0: the chosen token only).
+        if (const int64_t n = int_field(body, "logprobs").value_or(-1); n >= 0) {
+            job.top_logprobs = int(std::min<int64_t>(n, 20));
+        }
+        check_capabilities(job);
+        const bool stream = bool_field(body, "stream").value_or(false);
+        const bool include_usage = wants_usage(body);
+        const std::string id = "cmpl-" + std::to_string(next_id_++);
+        const int64_t created = int64_t(std::time(nullptr));
+        respond_queued(
+            res, ApiFlavor::OpenAI, stream, kEventStream,
+            [this, job = std::move(job), stream, include_usage, id, created,
+             name](ResponseChannel& ch) mutable {
                 auto object = [&](const std::string& text, json reason) {
-                    return json{{"id", id}, {"object", "text_completion"}, {"created", created},
-                                {"model", name}, {"system_fingerprint", "fp_ollama"},
-                                {"choices", json::array({{{"text", text}, {"index", 0},
-                                                          {"finish_reason", reason}}})}};
+                    return json{
+                        {"id", id},
+                        {"object", "text_completion"},
+                        {"created", created},
+                        {"model", name},
+                        {"system_fingerprint", "fp_ollama"},
+                        {"choices",
+                         json::array({{{"text", text}, {"index", 0}, {"finish_reason", reason}}})}};
                 };
                 std::string text;
-                GenerationOutcome o = generate(job, ch, [&](const ReplyDelta& d) {
-                    if (!stream) {
-                        text += d.content;
-                        return !ch.cancelled();
-                    }
-                    return d.content.empty() || ch.push(event(object(d.content, nullptr)));
-                });
-                const std::string reason = o.result.done_reason.empty() ? "stop" : o.result.done_reason;
+                std::vector<TokenChoice> logprobs;
+                const bool want_logprobs = job.top_logprobs >= 0;
+                GenerationOutcome o =
+                    generate(job, ch, [&](const ReplyDelta& d, const std::vector<TokenChoice>& lp) {
+                        if (!stream) {
+                            text += d.content;
+                            logprobs.insert(logprobs.end(), lp.begin(), lp.end());
+                            return !ch.cancelled();
+                        }
+                        if (d.content.empty()) return true;
+                        json piece = object(d.content, nullptr);
+                        if (want_logprobs) piece["choices"][0]["logprobs"] = legacy_logprobs(lp);
+                        return ch.push(event(piece));
+                    });
+                logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
+                const std::string reason =
+                    o.result.done_reason.empty() ? "stop" : o.result.done_reason;
                 if (!stream) {
                     json out = object(text, reason);
+                    if (want_logprobs) out["choices"][0]["logprobs"] = legacy_logprobs(logprobs);
                     out["usage"] = usage(o);
-                    ch.push(out.dump());
+                    ch.push(to_text(out));
                     return;
                 }
                 ch.push(event(object("", reason)));
-                if (include_usage) {
-                    json u = object("", nullptr);
-                    u["choices"] = json::array();
-                    u["usage"] = usage(o);
-                    ch.push(event(u));
-                }
-                ch.push("data: [DONE]\n\n");
+                json u = object("", nullptr);
+                u["choices"] = json::array();
+                u["usage"] = usage(o);
+                end_stream(ch, std::move(u), include_usage);
             });
-        } catch (const ApiError& e) {
-            send_error(res, ApiFlavor::OpenAI, e.status, e.what());
-        }
     });
 
     s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
-        try {
-            const json body = parse_body(req.body);
-            const std::string name = string_field(body, "model").value_or("");
-            const ServedModelInfo& m = require_model(body, ApiFlavor::OpenAI);
-            GenerationJob job = base_job(body, m, name);
-            const json* in = field(body, "input");
-            std::vector<std::string> inputs;
-            if (!in) throw ApiError(400, "invalid input");
-            if (in->is_string()) {
-                inputs.push_back(in->get<std::string>());
-            } else if (in->is_array() && !in->empty()) {
-                for (const json& x : *in) {
-                    if (!x.is_string()) throw ApiError(400, "invalid input");
-                    inputs.push_back(x.get<std::string>());
-                }
-            } else {
-                throw ApiError(400, "invalid input");
+        const json body = parse_body(req.body);
+        GenerationJob job = base_job(body, ApiFlavor::OpenAI);
+        const std::string name = job.requested_name;
+        const json* in = field(body, "input");
+        std::vector<std::string> inputs;
+        if (!in) throw ApiError(400, "invalid input");
+        if (in->is_string()) {
+            inputs.push_back(in->get<std::string>());
+        } else if (in->is_array() && !in->empty()) {
+            for (const json& x : *in) {
+                if (!x.is_string()) throw ApiError(400, "invalid input");
+                inputs.push_back(x.get<std::string>());
             }
-            const std::string encoding = string_field(body, "encoding_format").value_or("float");
-            if (encoding != "float" && encoding != "base64") {
-                throw ApiError(400, "invalid encoding format: \"" + encoding + "\" (use float or base64)");
-            }
-            const int64_t dims = int_field(body, "dimensions").value_or(0);
-            if (dims < 0) throw ApiError(400, "dimensions must be positive");
-            respond_queued(res, ApiFlavor::OpenAI, false, kJson,
-                           [this, job, inputs, encoding, dims, name](ResponseChannel& ch) {
+        } else {
+            throw ApiError(400, "invalid input");
+        }
+        const std::string encoding = string_field(body, "encoding_format").value_or("float");
+        if (encoding != "float" && encoding != "base64") {
+            throw ApiError(400,
+                           "invalid encoding format: \"" + encoding + "\" (use float or base64)");
+        }
+        const int64_t dims = int_field(body, "dimensions").value_or(0);
+        if (dims < 0) throw ApiError(400, "dimensions must be positive");
+        respond_queued(
+            res, ApiFlavor::OpenAI, false, kJson,
+            [this, job, inputs, encoding, dims, name](ResponseChannel& ch) {
                 EmbeddingBatch b = run_embedding(host_, job, inputs, true, size_t(dims));
                 json data = json::array();
                 for (size_t i = 0; i < b.vectors.size(); ++i) {
                     json e = {{"object", "embedding"}};
                     if (encoding == "base64") {
-                        e["embedding"] = base64_encode(std::string_view(
-                            reinterpret_cast<const char*>(b.vectors[i].data()),
-                            b.vectors[i].size() * sizeof(float)));
+                        e["embedding"] = base64_encode(
+                            std::string_view(reinterpret_cast<const char*>(b.vectors[i].data()),
+                                             b.vectors[i].size() * sizeof(float)));
                     } else {
                         e["embedding"] = b.vectors[i];
                     }
                     e["index"] = i;
                     data.push_back(std::move(e));
                 }
-                ch.push(json({{"object", "list"}, {"data", data}, {"model", name},
+                ch.push(json({{"object", "list"},
+                              {"data", data},
+                              {"model", name},
                               {"usage", {{"prompt_tokens", b.tokens}, {"total_tokens", b.tokens}}}})
                             .dump());
             });
-        } catch (const ApiError& e) {
-            send_error(res, ApiFlavor::OpenAI, e.status, e.what());
-        }
     });
 }
 

@@ -114,16 +114,6 @@ bool has_token(const std::vector<std::string>& tokens, std::string_view t) {
     return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
 }
 
-std::vector<std::string> vocabulary(const GgufFile& file) {
-    std::vector<std::string> tokens;
-    if (const Array* a = file.get_array("tokenizer.ggml.tokens")) {
-        tokens.reserve(a->items.size());
-        for (const auto& v : a->items) {
-            if (const std::string* s = v.as_string()) tokens.push_back(*s);
-        }
-    }
-    return tokens;
-}
 
 std::optional<std::string> token_text(const GgufFile& file, const std::vector<std::string>& tokens,
                                       std::string_view id_key) {
@@ -133,6 +123,17 @@ std::optional<std::string> token_text(const GgufFile& file, const std::vector<st
 }
 
 }  // namespace
+
+std::vector<std::string> vocabulary_tokens(const GgufFile& file) {
+    std::vector<std::string> tokens;
+    if (const Array* a = file.get_array("tokenizer.ggml.tokens")) {
+        tokens.reserve(a->items.size());
+        for (const auto& v : a->items) {
+            if (const std::string* s = v.as_string()) tokens.push_back(*s);
+        }
+    }
+    return tokens;
+}
 
 std::string_view chat_family_name(ChatFamily family) {
     switch (family) {
@@ -200,7 +201,7 @@ DefaultChatChoice default_chat_family(std::string_view architecture,
 
 DefaultChatChoice default_chat_family(const GgufFile& file) {
     return default_chat_family(file.get_string("general.architecture").value_or(""),
-                               vocabulary(file),
+                               vocabulary_tokens(file),
                                file.get_string("tokenizer.ggml.model").value_or(""));
 }
 
@@ -217,7 +218,7 @@ ChatTemplate ChatTemplate::builtin(ChatFamily family) {
 }
 
 Result<ChatTemplate> ChatTemplate::from_gguf(const GgufFile& file) {
-    const std::vector<std::string> tokens = vocabulary(file);
+    const std::vector<std::string> tokens = vocabulary_tokens(file);
     std::optional<ChatTemplate> chosen;
     if (auto source = file.get_string("tokenizer.chat_template")) {
         auto t = jinja::Template::parse(*source, file.path + ": tokenizer.chat_template");

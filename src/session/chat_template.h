@@ -49,6 +49,9 @@ DefaultChatChoice default_chat_family(std::string_view architecture,
                                       std::string_view tokenizer_model);
 DefaultChatChoice default_chat_family(const GgufFile& file);
 
+// The texts of tokenizer.ggml.tokens (empty when the file has none).
+std::vector<std::string> vocabulary_tokens(const GgufFile& file);
+
 class ChatTemplate {
   public:
     // `name` names the template in error messages.

@@ -9,8 +9,9 @@ Result<Embedding> embed_tokens(engine::Engine& engine, std::vector<TokenId> toke
     const uint32_t n_ctx = engine.n_ctx();
     if (tokens.size() > n_ctx) {
         if (!truncate) {
-            return err("the input length exceeds the context length (", std::to_string(tokens.size()),
-                       " tokens, the context holds ", std::to_string(n_ctx), ")");
+            return err("the input length exceeds the context length (",
+                       std::to_string(tokens.size()), " tokens, the context holds ",
+                       std::to_string(n_ctx), ")");
         }
         tokens.resize(n_ctx);
     }

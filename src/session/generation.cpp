@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "session/stop_strings.h"
 #include "session/stream_decoder.h"
@@ -11,6 +12,28 @@ namespace strata {
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The log-softmax of `logits` at `id`, and the `top` most likely tokens with theirs.
+TokenLogprob token_logprob(const std::vector<float>& logits, TokenId id, int32_t top) {
+    float max = -INFINITY;
+    for (float x : logits) max = std::max(max, x);
+    double sum = 0;
+    for (float x : logits) sum += std::exp(double(x - max));
+    const float lse = max + float(std::log(sum));
+    TokenLogprob out;
+    out.id = id;
+    out.logprob = logits[size_t(id)] - lse;
+    if (top <= 0) return out;
+    std::vector<TokenId> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = TokenId(i);
+    const size_t k = std::min(ids.size(), size_t(top));
+    std::partial_sort(ids.begin(), ids.begin() + long(k), ids.end(), [&](TokenId a, TokenId b) {
+        return logits[size_t(a)] > logits[size_t(b)] ||
+               (logits[size_t(a)] == logits[size_t(b)] && a < b);
+    });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], logits[size_t(ids[i])] - lse);
+    return out;
 }
 }  // namespace
 
@@ -68,10 +91,12 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
             res.done_reason = "length";
             break;
         }
+        if (options.logprobs) raw_logits_ = logits_;
         if (options.constraint) {
             int64_t left = int64_t(n_ctx) - int64_t(engine_.n_past());
             if (options.max_tokens >= 0) {
-                left = std::min<int64_t>(left, options.max_tokens - int64_t(res.generated_ids.size()));
+                left =
+                    std::min<int64_t>(left, options.max_tokens - int64_t(res.generated_ids.size()));
             }
             options.constraint->restrict(logits_, left);
         }
@@ -82,6 +107,9 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
             break;
         }
         res.generated_ids.push_back(id);
+        if (options.logprobs) {
+            options.logprobs->push_back(token_logprob(raw_logits_, id, options.top_logprobs));
+        }
         emit(stops.feed(decoder.push(id)));
         if (stops.stopped() || client_gone ||
             (options.constraint && options.constraint->finished())) {

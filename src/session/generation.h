@@ -39,6 +39,14 @@ class TokenConstraint {
     virtual bool finished() const = 0;
 };
 
+// How likely the model found a sampled token, and its most likely alternatives: natural-log
+// probabilities from the model's own logits (before penalties, temperature or constraints).
+struct TokenLogprob {
+    TokenId id = 0;
+    float logprob = 0;
+    std::vector<std::pair<TokenId, float>> top;  // most likely first
+};
+
 struct GenerateOptions {
     int32_t max_tokens = 256;  // < 0: until the context is full
     SamplerParams sampling;
@@ -48,14 +56,18 @@ struct GenerateOptions {
     // the engine's context (a server's per-request num_ctx within what it allocated).
     uint32_t context_limit = 0;
     TokenConstraint* constraint = nullptr;  // not owned; nullptr: free text
+    // Set: each sampled token's TokenLogprob is appended as it is drawn (before its text reaches
+    // the sink), with top_logprobs alternatives.
+    std::vector<TokenLogprob>* logprobs = nullptr;
+    int32_t top_logprobs = 0;
 };
 
 struct GenerateTimings {
-    uint32_t prompt_tokens = 0;   // prompt tokens evaluated by this call
-    uint32_t cached_tokens = 0;   // prompt tokens reused from the KV cache
+    uint32_t prompt_tokens = 0;  // prompt tokens evaluated by this call
+    uint32_t cached_tokens = 0;  // prompt tokens reused from the KV cache
     double prompt_seconds = 0;
     uint32_t generated_tokens = 0;
-    double generate_seconds = 0;  // from the first sampled token to the last
+    double generate_seconds = 0;         // from the first sampled token to the last
     uint64_t generate_weight_bytes = 0;  // weights read by the generation steps
 };
 
@@ -72,7 +84,7 @@ struct GenerateResult {
 using TextSink = std::function<bool(std::string_view)>;
 
 class GenerationSession {
-public:
+  public:
     GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer);
 
     Result<GenerateResult> generate(const std::vector<TokenId>& prompt,
@@ -82,11 +94,12 @@ public:
     const std::vector<TokenId>& context() const { return context_; }
     void reset();
 
-private:
+  private:
     engine::Engine& engine_;
     const Tokenizer& tokenizer_;
     std::vector<TokenId> context_;
     std::vector<float> logits_;
+    std::vector<float> raw_logits_;  // a copy kept for log-probabilities
 };
 
 }  // namespace strata

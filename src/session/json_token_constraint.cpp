@@ -21,8 +21,8 @@ JsonTokenConstraint::JsonTokenConstraint(JsonConstraint constraint, const TokenM
 void JsonTokenConstraint::restrict(std::span<float> logits, int64_t tokens_left) {
     // Every token adds at least one byte, so a completion of k bytes needs at most k tokens:
     // start closing while that many are still left (plus one for the end-of-generation token).
-    const bool closing = tokens_left >= 0 &&
-                         tokens_left <= int64_t(constraint_.shortest_completion().size()) + 1;
+    const bool closing =
+        tokens_left >= 0 && tokens_left <= int64_t(constraint_.shortest_completion().size()) + 1;
     mask_.apply(constraint_, logits, closing);
 }
 

@@ -8,18 +8,13 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kPythonTag = "<|python_tag|>";
-constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    while (!s.empty() && is_json_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);
     return s;
 }
 

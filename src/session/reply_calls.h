@@ -12,6 +12,16 @@
 
 namespace strata {
 
+// The markup of the tool-call formats, shared by the parser that cuts calls out of the stream
+// and the decoders below.
+inline constexpr std::string_view kHermesOpen = "<tool_call>";
+inline constexpr std::string_view kHermesClose = "</tool_call>";
+inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+inline constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+// JSON's whitespace.
+inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 struct ToolCall {
     std::string name;
     nlohmann::ordered_json arguments;  // always an object

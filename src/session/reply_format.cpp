@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "session/reply_calls.h"
+
 namespace strata {
 
 namespace {
@@ -37,10 +39,10 @@ bool contains(std::string_view source, std::string_view marker) {
 ToolCallFormat tool_format_of(std::string_view source) {
     // Mistral templates also say "tool_call" (a loop variable), and Llama's say "tool_call" and
     // "parameters", so the bracketed markers are checked first.
-    if (contains(source, "[TOOL_CALLS]")) return ToolCallFormat::MistralToolCalls;
-    if (contains(source, "<tool_call>")) return ToolCallFormat::Hermes;
+    if (contains(source, kMistralCalls)) return ToolCallFormat::MistralToolCalls;
+    if (contains(source, kHermesOpen)) return ToolCallFormat::Hermes;
     // Llama 3.1/3.3 name <|python_tag|>; Llama 3.2 only asks for {"name": .., "parameters": ..}.
-    if (contains(source, "<|python_tag|>") || contains(source, "\"parameters\"")) {
+    if (contains(source, kPythonTag) || contains(source, "\"parameters\"")) {
         return ToolCallFormat::Llama3Json;
     }
     return ToolCallFormat::None;
@@ -50,12 +52,9 @@ bool has_token(const std::vector<std::string>& token_texts, std::string_view tex
     return std::find(token_texts.begin(), token_texts.end(), text) != token_texts.end();
 }
 
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 std::string_view trim_right(std::string_view s) {
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);
     return s;
 }
 

@@ -17,25 +17,18 @@ namespace strata {
 
 namespace {
 
-constexpr std::string_view kHermesOpen = "<tool_call>";
-constexpr std::string_view kHermesClose = "</tool_call>";
-constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 
 size_t leading_space(std::string_view s) {
     size_t n = 0;
-    while (n < s.size() && is_space(s[n])) ++n;
+    while (n < s.size() && is_json_space(s[n])) ++n;
     return n;
 }
 
 // Length of s without its trailing whitespace.
 size_t without_trailing_space(std::string_view s) {
     size_t n = s.size();
-    while (n > 0 && is_space(s[n - 1])) --n;
+    while (n > 0 && is_json_space(s[n - 1])) --n;
     return n;
 }
 

@@ -12,24 +12,11 @@ import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { ensurePackage } from "./npm_package.mjs";
+import { commandLine, ensurePackage } from "./support.mjs";
 
 const PACKAGE = "ollama@0.6.4";
 
-function fail(message) {
-  console.error(`ollama_js_client: ${message}`);
-  process.exit(1);
-}
-
-function parseArgs(argv) {
-  const args = {};
-  for (let i = 0; i < argv.length; i += 2) {
-    if (!argv[i].startsWith("--") || i + 1 >= argv.length) fail(`bad argument '${argv[i]}'`);
-    args[argv[i].slice(2)] = argv[i + 1];
-  }
-  for (const k of ["strata", "deps", "templates"]) if (!args[k]) fail(`--${k} is required`);
-  return args;
-}
+const { args, fail } = commandLine("ollama_js_client", ["strata", "deps", "templates"]);
 
 // Starts the server on a free port; resolves with its base URL once it listens.
 function startServer(strata, models) {
@@ -52,7 +39,6 @@ function startServer(strata, models) {
 }
 
 async function main() {
-  const args = parseArgs(process.argv.slice(2));
   const entry = ensurePackage(args.deps, PACKAGE, path.join("ollama", "dist", "index.mjs"), fail);
   const { Ollama } = await import(pathToFileURL(entry).href);
 

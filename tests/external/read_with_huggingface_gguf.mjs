@@ -11,24 +11,11 @@ import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-import { ensurePackage } from "./npm_package.mjs";
+import { commandLine, ensurePackage } from "./support.mjs";
 
 const PACKAGE = "@huggingface/gguf@0.4.6";
 
-function fail(message) {
-  console.error(`read_with_huggingface_gguf: ${message}`);
-  process.exit(1);
-}
-
-function parseArgs(argv) {
-  const args = {};
-  for (let i = 0; i < argv.length; i += 2) {
-    if (!argv[i].startsWith("--") || i + 1 >= argv.length) fail(`bad argument '${argv[i]}'`);
-    args[argv[i].slice(2)] = argv[i + 1];
-  }
-  for (const k of ["strata", "describe", "deps"]) if (!args[k]) fail(`--${k} is required`);
-  return args;
-}
+const { args, fail } = commandLine("read_with_huggingface_gguf", ["strata", "describe", "deps"]);
 
 // Runs a program; a failure ends the check with the program's name and status.
 function run(program, args, options = {}) {
@@ -135,7 +122,6 @@ async function checkCase(gguf, args, dir, c, errors) {
   return tensorInfos.length;
 }
 
-const args = parseArgs(process.argv.slice(2));
 const entry = ensurePackage(args.deps, PACKAGE, path.join("@huggingface", "gguf", "dist", "index.mjs"), fail);
 const { gguf } = await import(pathToFileURL(entry).href);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "strata-hf-gguf-"));

@@ -1,5 +1,6 @@
-// Installing an npm package on first use, into a cache directory under the build tree, for the
-// tests that check strata against other projects' code (scripts/setup installs node and npm).
+// Shared by the tests that check strata against other projects' code: command-line arguments,
+// and installing an npm package on first use into a cache directory under the build tree
+// (scripts/setup installs node and npm).
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -21,4 +22,21 @@ export function ensurePackage(deps, spec, entry, fail) {
   }
   if (!fs.existsSync(file)) fail(`${spec} installed, but ${file} is missing`);
   return file;
+}
+
+// `--key value` pairs into an object; every name in `required` must be given. Returns the
+// arguments and a `fail(message)` that prints "<tool>: message" and exits with status 1.
+export function commandLine(tool, required) {
+  const fail = (message) => {
+    console.error(`${tool}: ${message}`);
+    process.exit(1);
+  };
+  const argv = process.argv.slice(2);
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith("--") || i + 1 >= argv.length) fail(`bad argument '${argv[i]}'`);
+    args[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const k of required) if (!args[k]) fail(`--${k} is required`);
+  return { args, fail };
 }
