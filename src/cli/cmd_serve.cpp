@@ -92,6 +92,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
         }
     }
     so.max_queue = c.max_queue;
+    so.log_requests = true;
     try {
         so.default_keep_alive =
             server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -128,6 +129,18 @@ ServerStats HttpServer::stats() const {
 GenerationOutcome HttpServer::generate(GenerationJob& job, ResponseChannel& ch,
                                        const DeltaSink& sink) {
     GenerationOutcome o = run_generation(host_, job, sink);
+    if (options_.log_requests && o.load_only_reason.empty()) {
+        const GenerateTimings& t = o.result.timings;
+        std::fprintf(stderr,
+                     "strata: %s: prompt %u tokens (%u cached) at %.1f tok/s, %u generated at "
+                     "%.2f tok/s, %s%s, %.2f s\n",
+                     job.model->name.c_str(), t.prompt_tokens, t.cached_tokens,
+                     t.prompt_seconds > 0 ? t.prompt_tokens / t.prompt_seconds : 0.0,
+                     t.generated_tokens,
+                     t.generate_seconds > 0 ? t.generated_tokens / t.generate_seconds : 0.0,
+                     o.result.done_reason.c_str(), ch.cancelled() ? " (client gone)" : "",
+                     o.total_seconds);
+    }
     std::lock_guard lock(stats_mu_);
     ++stats_.generations;
     stats_.generated_tokens += o.result.generated_ids.size();

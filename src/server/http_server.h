@@ -43,6 +43,7 @@ struct ServerOptions {
     KeepAlive default_keep_alive = std::chrono::minutes(5);
     std::string ollama_version = "0.12.0";
     int test_fail_after_pieces = -1;  // tests: break every generation after this many pieces
+    bool log_requests = false;        // a line on stderr per generation
 };
 
 // Which error shape an endpoint answers with.
