@@ -2,7 +2,10 @@
 // request-level errors (26, 27, 40) and the transport limits.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
 #include <regex>
+#include <thread>
 
 #include "server_test_support.h"
 
@@ -217,6 +220,56 @@ TEST_F(ServerBasics, OpenAIModelsAndErrors) {
     EXPECT_EQ(r->status, 400);
     r = srv_->post("/v1/embeddings", {{"model", "tiny"}, {"input", json::array()}});
     EXPECT_EQ(r->status, 400);
+}
+
+std::vector<std::string> loaded_names(const TestServer& srv) {
+    const json ps = json::parse(srv.get("/api/ps")->body);
+    std::vector<std::string> names;
+    for (const json& m : ps["models"]) names.push_back(m["name"]);
+    return names;
+}
+
+TEST(ServerModels, AliasesNameModelsAndTheRamBudgetKeepsOneLoaded) {
+    // Room for one of the two models (the same size) but not both.
+    const uint64_t one = std::filesystem::file_size(server_models().tiny);
+    const std::vector<std::string> paths = {server_models().tiny, server_models().tools};
+    const std::vector<std::string> aliases = {"first", ""};
+    TestServer srv(server::ServerOptions{}, paths, aliases, one + one / 2);
+    json tags = json::parse(srv.get("/api/tags")->body);
+    EXPECT_EQ(tags["models"][0]["name"], "first:latest");
+    EXPECT_EQ(srv.post("/api/show", {{"model", "tiny"}})->status, 404);
+    const json req = {{"prompt", "x"}, {"stream", false}, {"options", {{"num_predict", 2}}}};
+    json a = req, b = req;
+    a["model"] = "first";
+    b["model"] = "tools";
+    ASSERT_EQ(srv.post("/api/generate", a)->status, 200);
+    EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"first:latest"});
+    ASSERT_EQ(srv.post("/api/generate", b)->status, 200);
+    EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"tools:latest"});
+}
+
+TEST(ServerModels, KeepAliveEndsAndUnloads) {
+    TestServer srv;
+    ASSERT_EQ(srv.post("/api/generate", {{"model", "tiny"},
+                                         {"prompt", "x"},
+                                         {"stream", false},
+                                         {"keep_alive", "200ms"},
+                                         {"options", {{"num_predict", 2}}}})
+                  ->status,
+              200);
+    json ps = json::parse(srv.get("/api/ps")->body);
+    ASSERT_EQ(ps["models"].size(), 1u);
+    EXPECT_NE(ps["models"][0]["expires_at"], "2318-01-01T00:00:00Z");
+    // The worker unloads it when the keep-alive ends; give it ample time.
+    for (int i = 0; i < 100 && !loaded_names(srv).empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_TRUE(loaded_names(srv).empty());
+    // keep_alive -1: never expires.
+    srv.post("/api/generate", {{"model", "tiny"}, {"keep_alive", -1}});
+    ps = json::parse(srv.get("/api/ps")->body);
+    ASSERT_EQ(ps["models"].size(), 1u);
+    EXPECT_EQ(ps["models"][0]["expires_at"], "2318-01-01T00:00:00Z");
 }
 
 TEST(ServerLimits, OversizedBodyGets413) {

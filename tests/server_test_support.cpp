@@ -40,7 +40,7 @@ const ServerModels& server_models() {
 }
 
 TestServer::TestServer(server::ServerOptions options, std::vector<std::string> paths,
-                       std::vector<std::string> aliases) {
+                       std::vector<std::string> aliases, uint64_t ram_budget) {
     if (paths.empty()) paths = {server_models().tiny, server_models().tools};
     auto catalog = server::ModelCatalog::open(paths, aliases, 1024);
     EXPECT_TRUE(catalog.ok()) << (catalog.ok() ? "" : catalog.error().message);
@@ -48,7 +48,7 @@ TestServer::TestServer(server::ServerOptions options, std::vector<std::string> p
     options.port = 0;
     ModelLoadOptions load;
     load.engine.threads = 2;
-    server_ = std::make_unique<server::HttpServer>(std::move(*catalog), load, 0, options);
+    server_ = std::make_unique<server::HttpServer>(std::move(*catalog), load, ram_budget, options);
     auto port = server_->bind();
     EXPECT_TRUE(port.ok());
     port_ = port.ok() ? *port : 0;

@@ -28,8 +28,9 @@ const ServerModels& server_models();
 
 class TestServer {
   public:
+    // ram_budget 0: no limit on the models loaded together.
     explicit TestServer(server::ServerOptions options = {}, std::vector<std::string> paths = {},
-                        std::vector<std::string> aliases = {});
+                        std::vector<std::string> aliases = {}, uint64_t ram_budget = 0);
     ~TestServer();
     TestServer(const TestServer&) = delete;
     TestServer& operator=(const TestServer&) = delete;

@@ -131,15 +131,14 @@ GenerationOutcome HttpServer::generate(GenerationJob& job, ResponseChannel& ch,
     GenerationOutcome o = run_generation(host_, job, sink);
     if (options_.log_requests && o.load_only_reason.empty()) {
         const GenerateTimings& t = o.result.timings;
-        std::fprintf(stderr,
-                     "strata: %s: prompt %u tokens (%u cached) at %.1f tok/s, %u generated at "
-                     "%.2f tok/s, %s%s, %.2f s\n",
-                     job.model->name.c_str(), t.prompt_tokens, t.cached_tokens,
-                     t.prompt_seconds > 0 ? t.prompt_tokens / t.prompt_seconds : 0.0,
-                     t.generated_tokens,
-                     t.generate_seconds > 0 ? t.generated_tokens / t.generate_seconds : 0.0,
-                     o.result.done_reason.c_str(), ch.cancelled() ? " (client gone)" : "",
-                     o.total_seconds);
+        std::fprintf(
+            stderr,
+            "strata: %s: prompt %u tokens (%u cached) at %.1f tok/s, %u generated at "
+            "%.2f tok/s, %s%s, %.2f s\n",
+            job.model->name.c_str(), t.prompt_tokens, t.cached_tokens,
+            t.prompt_seconds > 0 ? t.prompt_tokens / t.prompt_seconds : 0.0, t.generated_tokens,
+            t.generate_seconds > 0 ? t.generated_tokens / t.generate_seconds : 0.0,
+            o.result.done_reason.c_str(), ch.cancelled() ? " (client gone)" : "", o.total_seconds);
     }
     std::lock_guard lock(stats_mu_);
     ++stats_.generations;
@@ -180,14 +179,24 @@ void HttpServer::respond_queued(httplib::Response& res, ApiFlavor flavor, bool s
                                 const std::string& content_type,
                                 std::function<void(ResponseChannel&)> work) {
     auto channel = std::make_shared<ResponseChannel>();
-    const bool queued = queue_->submit([channel, work = std::move(work)] {
+    channel->set_before_last([this] { queue_->release_slot(); });
+    const bool queued = queue_->submit([this, channel, work = std::move(work)] {
+        int status = 0;
+        std::string message;
         try {
             work(*channel);
-            channel->finish();
         } catch (const ApiError& e) {
-            channel->fail(e.status, e.what());
+            status = e.status;
+            message = e.what();
         } catch (const std::exception& e) {
-            channel->fail(500, e.what());
+            status = 500;
+            message = e.what();
+        }
+        queue_->release_slot();
+        if (status) {
+            channel->fail(status, message);
+        } else {
+            channel->finish();
         }
     });
     if (!queued) {

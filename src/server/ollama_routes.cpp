@@ -139,7 +139,7 @@ void HttpServer::install_ollama_routes() {
                 fin["done"] = true;
                 if (!o.load_only_reason.empty()) {
                     fin["done_reason"] = o.load_only_reason;
-                    ch.push(stream ? line(chunk(fin)) : to_text(chunk(fin)));
+                    ch.push_last(stream ? line(chunk(fin)) : to_text(chunk(fin)));
                     return;
                 }
                 fin["done_reason"] = o.result.done_reason;
@@ -147,7 +147,7 @@ void HttpServer::install_ollama_routes() {
                 add_metrics(fin, o);
                 logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
                 if (want_logprobs && !logprobs.empty()) fin["logprobs"] = logprobs_json(logprobs);
-                ch.push(stream ? line(chunk(fin)) : to_text(chunk(fin)));
+                ch.push_last(stream ? line(chunk(fin)) : to_text(chunk(fin)));
             });
     });
 
@@ -225,7 +225,7 @@ void HttpServer::install_ollama_routes() {
                 }
                 logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
                 if (want_logprobs && !logprobs.empty()) fin["logprobs"] = logprobs_json(logprobs);
-                ch.push(stream ? line(fin) : to_text(fin));
+                ch.push_last(stream ? line(fin) : to_text(fin));
             });
     });
 
@@ -255,7 +255,7 @@ void HttpServer::install_ollama_routes() {
                     out["load_duration"] = int64_t(vectors.load_seconds * 1e9);
                     out["prompt_eval_count"] = vectors.tokens;
                 }
-                ch.push(to_text(out));
+                ch.push_last(to_text(out));
             });
     };
     s.Post("/api/embed",

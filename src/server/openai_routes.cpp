@@ -168,7 +168,7 @@ bool wants_usage(const json& body) {
 // [DONE].
 void end_stream(ResponseChannel& ch, json usage_chunk, bool include_usage) {
     if (include_usage) ch.push(event(usage_chunk));
-    ch.push("data: [DONE]\n\n");
+    ch.push_last("data: [DONE]\n\n");
 }
 
 json usage(const GenerationOutcome& o) {
@@ -324,7 +324,7 @@ void HttpServer::install_openai_routes() {
                     if (want_logprobs) {
                         out["choices"][0]["logprobs"] = {{"content", logprobs_json(logprobs)}};
                     }
-                    ch.push(to_text(out));
+                    ch.push_last(to_text(out));
                     return;
                 }
                 if (first) send_delta({{"content", ""}}, none);
@@ -389,7 +389,7 @@ void HttpServer::install_openai_routes() {
                     json out = object(text, reason);
                     if (want_logprobs) out["choices"][0]["logprobs"] = legacy_logprobs(logprobs);
                     out["usage"] = usage(o);
-                    ch.push(to_text(out));
+                    ch.push_last(to_text(out));
                     return;
                 }
                 ch.push(event(object("", reason)));
@@ -441,11 +441,12 @@ void HttpServer::install_openai_routes() {
                     e["index"] = i;
                     data.push_back(std::move(e));
                 }
-                ch.push(json({{"object", "list"},
-                              {"data", data},
-                              {"model", name},
-                              {"usage", {{"prompt_tokens", b.tokens}, {"total_tokens", b.tokens}}}})
-                            .dump());
+                ch.push_last(
+                    json({{"object", "list"},
+                          {"data", data},
+                          {"model", name},
+                          {"usage", {{"prompt_tokens", b.tokens}, {"total_tokens", b.tokens}}}})
+                        .dump());
             });
     });
 }

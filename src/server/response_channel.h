@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -27,6 +28,14 @@ class ResponseChannel {
         cv_.notify_all();
         return true;
     }
+    // The answer's last chunk: `before_last` runs first (the server frees the request's queue
+    // slot there, so that a client that sends its next request as soon as it reads this one is
+    // not refused).
+    bool push_last(std::string chunk) {
+        if (before_last_) before_last_();
+        return push(std::move(chunk));
+    }
+    void set_before_last(std::function<void()> f) { before_last_ = std::move(f); }
     void finish() { end(0, {}); }
     void fail(int status, std::string message) { end(status, std::move(message)); }
     bool cancelled() const {
@@ -83,6 +92,7 @@ class ResponseChannel {
         cv_.notify_all();
     }
 
+    std::function<void()> before_last_;  // set before the worker starts; worker thread only
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::string> chunks_;

@@ -26,6 +26,13 @@ bool WorkQueue::submit(std::function<void()> work) {
     return true;
 }
 
+void WorkQueue::release_slot() {
+    if (slot_released_) return;
+    slot_released_ = true;
+    std::lock_guard lock(mu_);
+    --running_;
+}
+
 size_t WorkQueue::pending() const {
     std::lock_guard lock(mu_);
     return jobs_.size() + running_;
@@ -53,11 +60,9 @@ void WorkQueue::run() {
             jobs_.pop_front();
             ++running_;
         }
+        slot_released_ = false;
         job();
-        {
-            std::lock_guard lock(mu_);
-            --running_;
-        }
+        release_slot();
         wake = idle_ ? idle_() : std::nullopt;
     }
 }

@@ -31,6 +31,11 @@ class WorkQueue {
 
     // false: max_pending requests are already waiting or running.
     bool submit(std::function<void()> work);
+    // Called by a running job once its answer is complete but before the client can see that
+    // (before the response channel is finished): the job stops counting against max_pending,
+    // so that a client's next request is never refused because the worker has not yet returned
+    // from the previous one.
+    void release_slot();
     size_t pending() const;
     size_t max_pending() const { return max_pending_; }
 
@@ -43,6 +48,7 @@ class WorkQueue {
     std::condition_variable cv_;
     std::deque<std::function<void()>> jobs_;
     size_t running_ = 0;
+    bool slot_released_ = false;  // by the running job; worker thread only
     bool stopping_ = false;
     std::thread worker_;
 };
