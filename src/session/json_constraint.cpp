@@ -12,6 +12,7 @@
 
 #include "session/json_constraint_frames.h"
 #include "session/json_constraint_schema.h"
+#include "session/utf8.h"
 
 namespace strata {
 
@@ -223,25 +224,13 @@ Step step_string(const JsonGrammar& g, Stack& st, uint8_t c) {
             } else if (c >= 0x80) {
                 // UTF-8 lead byte: continuation bytes left, and the range of the next one
                 // (narrower after E0, ED, F0, F4 to exclude overlongs, surrogates, > U+10FFFF).
-                uint32_t left = 0, lo = 0x80, hi = 0xBF;
-                if (c >= 0xC2 && c <= 0xDF)
-                    left = 1;
-                else if (c == 0xE0)
-                    left = 2, lo = 0xA0;
-                else if (c == 0xED)
-                    left = 2, hi = 0x9F;
-                else if (c >= 0xE1 && c <= 0xEF)
-                    left = 2;
-                else if (c == 0xF0)
-                    left = 3, lo = 0x90;
-                else if (c >= 0xF1 && c <= 0xF3)
-                    left = 3;
-                else if (c == 0xF4)
-                    left = 3, hi = 0x8F;
-                else
-                    return Step::Reject;
+                const uint32_t len = utf8::sequence_length(c);
+                if (len < 2) return Step::Reject;
+                uint8_t lo = 0, hi = 0;
+                utf8::second_byte_range(c, lo, hi);
+                const uint32_t left = len - 1;
                 f.phase = kUtf8;
-                f.b = left | lo << 8 | hi << 16;
+                f.b = left | uint32_t(lo) << 8 | uint32_t(hi) << 16;
             }
             return Step::Accept;
         case kUtf8: {

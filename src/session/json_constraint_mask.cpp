@@ -16,6 +16,7 @@
 
 #include "session/json_constraint.h"
 #include "session/json_constraint_schema.h"
+#include "session/utf8.h"
 
 namespace strata {
 
@@ -30,32 +31,9 @@ bool plain_string_text(std::string_view s, uint32_t& code_points) {
     for (size_t i = 0; i < s.size();) {
         const auto c = static_cast<uint8_t>(s[i]);
         if (c < 0x20 || c == '"' || c == '\\') return false;
-        size_t len = 1;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80)
-            len = 1;
-        else if (c >= 0xC2 && c <= 0xDF)
-            len = 2;
-        else if (c == 0xE0)
-            len = 3, lo = 0xA0;
-        else if (c == 0xED)
-            len = 3, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF)
-            len = 3;
-        else if (c == 0xF0)
-            len = 4, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3)
-            len = 4;
-        else if (c == 0xF4)
-            len = 4, hi = 0x8F;
-        else
-            return false;
-        if (i + len > s.size()) return false;
-        for (size_t k = 1; k < len; ++k) {
-            const auto cc = static_cast<uint8_t>(s[i + k]);
-            if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xBF)) return false;
-        }
-        i += len;
+        const utf8::Decoded d = utf8::decode(s, i);
+        if (!d.valid) return false;
+        i += d.len;
         ++code_points;
     }
     return true;

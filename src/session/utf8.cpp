@@ -4,10 +4,6 @@
 
 namespace strata::utf8 {
 
-namespace {
-
-// Sequence length announced by a lead byte, 0 when the byte cannot start a sequence
-// (continuation bytes 80..BF, the overlong leads C0 and C1, and F5..FF).
 uint32_t sequence_length(uint8_t lead) {
     if (lead < 0x80) return 1;
     if (lead < 0xC2) return 0;
@@ -17,8 +13,6 @@ uint32_t sequence_length(uint8_t lead) {
     return 0;
 }
 
-// Allowed range of the second byte; the lead bytes E0, ED, F0 and F4 narrow it to exclude
-// overlong forms, surrogates and code points above U+10FFFF.
 void second_byte_range(uint8_t lead, uint8_t& lo, uint8_t& hi) {
     lo = 0x80;
     hi = 0xBF;
@@ -27,8 +21,6 @@ void second_byte_range(uint8_t lead, uint8_t& lo, uint8_t& hi) {
     if (lead == 0xF0) lo = 0x90;
     if (lead == 0xF4) hi = 0x8F;
 }
-
-}  // namespace
 
 Decoded decode(std::string_view s, size_t i) {
     assert(i < s.size());

@@ -24,6 +24,14 @@ struct Decoded {
     bool truncated = false;
 };
 
+// Sequence length announced by a lead byte, 0 when the byte cannot start a sequence
+// (continuation bytes 80..BF, the overlong leads C0 and C1, and F5..FF).
+uint32_t sequence_length(uint8_t lead);
+
+// Allowed range of the byte after `lead` (the others are 80..BF); the lead bytes E0, ED, F0 and
+// F4 narrow it to exclude overlong forms, surrogates and code points above U+10FFFF.
+void second_byte_range(uint8_t lead, uint8_t& lo, uint8_t& hi);
+
 // Decodes the sequence starting at s[i] (i < s.size()). An invalid sequence reports its maximal
 // subpart: the longest prefix that could start a well-formed sequence, at least one byte, which
 // is what Unicode recommends to replace with one U+FFFD.
