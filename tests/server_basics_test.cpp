@@ -83,9 +83,11 @@ TEST_F(ServerBasics, ShowByModelNameOrShortName) {
         // Long arrays (the vocabulary) are left out unless verbose.
         EXPECT_EQ(j["model_info"]["tokenizer.ggml.tokens"], json::array());
     }
-    json tools = body_of(srv_->post("/api/show", {{"model", "tools"}}));
-    EXPECT_NE(std::find(tools["capabilities"].begin(), tools["capabilities"].end(), "tools"),
-              tools["capabilities"].end());
+    if (have_testdata()) {  // tools.gguf carries Qwen2.5's template only then
+        json tools = body_of(srv_->post("/api/show", {{"model", "tools"}}));
+        EXPECT_NE(std::find(tools["capabilities"].begin(), tools["capabilities"].end(), "tools"),
+                  tools["capabilities"].end());
+    }
     json verbose = body_of(srv_->post("/api/show", {{"model", "tiny"}, {"verbose", true}}));
     EXPECT_GT(verbose["model_info"]["tokenizer.ggml.tokens"].size(), 100u);
 }
