@@ -27,7 +27,7 @@
 
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "profile/memory_bandwidth.h"
 #include "quant/quant.h"
 #include "util/table.h"

@@ -24,7 +24,7 @@
 #include "model/hparams.h"
 #include "profile/memory_bandwidth.h"
 #include "session/loaded_model.h"
-#include "store/aligned_buffer.h"
+#include "io/aligned_buffer.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "synth/weight_format.h"

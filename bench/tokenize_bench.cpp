@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "session/merge_encoders.h"
-#include "session/stream_decoder.h"
-#include "session/utf8.h"
+#include "tokenizer/merge_encoders.h"
+#include "tokenizer/stream_decoder.h"
+#include "util/utf8.h"
 #include "util/file.h"
 
 namespace {

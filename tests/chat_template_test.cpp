@@ -13,7 +13,7 @@
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "session/chat_template.h"
+#include "template/chat_template.h"
 #include "test_support.h"
 
 namespace strata {

@@ -30,7 +30,7 @@
 
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
 

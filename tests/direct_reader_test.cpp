@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "store/direct_reader.h"
+#include "io/direct_reader.h"
 #include "test_support.h"
 
 namespace strata {

@@ -74,7 +74,7 @@ const std::string& model_path(const std::string& preset, TensorType type, uint32
 
 // Engine options for these tests: 2 threads and 64 positions unless said otherwise.
 EngineOptions options(int threads = 2, uint32_t max_batch = 512, uint32_t n_ctx = 64,
-                      engine::KvType kv = engine::KvType::F16) {
+                      KvType kv = KvType::F16) {
     EngineOptions eo;
     eo.threads = threads;
     eo.max_batch = max_batch;
@@ -259,7 +259,7 @@ INSTANTIATE_TEST_SUITE_P(EngineModels, EngineInvariants, ::testing::ValuesIn(kCa
 TEST(EngineKvCache, Q8_0StaysCloseToF16) {
     const std::string path = model_path("tiny", TensorType::F16);
     auto f16 = load(path);
-    auto q8 = load(path, options(2, 512, 64, engine::KvType::Q8_0));
+    auto q8 = load(path, options(2, 512, 64, KvType::Q8_0));
     ASSERT_TRUE(f16 && q8);
     const size_t nv = f16->engine->n_vocab();
     const auto ids = prompt_tokens(24, f16->engine->n_vocab());
@@ -286,12 +286,12 @@ TEST(EngineKvCache, Q8_0StaysCloseToF16) {
 TEST(EngineKvCache, Q8_0RefusesHeadSizesThatAreNotBlocks) {
     ModelLoadOptions opt;
     opt.engine.n_ctx = 64;
-    opt.engine.kv_type = engine::KvType::Q8_0;
+    opt.engine.kv_type = KvType::Q8_0;
     auto m = LoadedModel::load(model_path("tiny", TensorType::F16, 48), opt);
     ASSERT_FALSE(m);
     EXPECT_NE(m.error().message.find("multiples of 32"), std::string::npos) << m.error().message;
     EXPECT_NE(m.error().message.find("48"), std::string::npos) << m.error().message;
-    opt.engine.kv_type = engine::KvType::F16;  // the same model runs with the F16 cache
+    opt.engine.kv_type = KvType::F16;  // the same model runs with the F16 cache
     EXPECT_TRUE(LoadedModel::load(model_path("tiny", TensorType::F16, 48), opt));
 }
 

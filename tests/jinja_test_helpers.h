@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "session/jinja_template.h"
+#include "template/jinja_template.h"
 
 namespace strata::test {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "session/json_constraint.h"
+#include "constrain/json_constraint.h"
 
 namespace strata {
 namespace {

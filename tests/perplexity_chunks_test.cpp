@@ -11,7 +11,7 @@
 
 #include "eval/kld_file.h"
 #include "eval/perplexity_chunks.h"
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace strata {

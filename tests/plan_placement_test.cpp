@@ -335,9 +335,9 @@ TEST(PlanPlacement, KvCacheFollowsContextAndType) {
     Plan p = plan_or_fail(m, ram(16 * GiB), o);
     EXPECT_EQ(p.n_ctx, 8192u);
     EXPECT_EQ(p.memory.kv_cache, 1ull << 30);
-    o.kv_type = engine::KvType::Q8_0;
+    o.kv_type = KvType::Q8_0;
     p = plan_or_fail(m, ram(16 * GiB), o);
-    EXPECT_EQ(p.memory.kv_cache, engine::KvCache::bytes_needed(*m.hparams, 8192, o.kv_type));
+    EXPECT_EQ(p.memory.kv_cache, kv_cache_bytes(*m.hparams, 8192, o.kv_type));
     EXPECT_LT(p.memory.kv_cache, 1ull << 30);
     // 0: the engine's default context (the training context, at most 4096).
     p = plan_or_fail(m, ram(16 * GiB), ctx(0));

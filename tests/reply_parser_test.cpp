@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "session/reply_parser.h"
-#include "session/utf8.h"
+#include "reply/reply_parser.h"
+#include "util/utf8.h"
 #include "text_cuts.h"
 
 namespace strata {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "session/stop_strings.h"
-#include "session/utf8.h"
+#include "util/utf8.h"
 #include "text_cuts.h"
 
 namespace strata {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 namespace {

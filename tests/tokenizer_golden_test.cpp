@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace strata {

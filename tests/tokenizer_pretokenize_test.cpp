@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "session/pretokenize.h"
+#include "tokenizer/pretokenize.h"
 
 namespace strata {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "session/stream_decoder.h"
-#include "session/utf8.h"
+#include "tokenizer/stream_decoder.h"
+#include "util/utf8.h"
 #include "test_support.h"
 
 namespace strata {

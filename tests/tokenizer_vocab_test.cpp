@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "session/merge_encoders.h"
-#include "session/tokenizer.h"
-#include "session/utf8.h"
+#include "tokenizer/merge_encoders.h"
+#include "tokenizer/tokenizer.h"
+#include "util/utf8.h"
 
 namespace strata {
 namespace {

@@ -26,7 +26,7 @@ struct ServeCommand {
     std::vector<std::string> aliases;
     std::string host = "127.0.0.1";
     int port = 11434;
-    uint32_t context = engine::kDefaultContextCap;
+    uint32_t context = kDefaultContextCap;
     std::vector<std::string> origins;
     size_t max_queue = 64;
     std::string keep_alive = "5m";

@@ -22,7 +22,7 @@
 
 #include "cli/commands.h"
 #include "gguf/reader.h"
-#include "session/chat_template.h"
+#include "template/chat_template.h"
 #include "util/file.h"
 
 namespace strata::cli {

@@ -18,8 +18,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "session/tokenizer.h"
-#include "session/utf8.h"
+#include "tokenizer/tokenizer.h"
+#include "util/utf8.h"
 #include "util/result.h"
 
 namespace strata::cli {

@@ -43,7 +43,7 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
     o.engine.n_ctx = f.ctx;
     if (f.batch == 0) return err("--batch must be at least 1");
     o.engine.max_batch = f.batch;
-    auto kv = engine::parse_kv_type(f.kv_type);
+    auto kv = parse_kv_type(f.kv_type);
     if (!kv) return err("--kv-type: " + kv.error().message);
     o.engine.kv_type = *kv;
     o.engine.dump_dir = f.dump_dir;

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "engine/kv_cache.h"
 
 namespace strata::engine {

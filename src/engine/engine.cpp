@@ -9,11 +9,6 @@
 
 namespace strata::engine {
 
-uint32_t default_context(const ModelHparams& hp) {
-    const uint32_t train = hp.n_ctx_train ? hp.n_ctx_train : kDefaultContextCap;
-    return std::min(train, kDefaultContextCap);
-}
-
 const char* op_name(Op op) {
     switch (op) {
         case Op::Projection: return "attention projections";

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "engine/attention.h"
 #include "engine/debug_dump.h"
 #include "engine/ffn.h"
@@ -29,8 +29,6 @@
 
 namespace strata::engine {
 
-inline constexpr uint32_t kDefaultContextCap = 4096;
-
 struct EngineOptions {
     uint32_t n_ctx = 0;  // 0: the model's training context, capped at kDefaultContextCap
     KvType kv_type = KvType::F16;
@@ -41,9 +39,6 @@ struct EngineOptions {
     // then not the model's; routing_trace.h).
     std::shared_ptr<const RoutingTrace> forced_routing;
 };
-
-// The context size EngineOptions::n_ctx == 0 stands for.
-uint32_t default_context(const ModelHparams& hp);
 
 // Where the time of a forward pass goes, by kind of operator.
 enum class Op { Projection, Attention, Ffn, Experts, Router, LmHead, Elementwise, Count };

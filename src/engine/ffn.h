@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "engine/routing_trace.h"
 #include "store/weight_store.h"
 #include "util/result.h"

@@ -5,45 +5,21 @@
 
 namespace strata::engine {
 
-std::string_view kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "q8_0"; }
-
-Result<KvType> parse_kv_type(std::string_view name) {
-    if (name == "f16") return KvType::F16;
-    if (name == "q8_0") return KvType::Q8_0;
-    return err("unknown KV cache type '" + std::string(name) + "' (known: f16, q8_0)");
-}
-
 TensorType KvCache::element_type() const {
     return type_ == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
 }
 
 namespace {
-
-size_t row_bytes(KvType type, uint64_t n) {
-    return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
-}
-
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
-
 }  // namespace
 
 uint64_t KvCache::bytes_needed(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
-    uint64_t total = 0;
-    for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        const uint64_t kv = hp.n_head_kv_at(l);
-        total += round_up(row_bytes(type, kv * hp.head_dim_k) * n_ctx, 64);
-        total += round_up(row_bytes(type, kv * hp.head_dim_v) * n_ctx, 64);
-    }
-    return total;
+    return kv_cache_bytes(hp, n_ctx, type);
 }
 
 Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
     if (n_ctx == 0) return err("the context size must be at least 1");
-    if (type == KvType::Q8_0 && (hp.head_dim_k % 32 != 0 || hp.head_dim_v % 32 != 0)) {
-        return err("a Q8_0 KV cache needs head sizes that are multiples of 32; this model's are " +
-                   std::to_string(hp.head_dim_k) + " and " + std::to_string(hp.head_dim_v) +
-                   " (use the f16 cache)");
-    }
+    STRATA_TRY(check_kv_type(hp, type));
     KvCache c;
     c.type_ = type;
     c.n_ctx_ = n_ctx;
@@ -52,13 +28,13 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
         Layer L;
         L.n_embd_k = hp.n_head_kv_at(l) * hp.head_dim_k;
         L.n_embd_v = hp.n_head_kv_at(l) * hp.head_dim_v;
-        L.k_row_bytes = row_bytes(type, L.n_embd_k);
+        L.k_row_bytes = kv_row_bytes(type, L.n_embd_k);
         // transposed F16 values: one row of n_ctx positions per value dimension
-        L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : row_bytes(type, L.n_embd_v);
+        L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : kv_row_bytes(type, L.n_embd_v);
         L.k_offset = offset;
-        offset += round_up(L.k_row_bytes * n_ctx, 64);
+        offset += round_up(L.k_row_bytes * n_ctx, kKvLayerAlign);
         L.v_offset = offset;
-        offset += round_up(row_bytes(type, L.n_embd_v) * n_ctx, 64);
+        offset += round_up(kv_row_bytes(type, L.n_embd_v) * n_ctx, kKvLayerAlign);
         c.layers_.push_back(L);
     }
     auto buf = AlignedBuffer::allocate(offset);

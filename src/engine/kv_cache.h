@@ -1,7 +1,7 @@
 // The key/value cache: the keys and values of every position evaluated so far, per layer, so a
 // new token attends to the whole context without recomputing it.
 //
-// F16 (the default, as in the reference engine) or Q8_0 (half the memory, for long contexts).
+// F16 or Q8_0 (model/kv_layout.h, which also sizes it for the plan).
 // Keys are stored one row per position ([n_ctx][n_head_kv * head_dim_k]), so the scores of a
 // head are a matrix product of its key rows with the queries. F16 values are stored transposed
 // ([n_head_kv * head_dim_v][n_ctx]), so the weighted sum over positions is also a matrix
@@ -16,14 +16,11 @@
 
 #include "gguf/tensor_type.h"
 #include "model/hparams.h"
-#include "store/aligned_buffer.h"
+#include "model/kv_layout.h"
+#include "io/aligned_buffer.h"
 #include "util/result.h"
 
 namespace strata::engine {
-
-enum class KvType { F16, Q8_0 };
-std::string_view kv_type_name(KvType t);  // "f16", "q8_0"
-Result<KvType> parse_kv_type(std::string_view name);
 
 class KvCache {
 public:

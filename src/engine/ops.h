@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <span>
 
-#include "backend/cpu/thread_pool.h"
-#include "store/weight_store.h"
+#include "util/thread_pool.h"
+#include "model/tensor_view.h"
 
 namespace strata::engine {
 

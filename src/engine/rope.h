@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/hparams.h"
-#include "store/weight_store.h"
+#include "model/tensor_view.h"
 #include "util/result.h"
 
 namespace strata::engine {

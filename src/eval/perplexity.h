@@ -10,7 +10,7 @@
 
 #include "engine/engine.h"
 #include "eval/logit_stats.h"
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/engine.h"
+#include "model/kv_layout.h"
 #include "plan/plan_layers.h"
 #include "plan/tier_rates.h"
 #include "util/units.h"
@@ -337,8 +337,8 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     const ModelHparams& hp = *model.hparams;
     Inputs in{
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
-    in.n_ctx = options.n_ctx ? options.n_ctx : engine::default_context(hp);
-    in.kv_bytes = engine::KvCache::bytes_needed(hp, in.n_ctx, options.kv_type);
+    in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
+    in.kv_bytes = kv_cache_bytes(hp, in.n_ctx, options.kv_type);
 
     Plan plan;
     plan.budgets = budgets;

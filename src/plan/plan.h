@@ -53,7 +53,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/kv_cache.h"
+#include "model/kv_layout.h"
 #include "model/model_info.h"
 #include "plan/budget.h"
 #include "profile/hardware_profile.h"
@@ -80,7 +80,7 @@ std::string_view tensor_use_name(TensorUse u);  // "resident", "cached", "stream
 
 struct PlanOptions {
     uint32_t n_ctx = 0;  // KV-cache positions; 0: the engine's default for the model
-    engine::KvType kv_type = engine::KvType::F16;
+    KvType kv_type = KvType::F16;
     std::optional<PlanMode> mode;       // force a mode
     std::optional<uint32_t> slots;      // force the pool slot count (>= 2)
     std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
@@ -148,7 +148,7 @@ struct Plan {
     std::string reason;  // why this mode, in words
     Budgets budgets;
     uint32_t n_ctx = 0;
-    engine::KvType kv_type = engine::KvType::F16;
+    KvType kv_type = KvType::F16;
 
     std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
     std::vector<LayerPlan> layers;         // 0..n_layer-1

@@ -35,7 +35,7 @@ Result<Plan> from_json(const json& j) {
     p.budgets.gpu_from_flag = b.at("gpu_from_flag");
     p.budgets.warnings = b.at("warnings").get<std::vector<std::string>>();
     p.n_ctx = j.at("n_ctx");
-    STRATA_ASSIGN(p.kv_type, engine::parse_kv_type(j.at("kv_type").get<std::string>()));
+    STRATA_ASSIGN(p.kv_type, parse_kv_type(j.at("kv_type").get<std::string>()));
 
     const json& m = j.at("memory");
     p.memory = {
@@ -127,7 +127,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"gpu_from_flag", p.budgets.gpu_from_flag},
               {"warnings", p.budgets.warnings}}},
             {"n_ctx", p.n_ctx},
-            {"kv_type", std::string(engine::kv_type_name(p.kv_type))},
+            {"kv_type", std::string(kv_type_name(p.kv_type))},
             {"memory",
              {{"resident_weights", m.resident_weights},
               {"cached_weights", m.cached_weights},

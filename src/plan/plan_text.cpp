@@ -124,7 +124,7 @@ std::string plan_text(const Plan& p) {
     kv.add_row({"budget", budget_line(p)});
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + std::to_string(p.n_ctx) +
-                                " tokens (" + std::string(engine::kv_type_name(p.kv_type)) + ")"});
+                                " tokens (" + std::string(kv_type_name(p.kv_type)) + ")"});
     kv.add_row({"streaming", streaming_line(p)});
     kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +
                                    std::string(tier_name(p.bound))});

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -14,8 +14,8 @@
 #include <numeric>
 #include <random>
 
-#include "store/aligned_buffer.h"
-#include "store/direct_reader.h"
+#include "io/aligned_buffer.h"
+#include "io/direct_reader.h"
 #include "util/units.h"
 
 namespace strata {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "store/aligned_buffer.h"
+#include "io/aligned_buffer.h"
 #include "util/units.h"
 
 namespace strata {

@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/block_device.h"
+#include "io/block_device.h"
 #include "util/result.h"
 
 namespace strata {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
-#include "store/aligned_buffer.h"
+#include "util/thread_pool.h"
+#include "io/aligned_buffer.h"
 
 namespace strata {
 

@@ -13,7 +13,7 @@
 
 #include "server/api_request.h"
 #include "server/model_host.h"
-#include "session/reply_parser.h"
+#include "reply/reply_parser.h"
 
 namespace strata::server {
 

@@ -10,7 +10,7 @@
 #include "gguf/reader.h"
 #include "gguf/tensor_type.h"
 #include "server/fill_in_middle.h"
-#include "session/chat_template.h"
+#include "template/chat_template.h"
 
 namespace strata::server {
 

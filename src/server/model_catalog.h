@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model_info.h"
-#include "session/reply_parser.h"
+#include "reply/reply_parser.h"
 #include "util/result.h"
 
 namespace strata::server {

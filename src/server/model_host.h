@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "server/model_catalog.h"
-#include "session/chat_template.h"
+#include "template/chat_template.h"
 #include "session/generation.h"
-#include "session/json_constraint.h"
+#include "constrain/json_constraint.h"
 #include "session/loaded_model.h"
 
 namespace strata::server {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
 namespace strata {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "session/stop_strings.h"
-#include "session/stream_decoder.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace strata {
 

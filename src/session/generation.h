@@ -21,7 +21,7 @@
 
 #include "engine/engine.h"
 #include "session/sampler.h"
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 

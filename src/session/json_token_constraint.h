@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "session/generation.h"
-#include "session/json_constraint.h"
-#include "session/tokenizer.h"
+#include "constrain/json_constraint.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 

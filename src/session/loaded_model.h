@@ -10,7 +10,7 @@
 #include "engine/engine.h"
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "session/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "store/expert_stream_store.h"
 #include "store/resident_store.h"
 #include "store/streaming_store.h"

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "session/chat_template.h"
-#include "session/tokenizer.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 

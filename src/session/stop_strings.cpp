@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "session/utf8.h"
+#include "util/utf8.h"
 
 namespace strata {
 

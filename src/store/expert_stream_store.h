@@ -36,9 +36,9 @@
 
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "store/aligned_buffer.h"
+#include "io/aligned_buffer.h"
 #include "store/coactivation.h"
-#include "store/direct_reader.h"
+#include "io/direct_reader.h"
 #include "store/expert_cache_policy.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "model/model_info.h"
-#include "store/aligned_buffer.h"
-#include "store/direct_reader.h"
+#include "io/aligned_buffer.h"
+#include "io/direct_reader.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
 

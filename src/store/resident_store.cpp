@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "store/direct_reader.h"
+#include "io/direct_reader.h"
 #include "store/tensor_views.h"
 #include "util/progress.h"
 #include "util/units.h"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "model/model_info.h"
-#include "store/aligned_buffer.h"
+#include "io/aligned_buffer.h"
 #include "store/weight_store.h"
 
 namespace strata {

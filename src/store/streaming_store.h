@@ -22,8 +22,8 @@
 
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "store/aligned_buffer.h"
-#include "store/direct_reader.h"
+#include "io/aligned_buffer.h"
+#include "io/direct_reader.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
 #include "store/weight_store.h"

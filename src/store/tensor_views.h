@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/model_info.h"
-#include "store/weight_store.h"
+#include "model/tensor_view.h"
 
 namespace strata {
 

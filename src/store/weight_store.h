@@ -13,41 +13,10 @@
 #include <span>
 #include <string>
 
-#include "gguf/tensor_type.h"
-#include "model/tensor_role.h"
+#include "model/tensor_view.h"
 #include "util/result.h"
 
 namespace strata {
-
-// A tensor's bytes in memory with its GGUF type and shape (ggml order: ne[0] is the row length).
-struct TensorView {
-    TensorType type = TensorType::F32;
-    const std::byte* data = nullptr;
-    std::array<int64_t, 4> ne{0, 1, 1, 1};
-    size_t row_bytes = 0;  // bytes of one row of ne[0] elements
-
-    bool present() const { return data != nullptr; }
-    int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
-    const float* f32() const { return reinterpret_cast<const float*>(data); }
-};
-
-inline constexpr size_t kTensorRoleCount = static_cast<size_t>(TensorRole::Other) + 1;
-
-// The non-expert tensors of one layer (or, for layer -1, the tensors outside the blocks), by role.
-// Routed-expert tensors are not here: they come one expert at a time through acquire_expert.
-struct LayerView {
-    std::array<TensorView, kTensorRoleCount> weights{};
-    std::array<TensorView, kTensorRoleCount> biases{};
-
-    const TensorView& weight(TensorRole r) const { return weights[static_cast<size_t>(r)]; }
-    const TensorView& bias(TensorRole r) const { return biases[static_cast<size_t>(r)]; }
-};
-
-// One routed expert's matrices: gate and up [n_embd -> n_ff_exp], down [n_ff_exp -> n_embd],
-// each a 2-D view (rows = output features).
-struct ExpertView {
-    TensorView gate, up, down;
-};
 
 // Bytes the store moved to serve the engine, for run summaries and benchmarks.
 struct StoreStats {

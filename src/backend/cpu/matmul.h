@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "backend/cpu/cpu_path.h"
-#include "backend/cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "gguf/tensor_type.h"
 #include "util/result.h"
 

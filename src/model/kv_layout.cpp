@@ -1,0 +1,50 @@
+#include "model/kv_layout.h"
+
+#include <algorithm>
+#include <string>
+
+#include "quant/blocks.h"
+
+namespace strata {
+
+uint32_t default_context(const ModelHparams& hp) {
+    const uint32_t train = hp.n_ctx_train ? hp.n_ctx_train : kDefaultContextCap;
+    return std::min(train, kDefaultContextCap);
+}
+
+std::string_view kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "q8_0"; }
+
+Result<KvType> parse_kv_type(std::string_view name) {
+    if (name == "f16") return KvType::F16;
+    if (name == "q8_0") return KvType::Q8_0;
+    return err("unknown KV cache type '" + std::string(name) + "' (known: f16, q8_0)");
+}
+
+size_t kv_row_bytes(KvType type, uint64_t n) {
+    return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
+}
+
+namespace {
+uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+}  // namespace
+
+uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        const uint64_t kv = hp.n_head_kv_at(l);
+        total += round_up(kv_row_bytes(type, kv * hp.head_dim_k) * n_ctx, kKvLayerAlign);
+        total += round_up(kv_row_bytes(type, kv * hp.head_dim_v) * n_ctx, kKvLayerAlign);
+    }
+    return total;
+}
+
+Result<void> check_kv_type(const ModelHparams& hp, KvType type) {
+    if (type == KvType::Q8_0 && (hp.head_dim_k % 32 != 0 || hp.head_dim_v % 32 != 0)) {
+        return err("a Q8_0 KV cache needs head sizes that are multiples of 32; this model's are " +
+                   std::to_string(hp.head_dim_k) + " and " + std::to_string(hp.head_dim_v) +
+                   " (use the f16 cache)");
+    }
+    return {};
+}
+
+}  // namespace strata

@@ -1,0 +1,33 @@
+// What a model's KV cache takes, whoever holds it: the element types it can be stored in, its
+// size for a context, and the context strata opens by default. The plan sizes memory with these
+// and every backend lays out its cache by the same rows, so the two can never disagree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "model/hparams.h"
+#include "util/result.h"
+
+namespace strata {
+
+// The context EngineOptions::n_ctx == 0 stands for: the model's training context, at most this.
+inline constexpr uint32_t kDefaultContextCap = 4096;
+uint32_t default_context(const ModelHparams& hp);
+
+// F16 (the default, as in the reference engine) or Q8_0 (half the memory, for long contexts).
+enum class KvType { F16, Q8_0 };
+std::string_view kv_type_name(KvType t);  // "f16", "q8_0"
+Result<KvType> parse_kv_type(std::string_view name);
+
+// Bytes of one cache row of n elements (n a multiple of 32 for Q8_0).
+size_t kv_row_bytes(KvType type, uint64_t n);
+// Each layer's keys and values are padded to this, so every layer starts aligned for SIMD loads.
+inline constexpr uint64_t kKvLayerAlign = 64;
+// Bytes a cache of n_ctx positions takes for every layer of the model.
+uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+// An error when the model's head sizes cannot be stored in `type`.
+Result<void> check_kv_type(const ModelHparams& hp, KvType type);
+
+}  // namespace strata

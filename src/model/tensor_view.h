@@ -1,0 +1,63 @@
+// Views of a model's tensors in memory: a tensor's bytes with its type, shape and the memory
+// they live in, and the tensors of one layer (or one routed expert) by role. The store hands
+// these out and the backends compute with them; neither needs to know how the other got them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "gguf/tensor_type.h"
+#include "model/tensor_role.h"
+
+namespace strata {
+
+// Whose memory a pointer points into. Host memory is ordinary pageable RAM; pinned host memory
+// is RAM locked for DMA (a GPU copies from it at full bus speed); device memory belongs to GPU
+// `device` and is not addressable from the CPU.
+enum class MemoryKind : uint8_t { Host, PinnedHost, Device };
+std::string_view memory_kind_name(MemoryKind k);  // "host", "pinned", "device"
+
+struct MemoryPlace {
+    MemoryKind kind = MemoryKind::Host;
+    int device = 0;  // the GPU, for Device memory
+
+    // True where the CPU can read the bytes directly.
+    bool host_readable() const { return kind != MemoryKind::Device; }
+    bool operator==(const MemoryPlace&) const = default;
+};
+
+// A tensor's bytes in memory with its GGUF type and shape (ggml order: ne[0] is the row length).
+struct TensorView {
+    TensorType type = TensorType::F32;
+    const std::byte* data = nullptr;
+    std::array<int64_t, 4> ne{0, 1, 1, 1};
+    size_t row_bytes = 0;  // bytes of one row of ne[0] elements
+    MemoryPlace where;     // whose memory `data` points into
+
+    bool present() const { return data != nullptr; }
+    int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+    // The elements of an F32 tensor, for code running where the bytes are.
+    const float* f32() const { return reinterpret_cast<const float*>(data); }
+};
+
+inline constexpr size_t kTensorRoleCount = static_cast<size_t>(TensorRole::Other) + 1;
+
+// The non-expert tensors of one layer (or, for layer -1, the tensors outside the blocks), by role.
+// Routed-expert tensors are not here: they come one expert at a time through acquire_expert.
+struct LayerView {
+    std::array<TensorView, kTensorRoleCount> weights{};
+    std::array<TensorView, kTensorRoleCount> biases{};
+
+    const TensorView& weight(TensorRole r) const { return weights[static_cast<size_t>(r)]; }
+    const TensorView& bias(TensorRole r) const { return biases[static_cast<size_t>(r)]; }
+};
+
+// One routed expert's matrices: gate and up [n_embd -> n_ff_exp], down [n_ff_exp -> n_embd],
+// each a 2-D view (rows = output features).
+struct ExpertView {
+    TensorView gate, up, down;
+};
+
+}  // namespace strata

@@ -1,0 +1,90 @@
+// Splits a streamed reply into what the user sees (content), the model's reasoning (thinking)
+// and complete tool calls, as the server's chat endpoints must return them.
+//
+// Text arrives a piece at a time, and a tag can be cut across pieces ("<tool" + "_call>"), so
+// text that may still begin a tag is held back until the next piece settles it, like a stop
+// string. Three stages run in turn, each on whole UTF-8 characters:
+//   1. a character joiner holds back a character the piece cut in two;
+//   2. ThinkingSplitter takes think_open..think_close at the start of the reply as thinking;
+//   3. ToolCallSplitter cuts the format's call markup out of the rest and decodes the calls.
+// The outcome does not depend on how the text was cut into pieces, tool-call markup never
+// reaches content unless it fails to parse (then, as Ollama does, the text comes back verbatim),
+// and every returned piece is valid UTF-8 when the input as a whole is.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reply/reply_calls.h"
+#include "reply/reply_format.h"
+
+namespace strata {
+
+struct ReplyDelta {
+    std::string content, thinking;
+    std::vector<ToolCall> tool_calls;
+};
+
+// Reasoning at the start of the reply. Whitespace right after think_open, before think_close and
+// after think_close is dropped (templates put "\n" around the tags; it is not part of the text).
+class ThinkingSplitter {
+  public:
+    ThinkingSplitter(std::string open, std::string close, bool starts_inside);
+    // Appends what is settled to `content` and `thinking`; at_end settles everything.
+    void feed(std::string_view text, bool at_end, std::string& content, std::string& thinking);
+
+  private:
+    enum class State { BeforeOpen, Thinking, AfterClose, Content };
+    std::string open_, close_;
+    bool starts_inside_;
+    State state_ = State::BeforeOpen;
+    bool at_thinking_start_ = true;  // still dropping whitespace after the open tag
+    std::string held_;
+};
+
+// Tool-call markup in the content stream, per format:
+//   Hermes: each <tool_call>..</tool_call> block becomes a call as soon as it closes.
+//   MistralToolCalls: from the first [TOOL_CALLS] on, the rest of the reply is the calls.
+//   Llama3Json: a reply that begins with '{' or <|python_tag|> is the calls.
+// The last two are decided at the end of the reply, when the text is known to be complete.
+class ToolCallSplitter {
+  public:
+    explicit ToolCallSplitter(ToolCallFormat format);
+    void feed(std::string_view text, bool at_end, std::string& content,
+              std::vector<ToolCall>& calls);
+
+  private:
+    enum class State { Text, Block, Passthrough };
+    // Each returns true when it moved to another state, which then looks at the held text.
+    bool text_state(bool at_end, std::string& content);
+    bool block_state(bool at_end, std::string& content, std::vector<ToolCall>& calls);
+
+    ToolCallFormat format_;
+    std::string open_, close_;  // close_ empty: the block runs to the end of the reply
+    State state_ = State::Text;
+    bool after_call_ = false;  // dropping the whitespace between and after calls
+    std::string held_;
+};
+
+class ReplyParser {
+  public:
+    // parse_tools: the request had tools (otherwise call markup is plain content).
+    // separate_thinking: thinking is on (otherwise the reasoning stays in content, verbatim).
+    explicit ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thinking);
+
+    ReplyDelta feed(std::string_view text);  // what is now safe to emit
+    // End of generation: everything held back. A tool-call block that never closed or does not
+    // parse goes out as content.
+    ReplyDelta finish();
+
+  private:
+    ReplyDelta step(std::string_view text, bool at_end);
+
+    bool split_thinking_, split_tools_;
+    std::string unfinished_char_;
+    ThinkingSplitter thinking_;
+    ToolCallSplitter tools_;
+};
+
+}  // namespace strata
