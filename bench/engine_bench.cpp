@@ -28,6 +28,7 @@
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "synth/weight_format.h"
+#include "util/thread_pool.h"
 #include "util/table.h"
 #include "util/units.h"
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ffn.h"
+#include "engine/routing.h"
 #include "session/loaded_model.h"
 #include "synth/generator.h"
 #include "test_support.h"

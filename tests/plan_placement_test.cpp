@@ -7,7 +7,7 @@
 #include <cmath>
 #include <map>
 
-#include "engine/kv_cache.h"
+#include "model/kv_layout.h"
 #include "plan/plan.h"
 #include "plan/plan_layers.h"
 #include "plan_test_support.h"

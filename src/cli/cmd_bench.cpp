@@ -61,7 +61,7 @@ BenchEntry measure(const BenchCommand& c, const std::string& label,
     e.plan = model.plan;
     e.load_seconds = model.load_seconds;
     record.file_bytes = model.info.file.file_size;
-    record.threads = model.engine->pool().size();
+    record.threads = model.engine->threads();
     if (e.plan) {
         const Plan& p = *e.plan;
         say(who + ": " + std::string(plan_mode_name(p.mode)) + ", RAM budget " +

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "engine/ops.h"
+#include "backend/cpu/cpu_backend.h"
+#include "util/thread_pool.h"
 
 namespace strata::engine {
 
@@ -39,15 +40,19 @@ void Engine::timed(Op op, F&& f) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Engine::Engine(const ModelHparams& hp, WeightStore& store, KvCache kv, const EngineOptions& options)
-    : hp_(hp), store_(store), kv_(std::move(kv)), pool_(options.threads),
-      max_batch_(std::max<uint32_t>(1, options.max_batch)),
+void Engine::dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols) {
+    if (dump_.enabled()) dump_.write(name, layer, be_->peek(a, rows), rows, cols);
+}
+
+Engine::Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options)
+    : hp_(hp), store_(store), max_batch_(std::max<uint32_t>(1, options.max_batch)),
+      threads_(options.threads > 0 ? options.threads : physical_core_count()),
       forced_routing_(options.forced_routing) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightStore& store,
                                                const EngineOptions& options) {
     const LayerFn fn = layer_function(hp.arch);
-    if (!fn) return err("the CPU engine cannot run architecture '" + hp.arch + "'");
+    if (!fn) return err("strata cannot run architecture '" + hp.arch + "'");
     const LayerView& g = store.globals();
     const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
     if (!embd.present()) return err("the model has no token_embd.weight");
@@ -59,7 +64,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     STRATA_ASSIGN(RopeConfig rope, make_rope_config(hp, &g.weight(TensorRole::RopeFreqs)));
     const uint32_t n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
-    STRATA_ASSIGN(KvCache kv, KvCache::create(hp, n_ctx, options.kv_type));
     if (const RoutingTrace* t = options.forced_routing.get()) {
         if (!hp.is_moe() || t->n_layer != int(hp.n_layer) || t->n_expert != int(hp.n_expert) ||
             t->k != int(hp.n_expert_used) || t->tokens() == 0) {
@@ -68,11 +72,51 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
                        ") does not fit this model");
         }
     }
+    std::vector<int> assign = options.layer_backend;
+    if (assign.empty()) assign.assign(hp.n_layer, 0);
+    if (assign.size() != hp.n_layer) {
+        return err("layer_backend names " + std::to_string(assign.size()) + " layers, the model has " +
+                   std::to_string(hp.n_layer));
+    }
+    for (int b : assign) {
+        if (b < 0) return err("layer_backend: backend index " + std::to_string(b) + " is negative");
+    }
+    const int n_backends = assign.empty() ? 1 : *std::max_element(assign.begin(), assign.end()) + 1;
 
-    std::unique_ptr<Engine> e(new Engine(hp, store, std::move(kv), options));
+    std::unique_ptr<Engine> e(new Engine(hp, store, options));
     e->layer_fn_ = fn;
-    e->rope_ = std::move(rope);
+    e->n_ctx_ = n_ctx;
     e->n_vocab_ = static_cast<uint32_t>(head.rows());
+    for (int b = 0; b < n_backends; ++b) {
+        BackendConfig config;
+        config.hp = hp;
+        config.rope = rope;
+        config.n_ctx = n_ctx;
+        config.kv_type = options.kv_type;
+        config.max_batch = e->max_batch_;
+        config.threads = e->threads_;
+        config.layers.assign(hp.n_layer, false);
+        for (uint32_t l = 0; l < hp.n_layer; ++l) config.layers[l] = assign[l] == b;
+        STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_cpu_backend(config));
+        e->backends_.push_back(std::move(backend));
+    }
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        e->layer_backend_.push_back(e->backends_[size_t(assign[l])].get());
+    }
+    e->be_ = e->layer_backend_.empty() ? e->backends_[0].get() : e->layer_backend_[0];
+    if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
+    if (hp.is_moe()) {
+        const size_t n_expert = hp.n_expert, k = hp.n_expert_used, rows = e->max_batch_;
+        e->router_logits_.resize(rows * n_expert);
+        e->choice_.resize(rows * k);
+        e->weight_.resize(rows * k);
+        e->users_.reserve(rows * k);
+        e->user_weights_.reserve(rows * k);
+        e->guess_.resize(k);
+        e->guess_weight_.resize(k);
+        e->routing_.probs.reserve(n_expert);
+        e->routing_.order.reserve(n_expert);
+    }
     std::string dump_dir = options.dump_dir;
     if (dump_dir.empty()) {
         if (const char* env = std::getenv("STRATA_DUMP")) dump_dir = env;
@@ -124,6 +168,14 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
     return {};
 }
 
+void Engine::enter_layer(int layer, int64_t n) {
+    Backend* next = layer_backend_[size_t(layer)];
+    if (next == be_) return;
+    be_->read_hidden(crossing_.data(), n);
+    next->write_hidden(crossing_.data(), n);
+    be_ = next;
+}
+
 Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted,
                                 float* out) {
     const int64_t n = int64_t(tokens.size());
@@ -132,29 +184,33 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
     const uint64_t served_before = store_.stats().bytes_served;
     dump_.begin_call(pos0);
 
-    x_.resize(size_t(n * d));
-    const TensorView& embd = store_.globals().weight(TensorRole::TokenEmbedding);
-    timed(Op::Elementwise, [&] {
-        for (int64_t t = 0; t < n; ++t) embedding_row(embd, tokens[size_t(t)], &x_[size_t(t * d)]);
-    });
-    dump_.write("inp_embd", -1, x_.data(), n, d);
+    be_ = layer_backend_.empty() ? backends_[0].get() : layer_backend_[0];
+    const LayerView& g = store_.globals();
+    const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
+    timed(Op::Elementwise, [&] { be_->embed(embd, tokens); });
+    dump("inp_embd", -1, Act::Hidden, n, d);
 
     for (int il = 0; il < int(hp_.n_layer); ++il) {
+        enter_layer(il, n);
         STRATA_ASSIGN(const LayerView* w, store_.acquire_layer(il));
         Result<void> r = layer_fn_(*this, LayerArgs{il, *w, n, pos0});
         store_.release_layer(il);
         STRATA_TRY(r);
-        dump_.write("l_out", il, x_.data(), n, d);
+        dump("l_out", il, Act::Hidden, n, d);
     }
     n_past_ += uint32_t(n);
 
     uint64_t head_bytes = 0;
+    const TensorView& norm = g.weight(TensorRole::OutputNorm);
     if (out && wanted == LogitsWanted::Hidden) {
-        output_norm(0, n, out);
+        timed(Op::Elementwise, [&] { be_->output_norm(norm, 0, n, out); });
+        if (dump_.enabled()) dump_.write("result_norm", -1, out, n, d);
     } else if (out) {
         const int64_t first = wanted == LogitsWanted::All ? 0 : n - 1;
-        output_head(first, n - first, out);
-        const TensorView& head = lm_head(store_.globals());
+        const TensorView& head = lm_head(g);
+        timed(Op::LmHead, [&] { be_->output_head(norm, head, first, n - first, out); });
+        dump("result_norm", -1, Act::Normed, n - first, d);
+        if (dump_.enabled()) dump_.write("result_output", -1, out, n - first, n_vocab_);
         head_bytes = head.row_bytes * uint64_t(head.rows());
     }
     stats_.weight_bytes += store_.stats().bytes_served - served_before + head_bytes +
@@ -164,145 +220,130 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
     return {};
 }
 
-void Engine::output_norm(int64_t first_row, int64_t rows, float* out) {
-    const int64_t d = hp_.n_embd;
-    timed(Op::Elementwise, [&] {
-        rms_norm_rows(&x_[size_t(first_row * d)],
-                      store_.globals().weight(TensorRole::OutputNorm).f32(), out, rows, d,
-                      hp_.rms_eps, pool_);
-    });
-    dump_.write("result_norm", -1, out, rows, d);
-}
-
-void Engine::output_head(int64_t first_row, int64_t rows, float* logits) {
-    const int64_t d = hp_.n_embd;
-    const LayerView& g = store_.globals();
-    tmp_.resize(size_t(rows * d));
-    output_norm(first_row, rows, tmp_.data());
-    const TensorView& head = lm_head(g);
-    timed(Op::LmHead, [&] { linear(head, nullptr, tmp_.data(), logits, rows, pool_); });
-    dump_.write("result_output", -1, logits, rows, n_vocab_);
-}
-
 Result<void> Engine::attention_block(const LayerArgs& a) {
     const int il = a.layer;
     const int64_t n = a.n, d = hp_.n_embd;
-    const int n_head = int(hp_.n_head_at(il)), n_head_kv = int(hp_.n_head_kv_at(il));
-    const int hd_k = int(hp_.head_dim_k), hd_v = int(hp_.head_dim_v);
-    const int64_t dq = int64_t(n_head) * hd_k, dk = int64_t(n_head_kv) * hd_k,
-                  dv = int64_t(n_head_kv) * hd_v, da = int64_t(n_head) * hd_v;
+    const int64_t n_head = hp_.n_head_at(uint32_t(il)), n_head_kv = hp_.n_head_kv_at(uint32_t(il));
+    const int64_t dq = n_head * hp_.head_dim_k, dk = n_head_kv * hp_.head_dim_k,
+                  dv = n_head_kv * hp_.head_dim_v, da = n_head * hp_.head_dim_v;
     const LayerView& w = a.w;
-    xn_.resize(size_t(n * d));
-    q_.resize(size_t(n * dq));
-    k_.resize(size_t(n * dk));
-    v_.resize(size_t(n * dv));
-    attn_.resize(size_t(n * da));
-    proj_.resize(size_t(n * d));
 
-    timed(Op::Elementwise, [&] {
-        rms_norm_rows(x_.data(), w.weight(TensorRole::AttnNorm).f32(), xn_.data(), n, d,
-                      hp_.rms_eps, pool_);
-    });
-    dump_.write("attn_norm", il, xn_.data(), n, d);
+    timed(Op::Elementwise, [&] { be_->rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n); });
+    dump("attn_norm", il, Act::Normed, n, d);
     timed(Op::Projection, [&] {
-        const LinearOut qkv[] = {
-            {&w.weight(TensorRole::AttnQ), &w.bias(TensorRole::AttnQ), q_.data()},
-            {&w.weight(TensorRole::AttnK), &w.bias(TensorRole::AttnK), k_.data()},
-            {&w.weight(TensorRole::AttnV), &w.bias(TensorRole::AttnV), v_.data()}};
-        linear_multi(qkv, xn_.data(), n, pool_);
+        const LinearJob qkv[] = {
+            {&w.weight(TensorRole::AttnQ), &w.bias(TensorRole::AttnQ), Act::Q},
+            {&w.weight(TensorRole::AttnK), &w.bias(TensorRole::AttnK), Act::K},
+            {&w.weight(TensorRole::AttnV), &w.bias(TensorRole::AttnV), Act::V}};
+        be_->linear(qkv, Act::Normed, n);
     });
     timed(Op::Elementwise, [&] {
-        const TensorView& qn = w.weight(TensorRole::AttnQNorm);
-        const TensorView& kn = w.weight(TensorRole::AttnKNorm);
-        for (int64_t t = 0; t < n; ++t) {
-            float* qt = &q_[size_t(t * dq)];
-            float* kt = &k_[size_t(t * dk)];
-            if (qn.present()) {
-                for (int h = 0; h < n_head; ++h)
-                    rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
-            }
-            if (kn.present()) {
-                for (int h = 0; h < n_head_kv; ++h)
-                    rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
-            }
-            cos_.resize(size_t(rope_.n_rot / 2));
-            sin_.resize(size_t(rope_.n_rot / 2));
-            rope_angles(rope_, a.pos0 + t, cos_.data(), sin_.data());
-            rope_apply(rope_, qt, n_head, hd_k, cos_.data(), sin_.data());
-            rope_apply(rope_, kt, n_head_kv, hd_k, cos_.data(), sin_.data());
-            kv_.store(il, a.pos0 + t, kt, &v_[size_t(t * dv)]);
-        }
+        be_->rope_store_kv(il, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm), n,
+                           a.pos0);
     });
-    dump_.write("Qcur", il, q_.data(), n, dq);
-    dump_.write("Kcur", il, k_.data(), n, dk);
-    dump_.write("Vcur", il, v_.data(), n, dv);
+    dump("Qcur", il, Act::Q, n, dq);
+    dump("Kcur", il, Act::K, n, dk);
+    dump("Vcur", il, Act::V, n, dv);
 
-    const AttentionShape shape{n_head, n_head_kv, hd_k, hd_v, 1.0f / std::sqrt(float(hd_k))};
-    timed(Op::Attention,
-          [&] { attention(kv_, il, shape, q_.data(), n, a.pos0, attn_.data(), pool_); });
-    dump_.write("kqv_out", il, attn_.data(), n, da);
+    timed(Op::Attention, [&] { be_->attention(il, n, a.pos0); });
+    dump("kqv_out", il, Act::AttnOut, n, da);
     timed(Op::Projection, [&] {
-        linear(w.weight(TensorRole::AttnOutput), &w.bias(TensorRole::AttnOutput), attn_.data(),
-               proj_.data(), n, pool_);
+        const LinearJob out[] = {
+            {&w.weight(TensorRole::AttnOutput), &w.bias(TensorRole::AttnOutput), Act::Out}};
+        be_->linear(out, Act::AttnOut, n);
     });
-    add_into(x_.data(), proj_.data(), n * d);
-    dump_.write("ffn_inp", il, x_.data(), n, d);
+    be_->add(Act::Hidden, Act::Out, n);
+    dump("ffn_inp", il, Act::Hidden, n, d);
     return {};
 }
 
 void Engine::ffn_norm(const LayerArgs& a) {
     timed(Op::Elementwise, [&] {
-        rms_norm_rows(x_.data(), a.w.weight(TensorRole::FfnNorm).f32(), xn_.data(), a.n,
-                      hp_.n_embd, hp_.rms_eps, pool_);
+        be_->rms_norm(Act::Hidden, a.w.weight(TensorRole::FfnNorm), Act::Normed, a.n);
     });
-    dump_.write("ffn_norm", a.layer, xn_.data(), a.n, hp_.n_embd);
+    dump("ffn_norm", a.layer, Act::Normed, a.n, hp_.n_embd);
 }
 
 Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
-    const int64_t n = a.n, d = hp_.n_embd;
     const LayerView& w = a.w;
     ffn_norm(a);
     timed(Op::Ffn, [&] {
-        swiglu_ffn(w.weight(TensorRole::FfnGate), w.weight(TensorRole::FfnUp),
-                   w.weight(TensorRole::FfnDown), xn_.data(), n, proj_.data(), ffn_buf_, pool_);
+        be_->swiglu_ffn(w.weight(TensorRole::FfnGate), w.weight(TensorRole::FfnUp),
+                        w.weight(TensorRole::FfnDown), Act::Normed, Act::Out, a.n);
     });
-    dump_.write("ffn_out", a.layer, proj_.data(), n, d);
-    add_into(x_.data(), proj_.data(), n * d);
+    dump("ffn_out", a.layer, Act::Out, a.n, hp_.n_embd);
+    be_->add(Act::Hidden, Act::Out, a.n);
     return {};
 }
 
 Result<void> Engine::moe_ffn_block(const LayerArgs& a, bool norm_weights) {
-    const int64_t n = a.n, d = hp_.n_embd;
+    const int64_t n = a.n;
     const LayerView& w = a.w;
     ffn_norm(a);
-    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
-                        forced_routing_.get(), a.pos0};
     Result<void> r;
-    timed(Op::Experts, [&] {
-        r = moe_ffn(store_, a.layer, w.weight(TensorRole::MoeRouter), cfg, xn_.data(), n, d,
-                    proj_.data(), moe_buf_, &stats_.moe[size_t(a.layer)], pool_);
-    });
+    timed(Op::Experts, [&] { r = routed_experts(a, w.weight(TensorRole::MoeRouter), norm_weights); });
     STRATA_TRY(r);
     if (w.weight(TensorRole::SharedGate).present()) {
         timed(Op::Ffn, [&] {
-            tmp_.resize(size_t(n * d));
-            swiglu_ffn(w.weight(TensorRole::SharedGate), w.weight(TensorRole::SharedUp),
-                       w.weight(TensorRole::SharedDown), xn_.data(), n, tmp_.data(), ffn_buf_,
-                       pool_);
+            be_->swiglu_ffn(w.weight(TensorRole::SharedGate), w.weight(TensorRole::SharedUp),
+                            w.weight(TensorRole::SharedDown), Act::Normed, Act::Side, n);
             const TensorView& gate = w.weight(TensorRole::SharedExpertGate);
-            if (gate.present()) {
-                std::vector<float> g(static_cast<size_t>(n));
-                linear(gate, nullptr, xn_.data(), g.data(), n, pool_);
-                for (int64_t t = 0; t < n; ++t) {
-                    const float s = sigmoid(g[size_t(t)]);
-                    for (int64_t i = 0; i < d; ++i) tmp_[size_t(t * d + i)] *= s;
-                }
-            }
-            add_into(proj_.data(), tmp_.data(), n * d);
+            if (gate.present()) be_->sigmoid_gate(gate, Act::Normed, Act::Side, n);
+            be_->add(Act::Out, Act::Side, n);
         });
     }
-    dump_.write("ffn_out", a.layer, proj_.data(), n, d);
-    add_into(x_.data(), proj_.data(), n * d);
+    dump("ffn_out", a.layer, Act::Out, n, hp_.n_embd);
+    be_->add(Act::Hidden, Act::Out, n);
+    return {};
+}
+
+// Routes the batch (Normed) to its top experts, fetches each chosen expert from the store once
+// for all the tokens that chose it, and leaves the weighted sum of their outputs in Out.
+Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router,
+                                    bool norm_weights) {
+    const int layer = a.layer;
+    const int64_t n = a.n;
+    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
+                        forced_routing_.get(), a.pos0};
+    const int k = cfg.n_used;
+    be_->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
+    for (int64_t t = 0; t < n; ++t) {
+        const float* logits = &router_logits_[size_t(t * cfg.n_expert)];
+        if (cfg.forced) {
+            force_route(logits, cfg, cfg.forced->choices(cfg.pos0 + t, layer),
+                        &choice_[size_t(t * k)], &weight_[size_t(t * k)], routing_);
+        } else {
+            route_token(logits, cfg, &choice_[size_t(t * k)], &weight_[size_t(t * k)], routing_);
+        }
+    }
+    const std::span<const int32_t> choices(choice_.data(), size_t(n * k));
+    // A streaming store reads the next layer's likely experts while this one computes: its
+    // router applied to this hidden state (of the last token) is a cheap, usually good guess.
+    if (const TensorView* next = store_.early_router(layer + 1); next && n > 0) {
+        be_->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
+        route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
+        store_.hint_experts(layer + 1, guess_);
+    }
+    store_.prepare_experts(layer, choices, k);
+    // Each expert once, for every (token, slot) that chose it.
+    MoeLayerStats& stats = stats_.moe[size_t(layer)];
+    be_->begin_experts(n, k);
+    for (int e = 0; e < cfg.n_expert; ++e) {
+        users_.clear();
+        user_weights_.clear();
+        for (int64_t i = 0; i < n * k; ++i) {
+            if (choice_[size_t(i)] != e) continue;
+            users_.push_back(i);
+            user_weights_.push_back(weight_[size_t(i)]);
+        }
+        if (users_.empty()) continue;
+        STRATA_ASSIGN(const ExpertView ev, store_.acquire_expert(layer, e));
+        be_->expert(ev, users_, user_weights_, Act::Normed);
+        store_.release_expert(layer, e);
+        ++stats.expert_loads;
+    }
+    be_->end_experts(Act::Out, n);
+    stats.token_choices += uint64_t(n * k);
     return {};
 }
 

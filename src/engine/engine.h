@@ -1,13 +1,15 @@
-// The forward pass on the CPU: token ids in, logits out, with the KV cache carrying the context
-// from one call to the next.
+// The forward pass: token ids in, logits out, with the KV cache carrying the context from one
+// call to the next.
 //
-// Every layer's weights come from the WeightStore (store/weight_store.h) just before the layer
-// runs and are released after it, and experts are asked for one by one after routing, so the
-// same forward pass serves every residency mode. Prompts are evaluated in batches of up to
-// max_batch tokens (matrix products over the batch), generation one token at a time.
-//
-// The layer structure of each architecture family is one short function (engine/families.cpp)
-// composed of the blocks below.
+// The engine is the model-order driver. It decides what happens and in which order: the layer
+// structure of each architecture family (one short function each, engine/families.cpp, composed
+// of the blocks below), the store protocol (every layer's weights come from the WeightStore just
+// before the layer runs and are released after it; experts are asked for one by one after
+// routing, so the same forward pass serves every residency mode), the routing decisions of MoE
+// layers, statistics and the debug dump's names. The arithmetic is a Backend's
+// (backend/backend.h): each layer runs on the backend the options assign it, and between two
+// backends only the hidden state moves. Prompts are evaluated in batches of up to max_batch
+// tokens, generation one token at a time.
 #pragma once
 
 #include <array>
@@ -17,13 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "util/thread_pool.h"
-#include "engine/attention.h"
+#include "backend/backend.h"
 #include "engine/debug_dump.h"
-#include "engine/ffn.h"
-#include "engine/kv_cache.h"
-#include "engine/rope.h"
+#include "engine/routing.h"
 #include "model/hparams.h"
+#include "model/kv_layout.h"
+#include "model/rope.h"
 #include "store/weight_store.h"
 #include "util/result.h"
 
@@ -38,6 +39,10 @@ struct EngineOptions {
     // Benchmarks of expert streaming: replay this routing instead of the router's (the output is
     // then not the model's; routing_trace.h).
     std::shared_ptr<const RoutingTrace> forced_routing;
+    // Which backend runs each layer: an index per layer into the backends the engine creates
+    // (empty: every layer on backend 0). The embedding runs on the first layer's backend and the
+    // output head on the last layer's. Every backend is a CPU backend for now.
+    std::vector<int> layer_backend;
 };
 
 // Where the time of a forward pass goes, by kind of operator.
@@ -84,12 +89,11 @@ public:
     // perplexity chunk with 0).
     void truncate(uint32_t n_keep);
 
-    uint32_t n_ctx() const { return kv_.n_ctx(); }
+    uint32_t n_ctx() const { return n_ctx_; }
     uint32_t n_vocab() const { return n_vocab_; }
+    int threads() const { return threads_; }
     const ModelHparams& hparams() const { return hp_; }
-    ThreadPool& pool() { return pool_; }
     WeightStore& store() { return store_; }
-    const KvCache& kv_cache() const { return kv_; }
     const EngineStats& stats() const { return stats_; }
     void reset_stats();
 
@@ -103,32 +107,39 @@ public:
     Result<void> moe_ffn_block(const LayerArgs& a, bool norm_weights);
 
 private:
-    Engine(const ModelHparams& hp, WeightStore& store, KvCache kv, const EngineOptions& options);
+    Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options);
     Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out);
-    void output_norm(int64_t first_row, int64_t rows, float* out);
-    void output_head(int64_t first_row, int64_t rows, float* logits);
-    void ffn_norm(const LayerArgs& a);  // xn_ = RMSNorm(x_) with the layer's ffn_norm
+    // Moves the hidden state of n tokens to the backend of `layer` when it differs.
+    void enter_layer(int layer, int64_t n);
+    void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
+    Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
+    void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
     template <typename F>
     void timed(Op op, F&& f);
 
     ModelHparams hp_;
     WeightStore& store_;
-    KvCache kv_;
-    ThreadPool pool_;
+    std::vector<std::unique_ptr<Backend>> backends_;
+    std::vector<Backend*> layer_backend_;  // per layer
+    Backend* be_ = nullptr;                // the backend holding the hidden state now
     LayerFn layer_fn_ = nullptr;
-    RopeConfig rope_;
     DebugDump dump_;
+    uint32_t n_ctx_ = 0;
     uint32_t n_vocab_ = 0;
     uint32_t max_batch_ = 512;
     uint32_t n_past_ = 0;
+    int threads_ = 0;
     std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;
 
-    // Activations of the batch being evaluated.
-    std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, tmp_;
-    std::vector<float> cos_, sin_;
-    FfnBuffers ffn_buf_;
-    MoeBuffers moe_buf_;
+    // Host memory of the driver, sized once: routing of a batch, the hidden state crossing
+    // between backends.
+    std::vector<float> router_logits_, crossing_;
+    std::vector<int32_t> choice_, guess_;
+    std::vector<float> weight_, guess_weight_;
+    std::vector<int64_t> users_;
+    std::vector<float> user_weights_;
+    RoutingScratch routing_;
 };
 
 // The layer function of an architecture family, nullptr when strata cannot run it.

@@ -1,10 +1,10 @@
-#include "engine/rope.h"
+#include "model/rope.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-namespace strata::engine {
+namespace strata {
 
 namespace {
 
@@ -108,4 +108,4 @@ void rope_apply(const RopeConfig& rc, float* x, int n_head, int head_dim, const 
     }
 }
 
-}  // namespace strata::engine
+}  // namespace strata

@@ -20,13 +20,13 @@
 #include "io/aligned_buffer.h"
 #include "util/result.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 class KvCache {
 public:
-    static Result<KvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type);
-    // Bytes a cache of this size would take, for planning and messages.
-    static uint64_t bytes_needed(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+    // A cache for the layers `held` marks (empty: every layer); the others take no memory.
+    static Result<KvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                                  const std::vector<bool>& held = {});
 
     KvType type() const { return type_; }
     TensorType element_type() const;
@@ -57,4 +57,4 @@ private:
     AlignedBuffer buffer_;
 };
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

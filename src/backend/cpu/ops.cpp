@@ -1,4 +1,4 @@
-#include "engine/ops.h"
+#include "backend/cpu/ops.h"
 
 #include <algorithm>
 #include <cassert>
@@ -8,7 +8,7 @@
 #include "backend/cpu/matmul.h"
 #include "quant/quant.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 void rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps) {
     double sum = 0.0;
@@ -100,10 +100,22 @@ void linear(const TensorView& W, const TensorView* bias, const float* X, float* 
     add_bias(bias, Y, m.rows, n);
 }
 
+void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
+                const float* x, int64_t n, float* out, FfnBuffers& buf, ThreadPool& pool) {
+    const int64_t n_ff = gate.rows();
+    buf.gate.resize(size_t(n * n_ff));
+    buf.up.resize(size_t(n * n_ff));
+    buf.hidden.resize(size_t(n * n_ff));
+    const LinearOut gate_up[] = {{&gate, nullptr, buf.gate.data()}, {&up, nullptr, buf.up.data()}};
+    linear_multi(gate_up, x, n, pool);
+    swiglu(buf.gate.data(), buf.up.data(), buf.hidden.data(), n * n_ff);
+    linear(down, nullptr, buf.hidden.data(), out, n, pool);
+}
+
 void embedding_row(const TensorView& table, int32_t token, float* out) {
     assert(token >= 0 && token < table.rows());
     quant::dequantize_row(table.type, table.data + static_cast<size_t>(token) * table.row_bytes,
                           out, table.ne[0]);
 }
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

@@ -1,9 +1,9 @@
-#include "engine/kv_cache.h"
+#include "backend/cpu/kv_cache.h"
 
 #include "quant/quant.h"
 #include "util/units.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 TensorType KvCache::element_type() const {
     return type_ == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
@@ -13,11 +13,8 @@ namespace {
 uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
-uint64_t KvCache::bytes_needed(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
-    return kv_cache_bytes(hp, n_ctx, type);
-}
-
-Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
+Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                                const std::vector<bool>& held) {
     if (n_ctx == 0) return err("the context size must be at least 1");
     STRATA_TRY(check_kv_type(hp, type));
     KvCache c;
@@ -32,9 +29,12 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
         // transposed F16 values: one row of n_ctx positions per value dimension
         L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : kv_row_bytes(type, L.n_embd_v);
         L.k_offset = offset;
-        offset += round_up(L.k_row_bytes * n_ctx, kKvLayerAlign);
         L.v_offset = offset;
-        offset += round_up(kv_row_bytes(type, L.n_embd_v) * n_ctx, kKvLayerAlign);
+        if (held.empty() || (l < held.size() && held[l])) {
+            offset += round_up(L.k_row_bytes * n_ctx, kKvLayerAlign);
+            L.v_offset = offset;
+            offset += round_up(kv_row_bytes(type, L.n_embd_v) * n_ctx, kKvLayerAlign);
+        }
         c.layers_.push_back(L);
     }
     auto buf = AlignedBuffer::allocate(offset);
@@ -74,4 +74,4 @@ const std::byte* KvCache::value_row(int layer, int64_t index) const {
     return buffer_.data() + L.v_offset + size_t(index) * L.v_row_bytes;
 }
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

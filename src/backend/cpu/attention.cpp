@@ -1,4 +1,4 @@
-#include "engine/attention.h"
+#include "backend/cpu/attention.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "backend/cpu/matmul.h"
-#include "engine/ops.h"
+#include "backend/cpu/ops.h"
 #include "quant/quant.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 namespace {
 
@@ -117,4 +117,4 @@ void attention(const KvCache& kv, int layer, const AttentionShape& s, const floa
     });
 }
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

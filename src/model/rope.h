@@ -14,7 +14,7 @@
 #include "model/tensor_view.h"
 #include "util/result.h"
 
-namespace strata::engine {
+namespace strata {
 
 struct RopeConfig {
     int n_rot = 0;
@@ -37,4 +37,4 @@ void rope_angles(const RopeConfig& rc, int64_t pos, float* cos, float* sin);
 void rope_apply(const RopeConfig& rc, float* x, int n_head, int head_dim, const float* cos,
                 const float* sin);
 
-}  // namespace strata::engine
+}  // namespace strata

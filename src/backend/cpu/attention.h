@@ -10,9 +10,9 @@
 #include <cstdint>
 
 #include "util/thread_pool.h"
-#include "engine/kv_cache.h"
+#include "backend/cpu/kv_cache.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 struct AttentionShape {
     int n_head = 0;
@@ -27,4 +27,4 @@ struct AttentionShape {
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool);
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

@@ -7,11 +7,12 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "util/thread_pool.h"
 #include "model/tensor_view.h"
 
-namespace strata::engine {
+namespace strata::cpu {
 
 // y = x / sqrt(mean(x^2) + eps) * w for one row of n values (w may be null: no weight).
 void rms_norm_row(const float* x, const float* w, float* y, int64_t n, float eps);
@@ -43,7 +44,15 @@ struct LinearOut {
 };
 void linear_multi(std::span<const LinearOut> outs, const float* X, int64_t n, ThreadPool& pool);
 
+// Scratch of swiglu_ffn: n rows of the FFN's hidden size each.
+struct FfnBuffers {
+    std::vector<float> gate, up, hidden;
+};
+// out = down(silu(gate x) * up x) for n rows of x.
+void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
+                const float* x, int64_t n, float* out, FfnBuffers& buf, ThreadPool& pool);
+
 // Row `token` of an embedding matrix, dequantized to floats.
 void embedding_row(const TensorView& table, int32_t token, float* out);
 
-}  // namespace strata::engine
+}  // namespace strata::cpu

@@ -1,0 +1,143 @@
+// The backend interface: what the engine computes with.
+//
+// The engine (engine/) drives a model in model order: embedding, then each layer's blocks, then
+// the output head. A backend does the arithmetic of those blocks on memory it owns: the
+// activations of the batch being evaluated (named by Act, max_batch rows each) and the KV cache
+// of the layers it runs. The engine holds no activation memory of its own; between backends it
+// moves only the hidden state (n tokens x n_embd floats), through write_hidden / read_hidden.
+//
+// The granularity is the block, not a graph IR: the operations below are the ones the
+// architecture families are written in, each a whole pass over its inputs (a projection of the
+// batch, a layer's attention, an FFN), so a backend can fuse within an operation and a GPU
+// backend can capture a whole decode step.
+//
+// A backend also answers the questions a tier planner asks before it puts a tensor somewhere:
+// can it compute this operation on this weight type, can it read memory of that kind, what does
+// reading a byte from there cost it, and where should streamed bytes land for it.
+//
+// The CPU backend (backend/cpu/) is the reference every other backend is tested against.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gguf/tensor_type.h"
+#include "model/hparams.h"
+#include "model/kv_layout.h"
+#include "model/rope.h"
+#include "model/tensor_view.h"
+
+namespace strata {
+
+// The activations a backend holds for one batch. Row lengths (per token):
+enum class Act : uint8_t {
+    Hidden,   // the residual stream: n_embd
+    Normed,   // a normalised copy of it, the input of a block's projections: n_embd
+    Q,        // queries, n_head x head_dim_k (rotated)
+    K,        // keys, n_head_kv x head_dim_k (rotated)
+    V,        // values, n_head_kv x head_dim_v
+    AttnOut,  // attention output before its projection: n_head x head_dim_v
+    Out,      // a block's output before the residual add: n_embd
+    Side,     // a second block output summed into Out (the shared expert): n_embd
+    Count
+};
+std::string_view act_name(Act a);
+
+// The operations a planner asks about, by the weight they read.
+enum class BackendOp : uint8_t {
+    Linear,      // projections, FFN matrices, routers, the output head
+    Embedding,   // rows of the token-embedding table
+    Experts,     // routed experts' matrices
+    Norm,        // norm weights (F32)
+    Count
+};
+
+// One output of a multi-linear job: out = in W^T (+ bias), rows of W.rows() floats.
+struct LinearJob {
+    const TensorView* weight;
+    const TensorView* bias;  // may be null or absent
+    Act out;
+};
+
+// What a backend sizes itself from.
+struct BackendConfig {
+    ModelHparams hp;
+    RopeConfig rope;
+    uint32_t n_ctx = 0;        // KV-cache positions
+    KvType kv_type = KvType::F16;
+    uint32_t max_batch = 512;  // rows of every activation
+    int threads = 0;           // CPU threads; 0: physical cores
+    std::vector<bool> layers;  // the layers it runs (and caches keys and values for); empty: all
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    // "cpu", "cuda:0", ...
+    virtual std::string_view name() const = 0;
+
+    // --- What a tier planner asks.
+    // True when the backend computes `op` on weights of `type`.
+    virtual bool supports(BackendOp op, TensorType type) const = 0;
+    // True when its kernels can read weights in memory of this kind in place.
+    virtual bool can_read(MemoryPlace where) const = 0;
+    // Bytes per second it reads weights from `where` at (0: it cannot): what a byte costs it.
+    virtual double read_bandwidth(MemoryPlace where) const = 0;
+    // Where bytes streamed for it should land: host RAM for the CPU, pinned RAM for a GPU.
+    virtual MemoryKind staging_memory() const = 0;
+
+    // --- The hidden state in and out, n rows of n_embd floats in host memory.
+    virtual void write_hidden(const float* x, int64_t n) = 0;
+    virtual void read_hidden(float* x, int64_t n) = 0;
+    // The first `rows` rows of an activation, readable on the host (a copy where it must be),
+    // valid until the next operation. For debug dumps: never on the hot path.
+    virtual const float* peek(Act a, int64_t rows) = 0;
+
+    // --- The operations. n is the batch's token count (<= max_batch); pos0 the position of its
+    // first token. Row-wise operations read and write rows 0..n-1 of their activations.
+
+    // Hidden = rows `tokens` of the embedding table.
+    virtual void embed(const TensorView& table, std::span<const int32_t> tokens) = 0;
+    // out = in / rms(in) * weight (per row; eps from the model).
+    virtual void rms_norm(Act in, const TensorView& weight, Act out, int64_t n) = 0;
+    // Several projections of the same input as one job (q, k and v; gate and up).
+    virtual void linear(std::span<const LinearJob> jobs, Act in, int64_t n) = 0;
+    // Per-head RMS norms of Q and K when the layer has them (absent views: none), rotary
+    // position embedding of Q and K, and K and V stored in the layer's KV cache.
+    virtual void rope_store_kv(int layer, const TensorView& q_norm, const TensorView& k_norm,
+                               int64_t n, int64_t pos0) = 0;
+    // AttnOut = causal attention of Q over the layer's cached keys and values.
+    virtual void attention(int layer, int64_t n, int64_t pos0) = 0;
+    // out = down(silu(gate in) * up in).
+    virtual void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
+                            Act in, Act out, int64_t n) = 0;
+    // Each row of `rows` scaled by sigmoid(gate . in) (gate: one row of n_embd).
+    virtual void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) = 0;
+    // into += from (the residual add, and summing block outputs).
+    virtual void add(Act into, Act from, int64_t n) = 0;
+    // out = rows first_row.. of `in` times W^T, into host memory (router logits, rows x W.rows()).
+    virtual void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
+                                 float* out) = 0;
+
+    // Routed experts for a batch of n tokens with k choices each: begin_experts, then one
+    // `expert` call for each chosen expert with the (token * k + choice) slots that chose it and
+    // their routing weights, then end_experts, which writes the weighted sum of each token's k
+    // outputs (summed in choice order) to `out`.
+    virtual void begin_experts(int64_t n, int k) = 0;
+    virtual void expert(const ExpertView& e, std::span<const int64_t> slots,
+                        std::span<const float> weights, Act in) = 0;
+    virtual void end_experts(Act out, int64_t n) = 0;
+
+    // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
+    virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,
+                             float* out) = 0;
+    // Logits of rows first_row.. of Hidden: output norm, then the head, into host memory (rows x
+    // head.rows()). The normalised rows are left in Normed.
+    virtual void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
+                             int64_t rows, float* logits) = 0;
+};
+
+}  // namespace strata

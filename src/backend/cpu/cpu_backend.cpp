@@ -1,0 +1,228 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/kv_cache.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "quant/quant.h"
+#include "util/thread_pool.h"
+
+namespace strata {
+
+namespace {
+
+using namespace cpu;
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(const BackendConfig& config, KvCache kv)
+        : hp_(config.hp), rope_(config.rope), kv_(std::move(kv)), pool_(config.threads) {
+        const int64_t rows = std::max<uint32_t>(1, config.max_batch);
+        uint32_t n_head = 0, n_head_kv = 0;
+        for (uint32_t l = 0; l < hp_.n_layer; ++l) {
+            n_head = std::max(n_head, hp_.n_head_at(l));
+            n_head_kv = std::max(n_head_kv, hp_.n_head_kv_at(l));
+        }
+        const int64_t d = hp_.n_embd;
+        auto size = [&](Act a, int64_t cols) { acts_[size_t(a)].resize(size_t(rows * cols)); };
+        size(Act::Hidden, d);
+        size(Act::Normed, d);
+        size(Act::Q, int64_t(n_head) * hp_.head_dim_k);
+        size(Act::K, int64_t(n_head_kv) * hp_.head_dim_k);
+        size(Act::V, int64_t(n_head_kv) * hp_.head_dim_v);
+        size(Act::AttnOut, int64_t(n_head) * hp_.head_dim_v);
+        size(Act::Out, d);
+        size(Act::Side, d);
+        gate_.resize(size_t(rows));
+        cos_.resize(size_t(rope_.n_rot / 2));
+        sin_.resize(size_t(rope_.n_rot / 2));
+    }
+
+    std::string_view name() const override { return "cpu"; }
+
+    bool supports(BackendOp op, TensorType type) const override {
+        switch (op) {
+            case BackendOp::Norm: return type == TensorType::F32;
+            case BackendOp::Embedding: return quant::is_quant_supported(type);
+            case BackendOp::Linear:
+            case BackendOp::Experts: return matmul_supports(type);
+            case BackendOp::Count: break;
+        }
+        return false;
+    }
+    bool can_read(MemoryPlace where) const override { return where.host_readable(); }
+    double read_bandwidth(MemoryPlace where) const override {
+        // Host memory, pinned or not, is read at RAM speed; the profile measures it, the planner
+        // asks the profile for the figure (this backend only says it can read it).
+        return where.host_readable() ? 1.0 : 0.0;
+    }
+    MemoryKind staging_memory() const override { return MemoryKind::Host; }
+
+    void write_hidden(const float* x, int64_t n) override {
+        std::memcpy(act(Act::Hidden), x, sizeof(float) * size_t(n * hp_.n_embd));
+    }
+    void read_hidden(float* x, int64_t n) override {
+        std::memcpy(x, act(Act::Hidden), sizeof(float) * size_t(n * hp_.n_embd));
+    }
+    const float* peek(Act a, int64_t) override { return act(a); }
+
+    void embed(const TensorView& table, std::span<const int32_t> tokens) override {
+        const int64_t d = hp_.n_embd;
+        float* x = act(Act::Hidden);
+        for (size_t t = 0; t < tokens.size(); ++t) embedding_row(table, tokens[t], x + int64_t(t) * d);
+    }
+
+    void rms_norm(Act in, const TensorView& weight, Act out, int64_t n) override {
+        rms_norm_rows(act(in), weight.f32(), act(out), n, hp_.n_embd, hp_.rms_eps, pool_);
+    }
+
+    void linear(std::span<const LinearJob> jobs, Act in, int64_t n) override {
+        std::array<LinearOut, 4> outs;
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            outs[i] = LinearOut{jobs[i].weight, jobs[i].bias, act(jobs[i].out)};
+        }
+        if (jobs.size() == 1) {
+            cpu::linear(*jobs[0].weight, jobs[0].bias, act(in), act(jobs[0].out), n, pool_);
+        } else {
+            linear_multi({outs.data(), jobs.size()}, act(in), n, pool_);
+        }
+    }
+
+    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn, int64_t n,
+                       int64_t pos0) override {
+        const int n_head = int(hp_.n_head_at(uint32_t(layer)));
+        const int n_head_kv = int(hp_.n_head_kv_at(uint32_t(layer)));
+        const int hd_k = int(hp_.head_dim_k);
+        const int64_t dq = int64_t(n_head) * hd_k, dk = int64_t(n_head_kv) * hd_k,
+                      dv = int64_t(n_head_kv) * hp_.head_dim_v;
+        float* q = act(Act::Q);
+        float* k = act(Act::K);
+        const float* v = act(Act::V);
+        for (int64_t t = 0; t < n; ++t) {
+            float* qt = q + t * dq;
+            float* kt = k + t * dk;
+            if (qn.present()) {
+                for (int h = 0; h < n_head; ++h)
+                    rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
+            }
+            if (kn.present()) {
+                for (int h = 0; h < n_head_kv; ++h)
+                    rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
+            }
+            rope_angles(rope_, pos0 + t, cos_.data(), sin_.data());
+            rope_apply(rope_, qt, n_head, hd_k, cos_.data(), sin_.data());
+            rope_apply(rope_, kt, n_head_kv, hd_k, cos_.data(), sin_.data());
+            kv_.store(layer, pos0 + t, kt, v + t * dv);
+        }
+    }
+
+    void attention(int layer, int64_t n, int64_t pos0) override {
+        const int hd_k = int(hp_.head_dim_k);
+        const AttentionShape shape{int(hp_.n_head_at(uint32_t(layer))),
+                                   int(hp_.n_head_kv_at(uint32_t(layer))), hd_k,
+                                   int(hp_.head_dim_v), 1.0f / std::sqrt(float(hd_k))};
+        cpu::attention(kv_, layer, shape, act(Act::Q), n, pos0, act(Act::AttnOut), pool_);
+    }
+
+    void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
+                    Act out, int64_t n) override {
+        cpu::swiglu_ffn(gate, up, down, act(in), n, act(out), ffn_, pool_);
+    }
+
+    void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override {
+        const int64_t d = hp_.n_embd;
+        cpu::linear(gate, nullptr, act(in), gate_.data(), n, pool_);
+        float* r = act(rows);
+        for (int64_t t = 0; t < n; ++t) {
+            const float s = sigmoid(gate_[size_t(t)]);
+            for (int64_t i = 0; i < d; ++i) r[t * d + i] *= s;
+        }
+    }
+
+    void add(Act into, Act from, int64_t n) override {
+        add_into(act(into), act(from), n * hp_.n_embd);
+    }
+
+    void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
+                         float* out) override {
+        cpu::linear(w, nullptr, act(in) + first_row * hp_.n_embd, out, rows, pool_);
+    }
+
+    void begin_experts(int64_t n, int k) override {
+        experts_k_ = k;
+        slot_out_.resize(size_t(n * k * hp_.n_embd));
+    }
+
+    void expert(const ExpertView& e, std::span<const int64_t> slots,
+                std::span<const float> weights, Act in) override {
+        const int64_t d = hp_.n_embd;
+        const int64_t m = int64_t(slots.size());
+        const float* x = act(in);
+        x_rows_.resize(size_t(m * d));
+        for (int64_t u = 0; u < m; ++u) {
+            std::memcpy(&x_rows_[size_t(u * d)], x + (slots[size_t(u)] / experts_k_) * d,
+                        sizeof(float) * size_t(d));
+        }
+        y_rows_.resize(size_t(m * d));
+        cpu::swiglu_ffn(e.gate, e.up, e.down, x_rows_.data(), m, y_rows_.data(), ffn_, pool_);
+        for (int64_t u = 0; u < m; ++u) {
+            const float w = weights[size_t(u)];
+            float* dst = &slot_out_[size_t(slots[size_t(u)] * d)];
+            const float* src = &y_rows_[size_t(u * d)];
+            for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
+        }
+    }
+
+    void end_experts(Act out, int64_t n) override {
+        // Weighted outputs summed in slot order, as the reference engine adds them.
+        const int64_t d = hp_.n_embd;
+        const int k = experts_k_;
+        float* o = act(out);
+        for (int64_t t = 0; t < n; ++t) {
+            std::memcpy(o + t * d, &slot_out_[size_t(t * k * d)], sizeof(float) * size_t(d));
+            for (int s = 1; s < k; ++s) add_into(o + t * d, &slot_out_[size_t((t * k + s) * d)], d);
+        }
+    }
+
+    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,
+                     float* out) override {
+        rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), out, rows,
+                      hp_.n_embd, hp_.rms_eps, pool_);
+    }
+
+    void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
+                     int64_t rows, float* logits) override {
+        float* normed = act(Act::Normed);
+        output_norm(norm, first_row, rows, normed);
+        cpu::linear(head, nullptr, normed, logits, rows, pool_);
+    }
+
+private:
+    float* act(Act a) { return acts_[size_t(a)].data(); }
+
+    ModelHparams hp_;
+    RopeConfig rope_;
+    KvCache kv_;
+    ThreadPool pool_;
+    std::array<std::vector<float>, size_t(Act::Count)> acts_;
+    std::vector<float> cos_, sin_, gate_;
+    FfnBuffers ffn_;
+    int experts_k_ = 1;
+    std::vector<float> slot_out_, x_rows_, y_rows_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
+    STRATA_ASSIGN(KvCache kv, KvCache::create(config.hp, config.n_ctx, config.kv_type,
+                                              config.layers));
+    return std::unique_ptr<Backend>(new CpuBackend(config, std::move(kv)));
+}
+
+}  // namespace strata
