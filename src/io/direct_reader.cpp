@@ -205,8 +205,38 @@ uint32_t DirectReader::new_request(const ReadRequest& req) {
         requests_.emplace_back();
     }
     requests_[index].req = req;
-    by_tag_[req.tag] = index;
+    requests_[index].live = true;
+    ++live_requests_;
     return index;
+}
+
+int64_t DirectReader::find_request(uint64_t tag) const {
+    if (live_requests_ == 0) return -1;
+    for (size_t i = 0; i < requests_.size(); ++i) {
+        if (requests_[i].live && requests_[i].req.tag == tag) return int64_t(i);
+    }
+    return -1;
+}
+
+void DirectReader::push_queued(uint32_t op) {
+    if (queued_head_ > 0 && queued_head_ == queued_.size()) {
+        queued_.clear();
+        queued_head_ = 0;
+    } else if (queued_head_ > 64 && queued_head_ * 2 > queued_.size()) {
+        queued_.erase(queued_.begin(), queued_.begin() + long(queued_head_));
+        queued_head_ = 0;
+    }
+    queued_.push_back(op);
+}
+
+uint32_t DirectReader::pop_queued() { return queued_[queued_head_++]; }
+
+void DirectReader::requeue_front(uint32_t op) {
+    if (queued_head_ > 0) {
+        queued_[--queued_head_] = op;
+    } else {
+        queued_.insert(queued_.begin(), op);  // a retry with nothing taken yet: rare
+    }
 }
 
 uint32_t DirectReader::new_op() {
@@ -227,7 +257,7 @@ Result<void> DirectReader::submit(const ReadRequest& req) {
                    to_str(req.file_offset), " runs past the end of the file (", to_str(size_),
                    " bytes)");
     }
-    if (by_tag_.count(req.tag)) {
+    if (find_request(req.tag) >= 0) {
         return err(path_, ": a read with tag ", to_str(req.tag), " is already pending");
     }
     auto* dst = static_cast<std::byte*>(req.dst);
@@ -267,7 +297,7 @@ Result<void> DirectReader::submit(const ReadRequest& req) {
             op.staged = !(inside && aligned);
             if (!op.staged) op.buf = target;
         }
-        queued_.push_back(oi);
+        push_queued(oi);
         ++count;
     }
     requests_[ri].ops_left = count;
@@ -289,19 +319,19 @@ Result<int32_t> DirectReader::acquire_staging() {
 
 Result<void> DirectReader::pump() {
     batch_.clear();
-    while (!queued_.empty() && in_flight_ + batch_.size() < options_.queue_depth) {
-        const uint32_t oi = queued_.front();
+    while (!queue_empty() && in_flight_ + batch_.size() < options_.queue_depth) {
+        const uint32_t oi = queued_[queued_head_];
         Op& op = ops_[oi];
         RequestState& r = requests_[op.request];
         if (r.failed) {  // an earlier piece failed: reading the rest is wasted work
-            queued_.pop_front();
+            (void)pop_queued();
             finish_op(oi);
             continue;
         }
         if (op.staged && op.staging < 0) {
             auto staging = acquire_staging();
             if (!staging) {
-                queued_.pop_front();
+                (void)pop_queued();
                 fail_request(r, err(path_, ": ", staging.error().message));
                 finish_op(oi);
                 continue;
@@ -310,7 +340,7 @@ Result<void> DirectReader::pump() {
             op.staging = *staging;
             op.buf = staging_[static_cast<size_t>(op.staging)].data();
         }
-        queued_.pop_front();
+        (void)pop_queued();
         batch_.push_back({oi, fd_, op.buf + op.done, op.length - op.done, op.offset + op.done});
     }
     if (batch_.empty()) return {};
@@ -345,7 +375,7 @@ void DirectReader::on_completion(uint32_t oi, int64_t result) {
     Op& op = ops_[oi];
     RequestState& r = requests_[op.request];
     if (result == -EINTR || result == -EAGAIN) {
-        queued_.push_front(oi);
+        requeue_front(oi);
         return;
     }
     if (result < 0) {
@@ -374,7 +404,7 @@ void DirectReader::on_completion(uint32_t oi, int64_t result) {
         return;
     }
     ++stats_.short_reads;
-    queued_.push_front(oi);
+    requeue_front(oi);
 }
 
 void DirectReader::finish_op(uint32_t oi) {
@@ -405,25 +435,28 @@ void DirectReader::fail_request(RequestState& r, Error e) {
 void DirectReader::break_reader(Error e) {
     broken_ = true;
     broken_error_ = std::move(e);
-    for (auto& [tag, ri] : by_tag_) {
-        fail_request(requests_[ri], broken_error_);
-        requests_[ri].finished = true;
+    for (RequestState& r : requests_) {
+        if (!r.live) continue;
+        fail_request(r, broken_error_);
+        r.finished = true;
     }
     queued_.clear();
+    queued_head_ = 0;
 }
 
 Result<void> DirectReader::take_result(uint32_t ri) {
     RequestState& r = requests_[ri];
     Result<void> out;
     if (r.failed) out = std::move(r.error);
-    by_tag_.erase(r.req.tag);
+    r.live = false;
+    --live_requests_;
     free_requests_.push_back(ri);
     return out;
 }
 
 Result<void> DirectReader::wait_for(uint32_t ri) {
     while (!requests_[ri].finished) {
-        if (in_flight_ == 0 && !queued_.empty()) {
+        if (in_flight_ == 0 && !queue_empty()) {
             // Nothing in flight yet work queued: pump() could not start it. Cannot happen while
             // staging buffers return on completion; refuse to spin if it ever does.
             break_reader(err(path_, ": reads are queued but none can start"));
@@ -435,11 +468,9 @@ Result<void> DirectReader::wait_for(uint32_t ri) {
 }
 
 Result<void> DirectReader::wait(uint64_t tag) {
-    const auto it = by_tag_.find(tag);
-    if (it == by_tag_.end()) {
-        return err(path_, ": no pending read with tag ", to_str(tag));
-    }
-    const uint32_t ri = it->second;
+    const int64_t found = find_request(tag);
+    if (found < 0) return err(path_, ": no pending read with tag ", to_str(tag));
+    const uint32_t ri = uint32_t(found);
     if (!requests_[ri].finished) {
         const Clock::time_point start = Clock::now();
         auto r = wait_for(ri);
@@ -451,15 +482,15 @@ Result<void> DirectReader::wait(uint64_t tag) {
 
 bool DirectReader::ready(uint64_t tag) {
     (void)progress(false);
-    const auto it = by_tag_.find(tag);
-    return it != by_tag_.end() && requests_[it->second].finished;
+    const int64_t found = find_request(tag);
+    return found >= 0 && requests_[size_t(found)].finished;
 }
 
 std::vector<ReadCompletion> DirectReader::poll() {
     (void)progress(false);
     std::vector<uint32_t> finished;
-    for (const auto& [tag, ri] : by_tag_) {
-        if (requests_[ri].finished) finished.push_back(ri);
+    for (size_t ri = 0; ri < requests_.size(); ++ri) {
+        if (requests_[ri].live && requests_[ri].finished) finished.push_back(uint32_t(ri));
     }
     std::vector<ReadCompletion> out;
     out.reserve(finished.size());
@@ -473,8 +504,8 @@ std::vector<ReadCompletion> DirectReader::poll() {
 Result<void> DirectReader::wait_all() {
     const Clock::time_point start = Clock::now();
     Result<void> first;
-    while (!by_tag_.empty()) {
-        const uint32_t ri = by_tag_.begin()->second;
+    for (uint32_t ri = 0; ri < requests_.size(); ++ri) {
+        if (!requests_[ri].live) continue;
         auto r = wait_for(ri);
         if (!r && first) first = std::move(r);
         if (broken_) break;
@@ -482,7 +513,9 @@ Result<void> DirectReader::wait_all() {
         if (!outcome && first) first = std::move(outcome);
     }
     // After a break every request is finished and failed; collect them.
-    while (!by_tag_.empty()) (void)take_result(by_tag_.begin()->second);
+    for (uint32_t ri = 0; ri < requests_.size(); ++ri) {
+        if (requests_[ri].live) (void)take_result(ri);
+    }
     stats_.wait_seconds += seconds_since(start);
     return first;
 }

@@ -29,11 +29,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "io/aligned_buffer.h"
@@ -168,6 +166,7 @@ class DirectReader {
     struct RequestState {
         ReadRequest req;
         uint32_t ops_left = 0;
+        bool live = false;  // submitted and not yet taken
         bool finished = false;
         bool failed = false;
         Error error;
@@ -179,6 +178,13 @@ class DirectReader {
                                                       std::unique_ptr<IoBackend> backend);
 
     uint32_t new_request(const ReadRequest& req);
+    // The live request with this tag, or -1. A linear scan: few requests are live at a time, and
+    // unlike a hash map it allocates nothing (a decode step must not).
+    int64_t find_request(uint64_t tag) const;
+    void push_queued(uint32_t op);
+    uint32_t pop_queued();
+    void requeue_front(uint32_t op);  // a read to retry goes first
+    bool queue_empty() const { return queued_head_ == queued_.size(); }
     uint32_t new_op();
     Result<void> pump();                // start queued reads while there is room
     Result<void> collect(bool block);   // reap finished reads and account for them
@@ -202,10 +208,13 @@ class DirectReader {
 
     std::vector<RequestState> requests_;
     std::vector<uint32_t> free_requests_;
-    std::unordered_map<uint64_t, uint32_t> by_tag_;
     std::vector<Op> ops_;
     std::vector<uint32_t> free_ops_;
-    std::deque<uint32_t> queued_;  // ops waiting for room in the queue, in submission order
+    // Ops waiting for room in the queue, in submission order: queued_[queued_head_..]. A vector
+    // that is compacted instead of a deque, whose chunks are allocated as it moves.
+    std::vector<uint32_t> queued_;
+    size_t queued_head_ = 0;
+    size_t live_requests_ = 0;
     size_t in_flight_ = 0;
     std::vector<AlignedBuffer> staging_;
     std::vector<int32_t> free_staging_;

@@ -117,21 +117,29 @@ void CoactivationStats::record(int layer, std::span<const int32_t> choices, int 
 
 std::vector<int32_t> CoactivationStats::predict(int layer, std::span<const int32_t> previous,
                                                 size_t count) const {
-    std::vector<int32_t> out;
-    if (layer <= 0 || layer >= n_layer_ || count == 0) return out;
-    std::vector<uint64_t> score(static_cast<size_t>(n_expert_), 0);
+    Prediction p;
+    predict(layer, previous, count, p);
+    return std::move(p.experts);
+}
+
+void CoactivationStats::predict(int layer, std::span<const int32_t> previous, size_t count,
+                                Prediction& out) const {
+    out.experts.clear();
+    if (layer <= 0 || layer >= n_layer_ || count == 0) return;
+    std::vector<uint64_t>& score = out.score;
+    score.assign(static_cast<size_t>(n_expert_), 0);
     for (int32_t a : previous) {
         if (a < 0 || a >= n_expert_) continue;
         for (int b = 0; b < n_expert_; ++b) score[size_t(b)] += pair(layer, a, b);
     }
-    std::vector<int32_t> order(static_cast<size_t>(n_expert_));
+    std::vector<int32_t>& order = out.order;
+    order.resize(static_cast<size_t>(n_expert_));
     std::iota(order.begin(), order.end(), 0);
     const size_t m = std::min(count, order.size());
     std::partial_sort(order.begin(), order.begin() + long(m), order.end(), [&](int32_t x, int32_t y) {
         return score[size_t(x)] != score[size_t(y)] ? score[size_t(x)] > score[size_t(y)] : x < y;
     });
-    for (size_t i = 0; i < m && score[size_t(order[i])] > 0; ++i) out.push_back(order[i]);
-    return out;
+    for (size_t i = 0; i < m && score[size_t(order[i])] > 0; ++i) out.experts.push_back(order[i]);
 }
 
 uint32_t CoactivationStats::frequency(int layer, int expert) const {

@@ -39,6 +39,14 @@ public:
     // Experts of `layer` that most often followed `previous` (experts chosen in layer - 1),
     // best first, at most `count`, only those seen at least once.
     std::vector<int32_t> predict(int layer, std::span<const int32_t> previous, size_t count) const;
+    // The same into `out` (experts), reusing its scratch: allocates nothing once warm.
+    struct Prediction {
+        std::vector<int32_t> experts;
+        std::vector<uint64_t> score;
+        std::vector<int32_t> order;
+    };
+    void predict(int layer, std::span<const int32_t> previous, size_t count,
+                 Prediction& out) const;
     uint32_t frequency(int layer, int expert) const;
     // The (layer, expert) pairs chosen most often, best first.
     std::vector<std::pair<int, int>> most_frequent(size_t count) const;

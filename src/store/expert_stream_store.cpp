@@ -211,7 +211,7 @@ Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
     if (!e.pending.empty()) (void)finish_reads(v);  // a guess still arriving: let it land
     if (e.speculative && e.layer >= 0) note_guess(false);  // evicted before anyone used it
     if (e.layer >= 0) where_[size_t(e.layer) * size_t(n_expert_) + size_t(e.expert)] = -1;
-    e = Entry{};
+    e.reset();
     policy_.used(v);
     return v;
 }
@@ -265,7 +265,7 @@ Result<void> ExpertStreamStore::finish_reads(size_t i) {
     e.pending.clear();
     if (!first) {  // never keep an entry whose bytes did not all arrive
         if (e.layer >= 0) where_[size_t(e.layer) * size_t(n_expert_) + size_t(e.expert)] = -1;
-        e = Entry{};
+        e.reset();
         return first;
     }
     e.valid = e.layer >= 0;
@@ -276,9 +276,10 @@ void ExpertStreamStore::prepare_experts(int layer, std::span<const int32_t> choi
     if (layer < 0 || layer >= n_layer_ || pieces_[size_t(layer)].empty()) return;
     coact_.record(layer, choices, k);
     for (Entry& e : entries_) e.held = false;  // a new batch: earlier holds are over
-    std::vector<bool> in_union(size_t(n_expert_), false);
+    std::vector<char>& in_union = in_union_;
+    in_union.assign(size_t(n_expert_), 0);
     for (int32_t x : choices) {
-        if (x >= 0 && x < n_expert_) in_union[size_t(x)] = true;
+        if (x >= 0 && x < n_expert_) in_union[size_t(x)] = 1;
     }
     if (tracing_) trace_.emplace_back();
     for (int x = 0; x < n_expert_; ++x) {
@@ -302,12 +303,14 @@ void ExpertStreamStore::prepare_experts(int layer, std::span<const int32_t> choi
         entries_[*slot].held = true;
     }
     if (!config_.prefetch || layer + 1 >= n_layer_ || pieces_[size_t(layer + 1)].empty()) return;
-    std::vector<int32_t> candidates;
-    if (hinted_layer_ == layer + 1) candidates = hinted_;
+    std::vector<int32_t>& candidates = prefetch_candidates_;
+    candidates.clear();
+    if (hinted_layer_ == layer + 1) candidates.assign(hinted_.begin(), hinted_.end());
     const size_t n = k > 0 ? choices.size() / size_t(k) : 0;
     if (n > 0) {
         const auto last = choices.subspan((n - 1) * size_t(k), size_t(k));
-        for (int32_t x : coact_.predict(layer + 1, last, size_t(n_used_))) {
+        coact_.predict(layer + 1, last, size_t(n_used_), predicted_);
+        for (int32_t x : predicted_.experts) {
             if (std::find(candidates.begin(), candidates.end(), x) == candidates.end()) {
                 candidates.push_back(x);
             }
@@ -373,7 +376,7 @@ Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
         // Mapped but not whole (it never is after finish_reads; a poisoned entry in tests):
         // read it again rather than compute with it.
         where_[size_t(layer) * size_t(n_expert_) + size_t(expert)] = -1;
-        entries_[size_t(at)] = Entry{};
+        entries_[size_t(at)].reset();
         at = -1;
     }
     if (at < 0) {

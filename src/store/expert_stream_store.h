@@ -134,6 +134,14 @@ private:
         bool fresh_demand = false; // read for the demand of the current batch: a miss
         bool speculative = false;  // read by prefetch and not acquired yet
         bool valid = false;        // every read completed
+
+        // Empty again, keeping the vectors' memory (a decode step allocates nothing).
+        void reset() {
+            layer = expert = -1;
+            pending.clear();
+            slice.clear();
+            held = fresh_demand = speculative = valid = false;
+        }
     };
 
     ExpertStreamStore() = default;
@@ -163,6 +171,10 @@ private:
     CoactivationStats coact_;
     uint64_t identity_ = 0;
     std::vector<int32_t> hinted_;  // the engine's early guess for the next layer
+    // prepare_experts' scratch, kept so that a decode step allocates nothing
+    std::vector<char> in_union_;
+    std::vector<int32_t> prefetch_candidates_;
+    CoactivationStats::Prediction predicted_;
     int hinted_layer_ = -1;
     uint32_t speculative_in_flight_ = 0;
     double guesses_used_ = 0, guesses_wasted_ = 0;  // decaying counts (prefetch accuracy)

@@ -57,7 +57,7 @@ void ThreadPool::worker_loop(int index) {
     }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     if (n_threads_ == 1) {
         fn(0, 1);
         return;
@@ -80,7 +80,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t, int)>& fn) {
+                              FunctionRef<void(int64_t, int64_t, int)> fn) {
     if (n <= 0) return;
     grain = std::max<int64_t>(grain, 1);
     if (n_threads_ == 1 || n <= grain) {

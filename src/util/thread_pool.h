@@ -5,9 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <thread>
 #include <vector>
+
+#include "util/function_ref.h"
 
 namespace strata {
 
@@ -23,19 +24,19 @@ public:
 
     // Runs fn(thread_index, n_threads) once on every thread (the caller is index 0) and returns
     // when all have finished.
-    void run(const std::function<void(int thread, int n_threads)>& fn);
+    void run(FunctionRef<void(int thread, int n_threads)> fn);
 
     // Splits [0, n) into chunks of `grain` items handed out dynamically, so a slow or late thread
     // takes fewer chunks instead of straggling. fn(begin, end, thread).
     void parallel_for(int64_t n, int64_t grain,
-                      const std::function<void(int64_t begin, int64_t end, int thread)>& fn);
+                      FunctionRef<void(int64_t begin, int64_t end, int thread)> fn);
 
 private:
     void worker_loop(int index);
 
     int n_threads_;
     std::vector<std::thread> workers_;
-    const std::function<void(int, int)>* job_ = nullptr;
+    const FunctionRef<void(int, int)>* job_ = nullptr;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};

@@ -29,10 +29,15 @@ struct TaskScratch {
     std::vector<float> q, scores, out, values;
 };
 
+TaskScratch& task_scratch() {
+    static thread_local TaskScratch sc;
+    return sc;
+}
+
 // One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
 void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q,
                   int64_t t0, int64_t t1, int64_t pos0, int kvh, int j0, int j1, float* out) {
-    static thread_local TaskScratch sc;
+    TaskScratch& sc = task_scratch();
     const int group_all = s.n_head / s.n_head_kv;
     const int group = j1 - j0;
     const int64_t n_q = (t1 - t0) * group;
@@ -92,6 +97,19 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
 }
 
 }  // namespace
+
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest,
+                               ThreadPool& pool) {
+    const size_t group = size_t(widest.n_head / std::max(1, widest.n_head_kv));
+    const size_t n_ctx = kv.n_ctx();
+    pool.run([&](int, int) {
+        TaskScratch& sc = task_scratch();
+        sc.q.reserve(group * size_t(widest.head_dim_k));
+        sc.scores.reserve(group * n_ctx);
+        sc.out.reserve(group * size_t(widest.head_dim_v));
+        if (!kv.values_transposed()) sc.values.reserve(n_ctx * size_t(widest.head_dim_v));
+    });
+}
 
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool) {

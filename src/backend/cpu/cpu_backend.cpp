@@ -42,6 +42,14 @@ public:
         gate_.resize(size_t(rows));
         cos_.resize(size_t(rope_.n_rot / 2));
         sin_.resize(size_t(rope_.n_rot / 2));
+        int widest_group = 1;
+        for (uint32_t l = 0; l < hp_.n_layer; ++l) {
+            widest_group = std::max(widest_group,
+                                    int(hp_.n_head_at(l) / std::max(1u, hp_.n_head_kv_at(l))));
+        }
+        reserve_attention_scratch(kv_, AttentionShape{widest_group, 1, int(hp_.head_dim_k),
+                                                      int(hp_.head_dim_v), 1.0f},
+                                  pool_);
     }
 
     std::string_view name() const override { return "cpu"; }
