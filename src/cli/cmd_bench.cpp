@@ -106,7 +106,7 @@ void bench_command(BenchCommand& c) {
     const uint64_t file_bytes = std::filesystem::file_size(c.model, ec);
     if (ec) fail("cannot read " + c.model + ": " + ec.message());
     if (c.baseline) check_baseline_fits(c, file_bytes);
-    if (c.engine.ctx == 0) c.engine.ctx = c.prompt_tokens + c.gen_tokens;
+    if (c.engine.plan.ctx == 0) c.engine.plan.ctx = c.prompt_tokens + c.gen_tokens;
 
     std::string json_path = c.json;
     if (json_path.empty()) {

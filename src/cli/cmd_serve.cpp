@@ -60,8 +60,8 @@ void apply_ollama_host(const char* env, std::string& host, int& port) {
 // The RAM the loaded models may share: --ram, or what is available now less the headroom the
 // plan keeps.
 Result<uint64_t> ram_budget_bytes(const EngineFlags& f) {
-    if (f.ram) {
-        auto b = parse_size(*f.ram);
+    if (f.plan.ram) {
+        auto b = parse_size(*f.plan.ram);
         if (!b) return err("--ram: " + b.error().message);
         return *b;
     }
@@ -76,7 +76,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     }
     auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
     if (!catalog) fail(catalog.error().message);
-    c.engine.ctx = c.context;
+    c.engine.plan.ctx = c.context;
     auto opts = model_load_options(c.engine, false, false);
     if (!opts) fail(opts.error().message);
     server::ServerOptions so;

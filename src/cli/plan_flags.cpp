@@ -1,5 +1,5 @@
-// Flags and profile loading for the plan `strata inspect` prints (see inspect_plan.h).
-#include "cli/inspect_plan.h"
+// The plan flags and making the plan from them (see plan_flags.h).
+#include "cli/plan_flags.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -15,14 +15,15 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
     cmd.add_option("--gpu-mem", f.gpu_mem,
                    "GPU memory budget, e.g. 20G (default: free minus max(1 GiB, 5%))");
     cmd.add_option("--ctx,-c", f.ctx,
-                   "Context size the KV cache is planned for (default: the model's, at most 4096)");
+                   "Context size in tokens, which the KV cache is sized for (default: the "
+                   "model's, at most 4096)");
+    cmd.add_option("--kv-type", f.kv_type, "KV cache type: f16 (default) or q8_0 (half the size)");
     cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
     cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
     cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
 }
 
-Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
-                            const PlanFlags& flags) {
+Result<PlanOptions> plan_options(const PlanFlags& flags) {
     PlanOptions options;
     options.n_ctx = flags.ctx;
     options.slots = flags.slots;
@@ -32,6 +33,17 @@ Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path
         if (!mode) return err("--mode: ", mode.error().message);
         options.mode = *mode;
     }
+    if (flags.kv_type) {
+        auto kv = parse_kv_type(*flags.kv_type);
+        if (!kv) return err("--kv-type: ", kv.error().message);
+        options.kv_type = *kv;
+    }
+    return options;
+}
+
+Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
+                            const PlanFlags& flags) {
+    STRATA_ASSIGN(PlanOptions options, plan_options(flags));
 
     ProfileRequest request;
     const std::filesystem::path dir = std::filesystem::path(model_path).parent_path();

@@ -1,0 +1,39 @@
+// The flags of every command that makes a placement plan (inspect, run, perplexity, bench,
+// serve): the budgets (--ram, --gpu-mem), what the KV cache is sized for (--ctx, --kv-type) and
+// the choices experiments force (--mode, --slots, --lookahead); and making the plan from them
+// with the cached hardware profile (measured on first use, for the disk holding the model).
+// Every command parses them here, so the plan a command prints is the one it runs with.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "model/model_info.h"
+#include "plan/plan.h"
+#include "util/result.h"
+
+namespace strata::cli {
+
+struct PlanFlags {
+    std::optional<std::string> ram, gpu_mem, mode, kv_type;
+    uint32_t ctx = 0;
+    std::optional<uint32_t> slots, lookahead;
+
+    bool given() const { return ram || gpu_mem || mode || kv_type || ctx || slots || lookahead; }
+};
+
+void add_plan_flags(CLI::App& cmd, PlanFlags& flags);
+
+// What the flags ask of the plan, without the disk (plan_for_model finds it). An error names the
+// flag that is wrong.
+Result<PlanOptions> plan_options(const PlanFlags& flags);
+
+// The plan for a runnable model at `model_path`. Notes about the profile cache and warnings about
+// the budgets go to stderr as "strata: note: ..." / "strata: warning: ..." lines.
+Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
+                            const PlanFlags& flags);
+
+}  // namespace strata::cli
