@@ -41,20 +41,21 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
     return options;
 }
 
-Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
-                            const PlanFlags& flags) {
-    STRATA_ASSIGN(PlanOptions options, plan_options(flags));
+namespace {
 
+// The profile whose disks include the one holding `model_path`, and that disk's index.
+Result<LoadedProfile> profile_for(const std::string& model_path) {
     ProfileRequest request;
     const std::filesystem::path dir = std::filesystem::path(model_path).parent_path();
     request.model_dir = dir.empty() ? "." : dir.string();
     STRATA_ASSIGN(LoadedProfile loaded, load_or_measure_profile(request));
     for (const std::string& n : loaded.notes) std::fprintf(stderr, "strata: note: %s\n", n.c_str());
-    options.disk = loaded.disk;
+    return loaded;
+}
 
+Result<Budgets> budgets_for(HardwareProfile profile, const PlanFlags& flags) {
     // The profile's available RAM is a snapshot from when it was measured; the default budget
     // follows what is available now.
-    HardwareProfile& profile = loaded.profile;
     if (!flags.ram) {
         if (auto now = detect_system_memory()) profile.memory.available = now->available;
     }
@@ -62,7 +63,40 @@ Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path
     for (const std::string& w : budgets.warnings) {
         std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
     }
-    return make_plan(info, profile, budgets, options);
+    return budgets;
+}
+
+}  // namespace
+
+Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
+                                      const PlanFlags& flags) {
+    STRATA_ASSIGN(const PlanOptions options, plan_options(flags));
+    std::optional<Budgets> budgets;
+    std::vector<Plan> plans;
+    for (const PlanTarget& m : models) {
+        STRATA_ASSIGN(const LoadedProfile loaded, profile_for(m.path));
+        // Resolved once: models loaded side by side share the same budget, not whatever RAM is
+        // left when each one is planned.
+        if (!budgets) {
+            STRATA_ASSIGN(budgets, budgets_for(loaded.profile, flags));
+        }
+        PlanOptions o = options;
+        o.disk = loaded.disk;
+        if (m.n_ctx) o.n_ctx = m.n_ctx;
+        auto plan = make_plan(m.info, loaded.profile, *budgets, o);
+        if (!plan) {
+            if (models.size() == 1) return plan.take_error();
+            return err(m.path, ": ", plan.error().message);
+        }
+        plans.push_back(std::move(*plan));
+    }
+    return plans;
+}
+
+Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
+                            const PlanFlags& flags) {
+    STRATA_ASSIGN(std::vector<Plan> plans, plan_models({{info, model_path}}, flags));
+    return std::move(plans.front());
 }
 
 }  // namespace strata::cli

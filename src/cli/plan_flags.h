@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -31,8 +32,24 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& flags);
 // flag that is wrong.
 Result<PlanOptions> plan_options(const PlanFlags& flags);
 
-// The plan for a runnable model at `model_path`. Notes about the profile cache and warnings about
-// the budgets go to stderr as "strata: note: ..." / "strata: warning: ..." lines.
+// A model to plan: its description, its file (whose disk the plan reads from) and the context its
+// KV cache is sized for (0: --ctx).
+struct PlanTarget {
+    const ModelInfo& info;
+    const std::string& path;
+    uint32_t n_ctx = 0;
+};
+
+// The plans of models that share one RAM budget, in their order: the one place every command
+// plans through. The hardware profile is loaded (measured on first use, each model's disk when it
+// is new), the default budget follows the RAM available now, the budgets are resolved once, and
+// each model is planned against the whole of them. Notes about the profile cache and warnings
+// about the budgets go to stderr as "strata: note: ..." / "strata: warning: ..." lines. With
+// several models, an error names the model it is about.
+Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
+                                      const PlanFlags& flags);
+
+// The plan for one runnable model at `model_path`: plan_models of it alone.
 Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
                             const PlanFlags& flags);
 

@@ -25,7 +25,9 @@ function startServer(strata, models) {
   });
   return new Promise((resolve, reject) => {
     let err = "";
-    const timer = setTimeout(() => reject(new Error(`strata serve did not start:\n${err}`)), 30000);
+    // Generous: on a machine without a cached hardware profile, serve measures it (under a
+    // minute) to plan the models before it listens.
+    const timer = setTimeout(() => reject(new Error(`strata serve did not start:\n${err}`)), 120000);
     child.stderr.on("data", (d) => {
       err += d;
       const m = err.match(/listening on (http:\/\/[^\s]+)/);
