@@ -76,7 +76,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
     if (!catalog) fail(catalog.error().message);
     c.engine.plan.ctx = c.context;
-    auto opts = model_load_options(c.engine, false, false);
+    auto opts = model_load_options(c.engine, false);
     if (!opts) fail(opts.error().message);
     const uint64_t budget = plan_served_models(*catalog, c.engine.plan);
     server::ServerOptions so;

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "gguf/reader.h"
 #include "plan/budget.h"
 #include "profile/profile.h"
 #include "profile/system_memory.h"
+#include "util/units.h"
 
 namespace strata::cli {
 
@@ -97,6 +99,33 @@ Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path
                             const PlanFlags& flags) {
     STRATA_ASSIGN(std::vector<Plan> plans, plan_models({{info, model_path}}, flags));
     return std::move(plans.front());
+}
+
+Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& flags) {
+    STRATA_ASSIGN(GgufFile file, read_gguf(model_path));
+    STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
+    STRATA_ASSIGN(Plan plan, plan_for_model(info, model_path, flags));
+    return PlannedModel{std::move(info), std::move(plan)};
+}
+
+void describe_plan(const Plan& plan) {
+    const std::string mode(plan_mode_name(plan.mode));
+    const std::string bound(tier_name(plan.bound));
+    if (plan.mode == PlanMode::ExpertStream) {
+        std::fprintf(stderr,
+                     "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
+                     "tok/s (bound by %s)\n",
+                     mode.c_str(), static_cast<unsigned long long>(plan.expert_cache.capacity),
+                     format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
+                     bound.c_str());
+    } else if (plan.mode == PlanMode::FfnStream) {
+        std::fprintf(stderr,
+                     "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
+                     "lookahead %u, limit %.2f tok/s (bound by %s)\n",
+                     mode.c_str(), plan.stream.streamed_layers, plan.layers.size(),
+                     plan.stream.slots, plan.stream.lookahead, plan.tokens_per_second,
+                     bound.c_str());
+    }
 }
 
 }  // namespace strata::cli

@@ -53,4 +53,18 @@ Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
 Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
                             const PlanFlags& flags);
 
+// A model's description and the plan it runs with, made before any weight is read so that the
+// front end can show the plan, then load the model with both (LoadedModel::load).
+struct PlannedModel {
+    ModelInfo info;
+    Plan plan;
+};
+
+// Reads the model's description (failing for a file strata cannot run) and plans it.
+Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& flags);
+
+// One line on stderr about a plan that streams (what, through how much memory, and the speed
+// limit it implies); nothing for a resident one.
+void describe_plan(const Plan& plan);
+
 }  // namespace strata::cli

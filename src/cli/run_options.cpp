@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include "util/units.h"
-
 namespace strata::cli {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
@@ -27,8 +25,7 @@ void print_load_warnings(const LoadedModel& m) {
     for (const std::string& w : m.warnings) std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
 }
 
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
-                                            bool describe_plan) {
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress) {
     ModelLoadOptions o;
     o.progress = progress;
     o.engine.threads = f.threads;
@@ -49,26 +46,6 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
         if (!trace) return err("--routing-trace: " + trace.error().message);
         o.engine.forced_routing = std::make_shared<const engine::RoutingTrace>(std::move(*trace));
     }
-    o.plan = [pf = f.plan, describe_plan](const ModelInfo& info) -> Result<Plan> {
-        STRATA_ASSIGN(Plan plan, plan_for_model(info, info.file.path, pf));
-        if (describe_plan && plan.mode == PlanMode::ExpertStream) {
-            std::fprintf(stderr, "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
-                                 "tok/s (bound by %s)\n",
-                         std::string(plan_mode_name(plan.mode)).c_str(),
-                         static_cast<unsigned long long>(plan.expert_cache.capacity),
-                         format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
-                         std::string(tier_name(plan.bound)).c_str());
-        }
-        if (describe_plan && plan.mode == PlanMode::FfnStream) {
-            std::fprintf(stderr, "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
-                                 "lookahead %u, limit %.2f tok/s (bound by %s)\n",
-                         std::string(plan_mode_name(plan.mode)).c_str(),
-                         plan.stream.streamed_layers, plan.layers.size(), plan.stream.slots,
-                         plan.stream.lookahead, plan.tokens_per_second,
-                         std::string(tier_name(plan.bound)).c_str());
-        }
-        return plan;
-    };
     return o;
 }
 

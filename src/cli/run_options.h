@@ -17,18 +17,16 @@ struct EngineFlags {
     int threads = 0;
     uint32_t batch = 512;
     std::string dump_dir;
-    PlanFlags plan;  // the engine's context and KV cache type are the plan's
+    PlanFlags plan;                    // the engine's context and KV cache type are the plan's
     bool no_prefetch = false;          // expert-stream: no speculative reads
     std::string cache_policy = "auto";  // expert-stream: auto, lru or lfu
     std::string routing_trace;         // benchmarks: replay this routing (engine/routing_trace.h)
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
-// An error names the flag that is wrong. The store follows the placement plan for the model
-// (made from the cached hardware profile, measured on first use); `describe_plan` prints a line
-// about it on stderr.
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
-                                            bool describe_plan);
+// An error names the flag that is wrong. The store follows the placement plan the model is loaded
+// with (plan_model in plan_flags.h).
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress);
 
 void add_sampling_flags(CLI::App& cmd, SamplerParams& p);
 

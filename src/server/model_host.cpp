@@ -54,9 +54,8 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
     const auto t0 = SteadyClock::now();
     ModelLoadOptions opts = options_;
     opts.engine.n_ctx = m.served_context;
-    opts.plan = nullptr;
-    if (m.plan) opts.plan = [plan = *m.plan](const ModelInfo&) -> Result<Plan> { return plan; };
-    auto loaded = LoadedModel::load(m.path, opts);
+    // The catalog read the file's description at start; a copy saves parsing it again.
+    auto loaded = LoadedModel::load(m.info, m.plan, opts);
     if (!loaded) return err("loading ", m.name, ": ", loaded.error().message);
     auto h = std::make_unique<HostedModel>();
     h->served = &m;
