@@ -150,7 +150,7 @@ void check_active_path(const nlohmann::json& recorded, nlohmann::json& record_in
 class EngineLogitDigest : public ::testing::TestWithParam<cpu::CpuPath> {};
 
 TEST_P(EngineLogitDigest, EveryGoldenModelInEveryModeIsBitIdenticalToTheRecording) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no test data";
+    STRATA_REQUIRE_TESTDATA();
     const cpu::CpuPath path = GetParam();
     if (!cpu::cpu_path_runs_on(path, cpu::detect_cpu_features())) {
         GTEST_SKIP() << "this CPU cannot run the " << cpu::cpu_path_name(path) << " path";
