@@ -132,7 +132,7 @@ TEST(BenchCli, BadFlagsFailWithOneLine) {
 
 // In expert-stream mode the record has the expert cache's figures, and they add up.
 TEST(BenchCli, ExpertStreamReportsTheExpertCache) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const std::string model =
         (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string();
     const auto [r, lines] = bench(model, "--prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2 --ram 2M");

@@ -55,8 +55,9 @@ json read_json(const fs::path& p) {
 }
 
 TEST(ChatTemplateGolden, EveryTemplateRendersEveryCaseAsJinja2) {
+    STRATA_REQUIRE_TESTDATA();
     const auto files = golden_case_files();
-    if (files.empty()) GTEST_SKIP() << "no template golden data at " << templates_dir();
+    ASSERT_FALSE(files.empty()) << "no template golden data at " << templates_dir();
     size_t rendered = 0, failed_as_expected = 0;
     for (const auto& file : files) {
         const json golden = read_json(file);
@@ -89,8 +90,8 @@ TEST(ChatTemplateGolden, EveryTemplateRendersEveryCaseAsJinja2) {
 }
 
 TEST(ChatTemplateGolden, StrftimeNowUsesTheGivenClock) {
+    STRATA_REQUIRE_TESTDATA();
     const fs::path path = templates_dir() / "meta-llama-Llama-3.2-3B-Instruct.jinja";
-    if (!fs::exists(path)) GTEST_SKIP() << "no template golden data at " << templates_dir();
     auto tmpl = ChatTemplate::parse(test::read_text_file(path), "llama-3.2");
     ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
     // No date_string in the context: the template calls strftime_now("%d %b %Y").
@@ -162,7 +163,7 @@ TEST(ChatTemplateBuiltin, EachFamilyRendersItsFormat) {
 
 // Where a published template and the built-in one describe the same format, they must agree.
 TEST(ChatTemplateBuiltin, AgreesWithPublishedTemplatesOfItsFamily) {
-    if (golden_case_files().empty()) GTEST_SKIP() << "no template golden data";
+    STRATA_REQUIRE_TESTDATA();
     struct Agreement {
         ChatFamily family;
         const char* golden;
@@ -224,7 +225,7 @@ TEST(ChatTemplateDefault, RuleFollowsVocabularyThenArchitecture) {
 }
 
 TEST(ChatTemplateDefault, GoldenVocabulariesGetTheirFamilyAndSpecialTokens) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     struct Expect {
         const char* file;
         ChatFamily family;

@@ -67,7 +67,7 @@ std::string write_small_model(const test::TempDir& tmp) {
 
 TEST(InspectBadInput, RealModelSucceeds) {
     // The baseline for the failures below: the same command on a good model exits 0.
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     const fs::path model = test::testdata_dir() / "models" / "real" / "aidreams260K-F32.gguf";
     const auto r = inspect(model.string());
     EXPECT_EQ(r.exit_code, 0) << r.err;

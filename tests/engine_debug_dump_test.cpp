@@ -17,7 +17,7 @@ namespace strata {
 namespace {
 
 TEST(EngineDebugDump, WritesNamedActivationsOfEveryLayer) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     test::TempDir tmp;
     const std::string dump = tmp.file("dump");
     ModelLoadOptions opt;

@@ -31,7 +31,7 @@ int32_t argmax(const std::vector<float>& v) {
 class GreedyGolden : public ::testing::TestWithParam<test::GoldenModel> {};
 
 TEST_P(GreedyGolden, MatchesReferenceContinuations) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const test::GoldenModel& gm = GetParam();
     const auto dir = test::testdata_dir();
     std::ifstream in(dir / "golden/greedy" / (gm.stem + ".json"));

@@ -27,7 +27,7 @@ namespace {
 class KldGolden : public ::testing::TestWithParam<test::GoldenModel> {};
 
 TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const test::GoldenModel& gm = GetParam();
     const auto dir = test::testdata_dir();
     const nlohmann::json golden = nlohmann::json::parse(

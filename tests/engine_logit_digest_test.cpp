@@ -24,6 +24,7 @@
 
 #include "backend/cpu/cpu_path.h"
 #include "engine_test_support.h"
+#include "gguf/reader.h"
 #include "session/loaded_model.h"
 #include "test_support.h"
 
@@ -51,32 +52,43 @@ std::vector<std::string> modes_for(const test::GoldenModel& m) {
     return {"resident", m.moe ? "expert-stream" : "ffn-stream"};
 }
 
+// The plan a non-resident mode runs with: the smallest budget it accepts, so that every FFN layer,
+// or all but a few experts, are read from the file.
+Result<Plan> smallest_plan(const ModelInfo& info, const std::string& mode) {
+    PlanOptions po;
+    po.n_ctx = 128;
+    STRATA_ASSIGN(po.mode, parse_plan_mode(mode));
+    HardwareProfile profile;
+    Budgets budgets;
+    Result<Plan> plan = err("no budget up to 16 GiB fits");
+    for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
+        budgets.ram = ram;
+        plan = make_plan(info, profile, budgets, po);
+        if (plan) break;
+    }
+    return plan;
+}
+
 std::string compute_digest(const test::GoldenModel& m, const std::string& mode) {
     const std::string path = (test::testdata_dir() / m.path).string();
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = 128;
     options.expert_statistics = false;
+    auto file = read_gguf(path);
+    EXPECT_TRUE(file) << (file ? "" : file.error().message);
+    if (!file) return "";
+    auto info = load_model_info(std::move(*file));
+    EXPECT_TRUE(info) << (info ? "" : info.error().message);
+    if (!info) return "";
+    std::optional<Plan> plan;
     if (mode != "resident") {
-        options.plan = [mode](const ModelInfo& info) -> Result<Plan> {
-            PlanOptions po;
-            po.n_ctx = 128;
-            STRATA_ASSIGN(PlanMode pm, parse_plan_mode(mode));
-            po.mode = pm;
-            HardwareProfile profile;
-            // The smallest budget the plan accepts: every FFN layer, or all but a few experts,
-            // read from the file.
-            Budgets budgets;
-            Result<Plan> plan = err("no budget up to 16 GiB fits");
-            for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
-                budgets.ram = ram;
-                plan = make_plan(info, profile, budgets, po);
-                if (plan) break;
-            }
-            return plan;
-        };
+        auto made = smallest_plan(*info, mode);
+        EXPECT_TRUE(made) << (made ? "" : made.error().message);
+        if (!made) return "";
+        plan = std::move(*made);
     }
-    auto loaded = LoadedModel::load(path, options);
+    auto loaded = LoadedModel::load(std::move(*info), std::move(plan), options);
     EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
     if (!loaded) return "";
     LoadedModel& lm = **loaded;
@@ -138,7 +150,7 @@ void check_active_path(const nlohmann::json& recorded, nlohmann::json& record_in
 class EngineLogitDigest : public ::testing::TestWithParam<cpu::CpuPath> {};
 
 TEST_P(EngineLogitDigest, EveryGoldenModelInEveryModeIsBitIdenticalToTheRecording) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no test data";
+    STRATA_REQUIRE_TESTDATA();
     const cpu::CpuPath path = GetParam();
     if (!cpu::cpu_path_runs_on(path, cpu::detect_cpu_features())) {
         GTEST_SKIP() << "this CPU cannot run the " << cpu::cpu_path_name(path) << " path";

@@ -532,7 +532,7 @@ fs::path real_model() {
 }
 
 TEST(GgufBadInput, TruncatedRealModelFileAtManyPoints) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     auto full = read_gguf(real_model().string());
     ASSERT_TRUE(full.ok()) << full.error().message;
     test::TempDir tmp;
@@ -565,7 +565,7 @@ TEST(GgufBadInput, TruncatedRealModelFileAtManyPoints) {
 }
 
 TEST(GgufBadInput, EveryPrefixOfARealHeaderIsAnError) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     const std::string bytes = test::read_text_file(real_model());
     auto full = read_bytes(bytes);
     ASSERT_TRUE(full.ok()) << full.error().message;
@@ -582,7 +582,7 @@ TEST(GgufBadInput, EveryPrefixOfARealHeaderIsAnError) {
 TEST(GgufBadInput, EveryByteOfARealHeaderCorrupted) {
     // Not every corrupted byte is detectable (a flipped letter in a string is still a string), but
     // each one must give either a file or a one-line error, never a crash.
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     std::string bytes = test::read_text_file(real_model());
     auto full = read_bytes(bytes);
     ASSERT_TRUE(full.ok()) << full.error().message;

@@ -49,8 +49,9 @@ void rewrite(const GgufFile& f, const std::string& out) {
 }
 
 TEST(GgufRoundTrip, EveryGoldenFileRewritesByteIdentical) {
+    STRATA_REQUIRE_TESTDATA();
     auto files = all_testdata_ggufs();
-    if (files.empty()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    ASSERT_FALSE(files.empty()) << "no GGUF files in " << test::testdata_dir();
     test::TempDir tmp;
     for (const auto& p : files) {
         SCOPED_TRACE(p.string());

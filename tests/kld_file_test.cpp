@@ -248,7 +248,7 @@ TEST(KldFile, ReaderRejectsDamagedFiles) {
 // q = 65535). Each value lands within ~0.02 of its original integer, far from the 0.5 where
 // rounding would flip: identity is expected (measured: every q and every scale identical).
 TEST(KldFileGolden, ReencodingReproducesLlamaCppRecords) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const fs::path dir = test::testdata_dir() / "golden" / "logits";
     size_t files = 0, records = 0, values = 0, differing = 0;
     int max_diff = 0;
@@ -291,7 +291,7 @@ TEST(KldFileGolden, ReencodingReproducesLlamaCppRecords) {
 // tokens, scales and q values byte for byte. Only min_log_prob may move, since the floor
 // entries now carry the floor's mass in the log-sum-exp: by < n_vocab * e^-16 nats.
 TEST(KldFileGolden, WriterRebuildsAGoldenFile) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const std::string src =
         (test::testdata_dir() / "golden/logits/aidreams260K-Q4_K_M.kld").string();
     auto r = KldReader::open(src);

@@ -148,7 +148,7 @@ fs::path golden(const std::string& rel) {
 // llama.cpp's printed numbers back up to the 2.4e-4-nat resolution. This also pins down the
 // record -> next-token indexing: one position off and the result is far away.
 TEST(PerplexityGolden, RealModelPerplexityFromKld) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const char* files[] = {"F32",    "F16",    "BF16", "Q6_K",  "Q5_K_M",
                            "Q4_K_M", "Q3_K_M", "Q2_K", "IQ4_XS"};
     double worst_ppl = 0.0, worst_chunk = 0.0, worst_unc = 0.0;
@@ -230,7 +230,7 @@ KlStats divergence(const std::string& base_name, const std::string& other_name) 
 // half a step (1.2e-4 nats, the same relative error on its probability); those errors nearly
 // cancel but leave a few 1e-5 either way (llama.cpp's own F32-vs-F32 run has min KLD -3.6e-5).
 TEST(KldStatsGolden, FileAgainstItselfIsEncodingNoise) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     for (const char* name : {"aidreams260K-F32", "llama-dense-F32", "qwen2-Q4_K_M"}) {
         const KlStats s = divergence(name, name);
         EXPECT_GT(s.count, 0u);
@@ -244,7 +244,7 @@ TEST(KldStatsGolden, FileAgainstItselfIsEncodingNoise) {
 // Between llama.cpp's own runs of differently stored weights: tiny for F16, clearly visible
 // for the ~4-bit files (the golden table, over other chunks: 2e-6 / 100 % and 0.037 / 86.7 %).
 TEST(KldStatsGolden, QuantizedAgainstF32) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const KlStats f16 = divergence("aidreams260K-F32", "aidreams260K-F16");
     EXPECT_LT(f16.mean, 1e-4);
     EXPECT_GE(f16.top1, 0.99);

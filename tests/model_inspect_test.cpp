@@ -87,7 +87,7 @@ void check_consistency(const json& j) {
 }
 
 TEST(InspectGolden, EveryTestdataFileMatchesTheManifest) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     const json manifest = json::parse(test::read_text_file(test::testdata_dir() / "manifest.json"));
     std::map<std::string, json> entries;
     for (const json& e : manifest.at("files")) entries[e.at("path")] = e;
@@ -156,8 +156,8 @@ TEST(InspectGolden, EveryTestdataFileMatchesTheManifest) {
 }
 
 TEST(InspectGolden, MoeFileExpertSlicesAndReads) {
+    STRATA_REQUIRE_TESTDATA();
     const fs::path p = test::testdata_dir() / "models/synthetic/llama-moe-Q4_K_M.gguf";
-    if (!fs::exists(p)) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
     const json j = run_inspect_json(p.string());
     int experts = 0;
     for (const json& t : j.at("tensors")) {
@@ -179,8 +179,8 @@ TEST(InspectGolden, MoeFileExpertSlicesAndReads) {
 }
 
 TEST(InspectGolden, VocabularyArraysAbbreviatedUnlessAskedFor) {
+    STRATA_REQUIRE_TESTDATA();
     const fs::path p = test::testdata_dir() / "vocab/ggml-vocab-qwen2.gguf";
-    if (!fs::exists(p)) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
     const json brief = run_inspect_json(p.string(), "--json");
     const json& tokens = brief.at("metadata").at("tokenizer.ggml.tokens");
     EXPECT_EQ(tokens.at("type"), "array");
@@ -197,8 +197,8 @@ TEST(InspectGolden, VocabularyArraysAbbreviatedUnlessAskedFor) {
 }
 
 TEST(InspectCli, HumanOutputSummarisesTheModel) {
+    STRATA_REQUIRE_TESTDATA();
     const fs::path p = test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf";
-    if (!fs::exists(p)) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
     const test::CommandResult r = test::run_strata("inspect --tensors " + test::shell_quote(p));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(r.err.empty()) << r.err;

@@ -91,7 +91,7 @@ TEST(PerplexityChunks, RejectsUselessArguments) {
 // ppl_text.txt tokenized with the models' vocabulary (BOS added), cut by the rule with each
 // golden run's n_ctx and --chunks, must give exactly the ids llama.cpp stored in its .kld.
 TEST(PerplexityChunksGolden, MatchesGoldenKldTokens) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const fs::path data = test::testdata_dir();
     auto tok = Tokenizer::load((data / "models/real/aidreams260K-F32.gguf").string());
     ASSERT_TRUE(tok.ok()) << tok.error().message;

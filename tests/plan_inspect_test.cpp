@@ -101,6 +101,20 @@ TEST_F(PlanInspect, ForcedMode) {
     EXPECT_TRUE(j["plan"]["mode_forced"].get<bool>());
 }
 
+TEST_F(PlanInspect, KvTypeSizesTheKvCache) {
+    const json f16 = inspect_json("--ram 1G --ctx 512")["plan"];
+    const json q8 = inspect_json("--ram 1G --ctx 512 --kv-type q8_0")["plan"];
+    EXPECT_EQ(f16["kv_type"], "f16");
+    EXPECT_EQ(q8["kv_type"], "q8_0");
+    const double f16_kv = f16["memory"]["kv_cache"].get<double>();
+    const double q8_kv = q8["memory"]["kv_cache"].get<double>();
+    // A Q8_0 block stores 32 values in 34 bytes, F16 in 64: 17/32 of the size.
+    ASSERT_GT(f16_kv, 0);
+    EXPECT_NEAR(q8_kv / f16_kv, 17.0 / 32.0, 0.01) << q8_kv << " vs " << f16_kv;
+    EXPECT_EQ(q8["memory"]["total"].get<double>() - f16["memory"]["total"].get<double>(),
+              q8_kv - f16_kv);
+}
+
 TEST_F(PlanInspect, BadFlagsAndTooSmallBudgetsExitOne) {
     struct Case {
         const char* flags;
@@ -111,6 +125,7 @@ TEST_F(PlanInspect, BadFlagsAndTooSmallBudgetsExitOne) {
           Case{"--ram 1X", "--ram: invalid size '1X'"},
           Case{"--gpu-mem 4G", "--gpu-mem 4G: this machine has no GPU"},
           Case{"--mode sideways", "--mode: unknown mode 'sideways'"},
+          Case{"--kv-type q4", "--kv-type: unknown KV cache type 'q4'"},
           Case{"--mode expert-stream", "needs a mixture-of-experts model"},
           Case{"--ram 1G --slots 1", "at least 2 slots"}}) {
         for (const char* json_flag : {"", "--json "}) {

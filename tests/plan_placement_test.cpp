@@ -344,6 +344,18 @@ TEST(PlanPlacement, KvCacheFollowsContextAndType) {
     EXPECT_EQ(p.n_ctx, 4096u);
 }
 
+TEST(PlanPlacement, KvTypeTheModelCannotStoreHasNoPlan) {
+    ModelInfo m = llama8b();
+    m.hparams->head_dim_k = m.hparams->head_dim_v = 80;  // not whole Q8_0 blocks
+    PlanOptions o = ctx(4096);
+    o.kv_type = KvType::Q8_0;
+    auto p = make_plan(m, test::plan_profile(), ram(16 * GiB), o);
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.error().message.find("multiples of 32"), std::string::npos) << p.error().message;
+    o.kv_type = KvType::F16;
+    EXPECT_TRUE(make_plan(m, test::plan_profile(), ram(16 * GiB), o).ok());
+}
+
 TEST(PlanPlacement, UnrunnableModelHasNoPlan) {
     ModelInfo m = llama8b();
     m.problems.push_back("something is wrong");

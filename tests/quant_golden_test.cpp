@@ -135,7 +135,7 @@ double max_rel_rms(TensorType t) {
 }
 
 TEST(QuantGolden, EveryQuantizedTensorDequantizesCloseToItsFloatSource) {
-    if (!test::have_testdata()) GTEST_SKIP() << "golden data not found at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     std::map<std::string, ErrorStats> per_type;
     std::map<std::string, double> worst_tensor;
     std::map<std::string, int> tensor_count;
@@ -200,7 +200,7 @@ struct BlockMatch {
 };
 
 TEST(QuantGolden, QuantizingTheSourceReproducesLlamaQuantizeBytes) {
-    if (!test::have_testdata()) GTEST_SKIP() << "golden data not found at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     std::map<std::string, BlockMatch> per_type;
     for (const FilePair& pair : kPairs) {
         if (!pair.reference_is_source) continue;

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "reply/reply_parser.h"
-#include "util/utf8.h"
+#include "test_support.h"
 #include "text_cuts.h"
+#include "util/utf8.h"
 
 namespace strata {
 namespace {
@@ -300,15 +301,7 @@ TEST(ReplyParser, CharacterSplitAcrossPiecesIsHeldWhole) {
 // Detection on real templates
 
 std::filesystem::path templates_dir() {
-    if (const char* env = std::getenv("STRATA_TESTDATA")) {
-        return std::filesystem::path(env) / "templates";
-    }
-#ifdef STRATA_SOURCE_DIR
-    const std::filesystem::path root = STRATA_SOURCE_DIR;
-#else  // built alone from the repository root: this file is tests/reply_parser_test.cpp
-    const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path();
-#endif
-    return root / ".." / "shared" / "testdata" / "templates";
+    return test::testdata_dir() / "templates";
 }
 
 std::string read_template(const std::string& name) {
@@ -330,7 +323,7 @@ struct Expected {
 };
 
 TEST(DetectCapabilities, RealTemplates) {
-    if (!std::filesystem::exists(templates_dir())) GTEST_SKIP() << "no " << templates_dir();
+    STRATA_REQUIRE_TESTDATA();
     const std::vector<Expected> expected = {
         {"Qwen-Qwen2.5-7B-Instruct", true, false, ToolCallFormat::Hermes},
         {"Qwen-Qwen3-0.6B", true, true, ToolCallFormat::Hermes},
@@ -368,7 +361,7 @@ TEST(DetectCapabilities, VocabularyConfirmsThinkingMarkers) {
 }
 
 TEST(FormatForPrompt, RenderedPromptsDecideStartsInThinking) {
-    if (!std::filesystem::exists(templates_dir())) GTEST_SKIP() << "no " << templates_dir();
+    STRATA_REQUIRE_TESTDATA();
     // DeepSeek-R1's generation prompt ends with "<think>\n": the reply starts inside reasoning.
     const std::string r1 = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B";
     const TemplateCapabilities r1_caps = detect_capabilities(read_template(r1), {});

@@ -79,7 +79,7 @@ TEST(RunCli, PlainModeStreamsTextAndSummarisesOnStderr) {
 }
 
 TEST(RunCli, GreedyIdsMatchTheGoldenRealModel) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const auto dir = test::testdata_dir();
     const json golden = json::parse(std::ifstream(dir / "golden/greedy/aidreams260K-F32.json"));
     const json& p1 = golden["prompts"][0];
@@ -105,7 +105,7 @@ TEST(RunCli, BadInputsFailWithOneLine) {
 }
 
 TEST(RunCli, PerplexityMatchesGoldenRun) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const auto dir = test::testdata_dir();
     const std::string model = shell_quote((dir / "models/real/aidreams260K-F32.gguf").string());
     const json golden = json::parse(std::ifstream(dir / "golden/perplexity/aidreams260K-F32.json"));
@@ -134,7 +134,7 @@ TEST(RunCli, PerplexityMatchesGoldenRun) {
 }
 
 TEST(RunCli, PerplexityBaseFileRoundTrips) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const auto dir = test::testdata_dir();
     const std::string model = shell_quote((dir / "models/real/aidreams260K-F32.gguf").string());
     test::TempDir tmp;
@@ -161,7 +161,7 @@ namespace {
 // mode: 1000K leaves room for the resident part of the 1 MiB real model, its KV cache, two slots
 // and one cached FFN layer) and changes nothing in the answer.
 TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const std::string model = test::shell_quote(
         (test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
@@ -185,7 +185,7 @@ TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
 // A MoE model whose experts do not fit the budget streams them (expert-stream) and gives the same
 // tokens; the routing statistics it learnt are kept in the cache directory for the next run.
 TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const std::string model = test::shell_quote(
         (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";

@@ -7,6 +7,8 @@
 #include <regex>
 #include <thread>
 
+#include "gguf/reader.h"
+#include "plan/plan.h"
 #include "server_test_support.h"
 
 namespace strata::test {
@@ -246,6 +248,38 @@ TEST(ServerModels, AliasesNameModelsAndTheRamBudgetKeepsOneLoaded) {
     b["model"] = "tools";
     ASSERT_EQ(srv.post("/api/generate", a)->status, 200);
     EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"first:latest"});
+    ASSERT_EQ(srv.post("/api/generate", b)->status, 200);
+    EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"tools:latest"});
+}
+
+TEST(ServerModels, ThePlanCountsWhatAModelTakesOfTheBudget) {
+    // Room for both files many times over, but each plan counts more than half the budget (as a
+    // long context's KV cache would): only one stays loaded.
+    const std::vector<std::string> paths = {server_models().tiny, server_models().tools};
+    const uint64_t budget = 64 * std::filesystem::file_size(server_models().tiny);
+    std::vector<Plan> plans;
+    for (const std::string& path : paths) {
+        auto file = read_gguf(path);
+        ASSERT_TRUE(file.ok()) << file.error().message;
+        auto info = load_model_info(std::move(*file));
+        ASSERT_TRUE(info.ok()) << info.error().message;
+        PlanOptions o;
+        o.n_ctx = 1024;  // what the test server serves
+        Budgets b;
+        b.ram = budget;
+        auto plan = make_plan(*info, HardwareProfile{}, b, o);
+        ASSERT_TRUE(plan.ok()) << plan.error().message;
+        EXPECT_EQ(plan->mode, PlanMode::Resident);
+        plan->memory.total = budget / 2 + 1;
+        plans.push_back(std::move(*plan));
+    }
+    TestServer srv(server::ServerOptions{}, paths, {}, budget, plans);
+    const json req = {{"prompt", "x"}, {"stream", false}, {"options", {{"num_predict", 2}}}};
+    json a = req, b = req;
+    a["model"] = "tiny";
+    b["model"] = "tools";
+    ASSERT_EQ(srv.post("/api/generate", a)->status, 200);
+    EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"tiny:latest"});
     ASSERT_EQ(srv.post("/api/generate", b)->status, 200);
     EXPECT_EQ(loaded_names(srv), std::vector<std::string>{"tools:latest"});
 }

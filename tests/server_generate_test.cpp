@@ -244,7 +244,7 @@ TEST_F(ServerGenerate, ResentHistoryReusesTheKvCache) {
 }
 
 TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
-    if (!have_testdata()) GTEST_SKIP() << "needs the Qwen2.5 template from the test data";
+    STRATA_REQUIRE_TESTDATA();
     const json tools = {{{"type", "function"},
                          {"function",
                           {{"name", "get_weather"},

@@ -40,10 +40,12 @@ const ServerModels& server_models() {
 }
 
 TestServer::TestServer(server::ServerOptions options, std::vector<std::string> paths,
-                       std::vector<std::string> aliases, uint64_t ram_budget) {
+                       std::vector<std::string> aliases, uint64_t ram_budget,
+                       std::vector<Plan> plans) {
     if (paths.empty()) paths = {server_models().tiny, server_models().tools};
     auto catalog = server::ModelCatalog::open(paths, aliases, 1024);
     EXPECT_TRUE(catalog.ok()) << (catalog.ok() ? "" : catalog.error().message);
+    for (size_t i = 0; i < plans.size(); ++i) catalog->set_plan(i, std::move(plans[i]));
     options.host = "127.0.0.1";
     options.port = 0;
     ModelLoadOptions load;

@@ -28,9 +28,11 @@ const ServerModels& server_models();
 
 class TestServer {
   public:
-    // ram_budget 0: no limit on the models loaded together.
+    // ram_budget 0: no limit on the models loaded together. `plans`, when given, are the models'
+    // placement plans in order, as strata serve makes them; without, every model loads whole.
     explicit TestServer(server::ServerOptions options = {}, std::vector<std::string> paths = {},
-                        std::vector<std::string> aliases = {}, uint64_t ram_budget = 0);
+                        std::vector<std::string> aliases = {}, uint64_t ram_budget = 0,
+                        std::vector<Plan> plans = {});
     ~TestServer();
     TestServer(const TestServer&) = delete;
     TestServer& operator=(const TestServer&) = delete;

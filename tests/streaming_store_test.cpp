@@ -38,7 +38,7 @@ ModelInfo load_info(const std::string& stem_path) {
 class StreamingStoreTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(StreamingStoreTest, StreamedFfnGivesResidentLogits) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info(GetParam());
     auto resident = ResidentStore::load(info);
     ASSERT_TRUE(resident) << resident.error().message;
@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Models, StreamingStoreTest,
                          });
 
 TEST(StreamingStore, PreadFallbackGivesTheSameLogits) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
     auto resident = ResidentStore::load(info);
     ASSERT_TRUE(resident);
@@ -116,7 +116,7 @@ TEST(StreamingStore, PreadFallbackGivesTheSameLogits) {
 }
 
 TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
     StreamingConfig cfg;
     cfg.stream_ffn.assign(info.hparams->n_layer + 1, true);
@@ -130,7 +130,7 @@ TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
 // streamed read comes up short, and eval fails with an error naming the file instead of
 // computing with a partial slot; the context stays as it was.
 TEST(StreamingStore, FileTruncatedMidRunIsAnErrorNotGarbage) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no testdata";
+    STRATA_REQUIRE_TESTDATA();
     test::TempDir dir;
     const std::string copy = dir.file("model.gguf");
     std::filesystem::copy_file(test::testdata_dir() / "models/synthetic/llama-dense-Q8_0.gguf",

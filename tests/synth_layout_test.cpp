@@ -68,9 +68,7 @@ void expect_same_list(const std::vector<NamedShape>& want, const std::vector<Nam
 
 class GoldenLayout : public ::testing::Test {
   protected:
-    void SetUp() override {
-        if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
-    }
+    void SetUp() override { STRATA_REQUIRE_TESTDATA(); }
     GgufFile load(const std::string& rel) {
         auto f = read_gguf((test::testdata_dir() / rel).string());
         EXPECT_TRUE(f.ok()) << (f.ok() ? "" : f.error().message);

@@ -261,7 +261,7 @@ class VocabFrom : public ::testing::TestWithParam<const char*> {};
 // Every tokenizer.* key of the source, in order, with identical type and value; nothing else of
 // the source (its architecture or shape) leaks into the model.
 TEST_P(VocabFrom, CopiesEveryTokenizerKeyVerbatim) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data at " << test::testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     const std::string source = (test::testdata_dir() / GetParam()).string();
     auto src = read_gguf(source);
     ASSERT_TRUE(src.ok()) << src.error().message;

@@ -155,7 +155,7 @@ struct GoldenMix {
 class SynthGoldenMix : public ::testing::TestWithParam<GoldenMix> {};
 
 TEST_P(SynthGoldenMix, PicksTheSameTypesAsLlamaQuantize) {
-    if (!test::have_testdata()) GTEST_SKIP() << "no golden data";
+    STRATA_REQUIRE_TESTDATA();
     const GoldenMix& g = GetParam();
     auto golden = read_gguf((test::testdata_dir() / g.file).string());
     ASSERT_TRUE(golden.ok()) << golden.error().message;

@@ -53,7 +53,7 @@ TEST(TemplateCli, RendersAGgufsTemplateWithItsSpecialTokens) {
 }
 
 TEST(TemplateCli, UsesTheFamilyDefaultForAGgufWithoutTemplate) {
-    if (!have_testdata()) GTEST_SKIP() << "no golden data at " << testdata_dir();
+    STRATA_REQUIRE_TESTDATA();
     TempDir dir;
     write_file(dir.file("ctx.json"), kConversation);
     const auto r = run_strata(
@@ -65,8 +65,8 @@ TEST(TemplateCli, UsesTheFamilyDefaultForAGgufWithoutTemplate) {
 }
 
 TEST(TemplateCli, RaiseExceptionIsAnErrorWithTheTemplatesMessage) {
+    STRATA_REQUIRE_TESTDATA();
     const auto tmpl = testdata_dir() / "templates" / "google-gemma-2-2b-it.jinja";
-    if (!std::filesystem::exists(tmpl)) GTEST_SKIP() << "no template golden data";
     TempDir dir;
     write_file(dir.file("ctx.json"),
                R"({"messages": [{"role": "system", "content": "x"}], "bos_token": "<bos>"})");

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "profile/profile.h"
@@ -24,6 +25,18 @@ fs::path testdata_dir() {
 }
 
 bool have_testdata() { return fs::exists(testdata_dir() / "manifest.json"); }
+
+bool testdata_required() {
+    const char* ci = std::getenv("CI");
+    return ci && std::string_view(ci) == "true";
+}
+
+std::string missing_testdata_message() {
+    std::string m = "the test data is missing: no manifest.json in " + testdata_dir().string() +
+                    " (put it at ../shared/testdata beside the repository or set STRATA_TESTDATA)";
+    if (testdata_required()) m += "; CI=true requires it";
+    return m;
+}
 
 std::string strata_binary() { return STRATA_BINARY; }
 

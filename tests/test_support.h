@@ -2,6 +2,8 @@
 // strata binary.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <string>
 
@@ -9,8 +11,13 @@ namespace strata::test {
 
 // ../shared/testdata resolved from the repository root, or $STRATA_TESTDATA.
 std::filesystem::path testdata_dir();
-// True when the golden data is present; tests that need it skip otherwise.
+// True when the golden data is present.
 bool have_testdata();
+// True when the golden data must be present: in CI (CI=true), where a run that skips every golden
+// test for want of the data would pass while checking little.
+bool testdata_required();
+// What a test that needs the data says when it is missing.
+std::string missing_testdata_message();
 // Path of the built strata executable.
 std::string strata_binary();
 
@@ -49,3 +56,15 @@ std::string shell_quote(const std::string& s);
 std::string read_text_file(const std::filesystem::path& p);
 
 }  // namespace strata::test
+
+// The first line of every test that needs the golden data: without it the test is skipped, or
+// fails when the data must be present (testdata_required()).
+#define STRATA_REQUIRE_TESTDATA()                                           \
+    do {                                                                    \
+        if (!::strata::test::have_testdata()) {                             \
+            if (::strata::test::testdata_required()) {                      \
+                GTEST_FAIL() << ::strata::test::missing_testdata_message(); \
+            }                                                               \
+            GTEST_SKIP() << ::strata::test::missing_testdata_message();     \
+        }                                                                   \
+    } while (0)

@@ -16,9 +16,7 @@ namespace fs = std::filesystem;
 
 class TokenizeCli : public ::testing::Test {
   protected:
-    void SetUp() override {
-        if (!test::have_testdata()) GTEST_SKIP() << "golden data not found";
-    }
+    void SetUp() override { STRATA_REQUIRE_TESTDATA(); }
     static std::string model(const std::string& rel) {
         return test::shell_quote((test::testdata_dir() / rel).string());
     }

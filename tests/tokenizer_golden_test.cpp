@@ -83,9 +83,7 @@ size_t check_golden(const fs::path& golden_path, const fs::path& model_path) {
 
 class GoldenTokenizer : public ::testing::Test {
   protected:
-    void SetUp() override {
-        if (!test::have_testdata()) GTEST_SKIP() << "golden data not found";
-    }
+    void SetUp() override { STRATA_REQUIRE_TESTDATA(); }
     fs::path data(const std::string& rel) const { return test::testdata_dir() / rel; }
 };
 

@@ -93,7 +93,7 @@ TEST(TokenizerStream, OutputIndependentOfSplitPoints) {
 // Real vocabularies, token by token: the 512-token SentencePiece vocabulary spells CJK and
 // emoji with byte tokens, byte-level BPE splits them across tokens.
 TEST(TokenizerStream, TokenByTokenMatchesWholeText) {
-    if (!test::have_testdata()) GTEST_SKIP() << "golden data not found";
+    STRATA_REQUIRE_TESTDATA();
     const auto dir = test::testdata_dir();
     const auto strings = nlohmann::json::parse(
         test::read_text_file(dir / "inputs" / "tokenizer_strings_shared.json"));
@@ -124,7 +124,7 @@ TEST(TokenizerStream, TokenByTokenMatchesWholeText) {
 
 // Control tokens are left out of generated text unless asked for.
 TEST(TokenizerStream, ControlTokensHiddenByDefault) {
-    if (!test::have_testdata()) GTEST_SKIP() << "golden data not found";
+    STRATA_REQUIRE_TESTDATA();
     auto tok = Tokenizer::load((test::testdata_dir() / "vocab/ggml-vocab-qwen2.gguf").string());
     ASSERT_TRUE(tok.ok());
     const auto ids = tok->tokenize("<|im_start|>user\nhi<|im_end|>");

@@ -45,13 +45,14 @@ struct BenchCommand {
 
 void say(const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); }
 
-// Loads the model as `options` say, runs the measurements and fills an entry; the model is
-// unloaded again before returning, so the next configuration starts from a clean process.
-BenchEntry measure(const BenchCommand& c, const std::string& label,
-                   const ModelLoadOptions& options, BenchRecord& record) {
+// Loads the model with `plan` (none: as `options` say), runs the measurements and fills an
+// entry; the model is unloaded again before returning, so the next configuration starts from a
+// clean process.
+BenchEntry measure(const BenchCommand& c, const std::string& label, ModelInfo info,
+                   std::optional<Plan> plan, const ModelLoadOptions& options, BenchRecord& record) {
     const std::string who = label == "strata" ? "planned run" : label;
     const bool peak_ok = reset_peak_rss();
-    auto m = LoadedModel::load(c.model, options);
+    auto m = LoadedModel::load(std::move(info), std::move(plan), options);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     LoadedModel& model = **m;
@@ -106,7 +107,7 @@ void bench_command(BenchCommand& c) {
     const uint64_t file_bytes = std::filesystem::file_size(c.model, ec);
     if (ec) fail("cannot read " + c.model + ": " + ec.message());
     if (c.baseline) check_baseline_fits(c, file_bytes);
-    if (c.engine.ctx == 0) c.engine.ctx = c.prompt_tokens + c.gen_tokens;
+    if (c.engine.plan.ctx == 0) c.engine.plan.ctx = c.prompt_tokens + c.gen_tokens;
 
     std::string json_path = c.json;
     if (json_path.empty()) {
@@ -123,19 +124,18 @@ void bench_command(BenchCommand& c) {
     record.gen_tokens = c.gen_tokens;
     record.reps = c.reps;
 
-    // Measure the machine first if it never was, so that its buffers are not in the peak RSS.
-    ProfileRequest profile_request;
-    const std::filesystem::path dir = std::filesystem::path(c.model).parent_path();
-    profile_request.model_dir = dir.empty() ? "." : dir.string();
-    if (auto p = load_or_measure_profile(profile_request); !p) fail(p.error().message);
-
-    auto opts = model_load_options(c.engine, isatty(STDERR_FILENO), false);
+    auto opts = model_load_options(c.engine, isatty(STDERR_FILENO));
     if (!opts) fail(opts.error().message);
-    record.entries.push_back(measure(c, "strata", *opts, record));
+    // Planned before anything is measured: a machine never profiled is measured here, so its
+    // buffers are not in the peak RSS.
+    auto planned = plan_model(c.model, c.engine.plan);
+    if (!planned) fail(planned.error().message);
+    record.entries.push_back(
+        measure(c, "strata", c.baseline ? ModelInfo(planned->info) : std::move(planned->info),
+                std::move(planned->plan), *opts, record));
 
     if (c.baseline) {
         ModelLoadOptions base = *opts;
-        base.plan = nullptr;
         base.mapped = true;
         const uint64_t budget = record.entries.front().plan
                                     ? record.entries.front().plan->budgets.ram
@@ -150,7 +150,7 @@ void bench_command(BenchCommand& c) {
                 say("warning: the baseline runs uncapped: " + confined.error().message);
             }
         }
-        BenchEntry e = measure(c, "baseline", base, record);
+        BenchEntry e = measure(c, "baseline", std::move(planned->info), std::nullopt, base, record);
         if (cap) {
             e.memory_cap = cap->how();
             e.cap_peak = cap->peak_usage();

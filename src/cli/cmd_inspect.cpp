@@ -1,5 +1,5 @@
 // strata inspect MODEL [--json] [--tensors] [--metadata] [--full-metadata]
-//     [--ram SIZE] [--gpu-mem SIZE] [--ctx N] [--mode M] [--slots N] [--lookahead N]
+//     [--ram SIZE] [--gpu-mem SIZE] [--ctx N] [--kv-type T] [--mode M] [--slots N] [--lookahead N]
 //
 // Describes a GGUF file: format, architecture and hyper-parameters, parameter count, the
 // quantization mix, and sizes by tensor type, role and layer with the bytes one generated token
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/inspect_plan.h"
+#include "cli/plan_flags.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "model/model_json.h"

@@ -98,14 +98,17 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
         char magic[8];
         int32_t n_ctx = 0;
         if (in.read(magic, 8) && in.read(reinterpret_cast<char*>(&n_ctx), 4) && n_ctx > 0) {
-            ef.ctx = uint32_t(n_ctx);
+            ef.plan.ctx = uint32_t(n_ctx);
         }
     } else {
-        ef.ctx = ctx_flag ? uint32_t(ctx_flag) : 512;
+        ef.plan.ctx = ctx_flag ? uint32_t(ctx_flag) : 512;
     }
-    auto opts = model_load_options(ef, !c.json && isatty(STDERR_FILENO), !c.json);
+    auto opts = model_load_options(ef, !c.json && isatty(STDERR_FILENO));
     if (!opts) fail(opts.error().message);
-    auto m = LoadedModel::load(c.model, *opts);
+    auto planned = plan_model(c.model, ef.plan);
+    if (!planned) fail(planned.error().message);
+    if (!c.json) describe_plan(planned->plan);
+    auto m = LoadedModel::load(std::move(planned->info), std::move(planned->plan), *opts);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     const bool tty = isatty(STDERR_FILENO) && !c.json;
@@ -140,8 +143,8 @@ void add_perplexity(CLI::App& app) {
     cmd->add_option("--kl", c->kl, "Compare with a saved base FILE: KL divergence and top-1");
     cmd->add_flag("--json", c->json, "Print the figures as one JSON object");
     add_engine_flags(*cmd, c->engine);
-    // --ctx is the chunk size here, parsed by add_engine_flags into engine.ctx.
-    cmd->callback([c] { run_perplexity(*c, int32_t(c->engine.ctx)); });
+    // --ctx is the chunk size here, parsed by add_engine_flags into engine.plan.ctx.
+    cmd->callback([c] { run_perplexity(*c, int32_t(c->engine.plan.ctx)); });
 }
 
 }  // namespace strata::cli

@@ -207,9 +207,12 @@ void run_command(RunCommand& c, bool have_prompt) {
             if (c.prompt.empty()) fail("no prompt: give --prompt, or text on standard input");
         }
     }
-    auto opts = model_load_options(c.engine, !c.json && isatty(STDERR_FILENO), !c.json);
+    auto opts = model_load_options(c.engine, !c.json && isatty(STDERR_FILENO));
     if (!opts) fail(opts.error().message);
-    auto m = LoadedModel::load(path, *opts);
+    auto planned = plan_model(path, c.engine.plan);
+    if (!planned) fail(planned.error().message);
+    if (!c.json) describe_plan(planned->plan);
+    auto m = LoadedModel::load(std::move(planned->info), std::move(planned->plan), *opts);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     if (c.interactive) {

@@ -12,8 +12,6 @@
 
 #include "cli/commands.h"
 #include "cli/run_options.h"
-#include "plan/budget.h"
-#include "profile/system_memory.h"
 #include "server/http_server.h"
 #include "util/units.h"
 
@@ -57,17 +55,18 @@ void apply_ollama_host(const char* env, std::string& host, int& port) {
         host = host.substr(1, host.size() - 2);
 }
 
-// The RAM the loaded models may share: --ram, or what is available now less the headroom the
-// plan keeps.
-Result<uint64_t> ram_budget_bytes(const EngineFlags& f) {
-    if (f.ram) {
-        auto b = parse_size(*f.ram);
-        if (!b) return err("--ram: " + b.error().message);
-        return *b;
+// Plans every model for the context it is served with, against the one RAM budget they share,
+// through the same function as every other command; a model that fits no plan stops the server
+// before it listens. Returns the budget.
+uint64_t plan_served_models(server::ModelCatalog& catalog, const PlanFlags& flags) {
+    std::vector<PlanTarget> targets;
+    for (const server::ServedModelInfo& m : catalog.models()) {
+        targets.push_back({m.info, m.path, m.served_context});
     }
-    auto mem = detect_system_memory();
-    if (!mem) return uint64_t(0);
-    return mem->available > kRamHeadroom ? mem->available - kRamHeadroom : mem->available / 2;
+    auto plans = plan_models(targets, flags);
+    if (!plans) fail(plans.error().message);
+    for (size_t i = 0; i < plans->size(); ++i) catalog.set_plan(i, std::move((*plans)[i]));
+    return catalog.models().front().plan->budgets.ram;
 }
 
 void serve_command(ServeCommand& c, bool host_given, bool port_given) {
@@ -76,9 +75,10 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     }
     auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
     if (!catalog) fail(catalog.error().message);
-    c.engine.ctx = c.context;
-    auto opts = model_load_options(c.engine, false, false);
+    c.engine.plan.ctx = c.context;
+    auto opts = model_load_options(c.engine, false);
     if (!opts) fail(opts.error().message);
+    const uint64_t budget = plan_served_models(*catalog, c.engine.plan);
     server::ServerOptions so;
     so.host = c.host;
     so.port = c.port;
@@ -99,14 +99,14 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     } catch (const server::ApiError& e) {
         fail(std::string("--keep-alive: ") + e.what());
     }
-    auto budget = ram_budget_bytes(c.engine);
-    if (!budget) fail(budget.error().message);
-    server::HttpServer srv(std::move(*catalog), std::move(*opts), *budget, so);
+    server::HttpServer srv(std::move(*catalog), std::move(*opts), budget, so);
     auto port = srv.bind();
     if (!port) fail(port.error().message);
     for (const auto& m : srv.catalog().models()) {
-        std::fprintf(stderr, "strata: serving %s as %s (context %u)\n", m.path.c_str(),
-                     m.name.c_str(), m.served_context);
+        std::fprintf(stderr, "strata: serving %s as %s (context %u, %s, %s of the %s budget)\n",
+                     m.path.c_str(), m.name.c_str(), m.served_context,
+                     std::string(plan_mode_name(m.plan->mode)).c_str(),
+                     format_bytes(m.plan->memory.total).c_str(), format_bytes(budget).c_str());
     }
     std::fprintf(stderr, "strata: listening on http://%s:%d\n", c.host.c_str(), *port);
     std::signal(SIGPIPE, SIG_IGN);

@@ -2,24 +2,14 @@
 
 #include <cstdio>
 
-#include "cli/inspect_plan.h"
-#include "util/units.h"
-
 namespace strata::cli {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
     cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
-    cmd.add_option("--ctx,-c", f.ctx,
-                   "Context size in tokens (default: the model's, at most 4096)");
     cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
-    cmd.add_option("--kv-type", f.kv_type, "KV cache type: f16 (default) or q8_0");
     cmd.add_option("--dump", f.dump_dir,
                    "Write named per-layer activations to this directory (also STRATA_DUMP)");
-    cmd.add_option("--ram", f.ram, "RAM budget, e.g. 8G (default: available - 4 GiB)");
-    cmd.add_option("--gpu-mem", f.gpu_mem, "GPU memory budget, e.g. 20G");
-    cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
-    cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
-    cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
+    add_plan_flags(cmd, f.plan);
     cmd.add_flag("--no-prefetch", f.no_prefetch,
                  "Expert-stream: read only the experts the router picked, no guesses");
     cmd.add_option("--cache-policy", f.cache_policy,
@@ -35,17 +25,15 @@ void print_load_warnings(const LoadedModel& m) {
     for (const std::string& w : m.warnings) std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
 }
 
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
-                                            bool describe_plan) {
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress) {
     ModelLoadOptions o;
     o.progress = progress;
     o.engine.threads = f.threads;
-    o.engine.n_ctx = f.ctx;
     if (f.batch == 0) return err("--batch must be at least 1");
     o.engine.max_batch = f.batch;
-    auto kv = parse_kv_type(f.kv_type);
-    if (!kv) return err("--kv-type: " + kv.error().message);
-    o.engine.kv_type = *kv;
+    STRATA_ASSIGN(const PlanOptions po, plan_options(f.plan));
+    o.engine.n_ctx = po.n_ctx;
+    o.engine.kv_type = po.kv_type;
     o.engine.dump_dir = f.dump_dir;
     if (f.cache_policy != "auto") {
         auto policy = parse_cache_policy(f.cache_policy);
@@ -58,33 +46,6 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
         if (!trace) return err("--routing-trace: " + trace.error().message);
         o.engine.forced_routing = std::make_shared<const engine::RoutingTrace>(std::move(*trace));
     }
-    PlanFlags pf;
-    pf.ram = f.ram;
-    pf.gpu_mem = f.gpu_mem;
-    pf.mode = f.mode;
-    pf.ctx = f.ctx;
-    pf.slots = f.slots;
-    pf.lookahead = f.lookahead;
-    o.plan = [pf, describe_plan](const ModelInfo& info) -> Result<Plan> {
-        STRATA_ASSIGN(Plan plan, plan_for_model(info, info.file.path, pf));
-        if (describe_plan && plan.mode == PlanMode::ExpertStream) {
-            std::fprintf(stderr, "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
-                                 "tok/s (bound by %s)\n",
-                         std::string(plan_mode_name(plan.mode)).c_str(),
-                         static_cast<unsigned long long>(plan.expert_cache.capacity),
-                         format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
-                         std::string(tier_name(plan.bound)).c_str());
-        }
-        if (describe_plan && plan.mode == PlanMode::FfnStream) {
-            std::fprintf(stderr, "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
-                                 "lookahead %u, limit %.2f tok/s (bound by %s)\n",
-                         std::string(plan_mode_name(plan.mode)).c_str(),
-                         plan.stream.streamed_layers, plan.layers.size(), plan.stream.slots,
-                         plan.stream.lookahead, plan.tokens_per_second,
-                         std::string(tier_name(plan.bound)).c_str());
-        }
-        return plan;
-    };
     return o;
 }
 

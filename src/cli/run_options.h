@@ -1,11 +1,13 @@
-// Flags shared by the commands that run a model (run, perplexity, bench): threads, context,
-// KV cache type, debug dump, and the sampling flags.
+// Flags shared by the commands that run a model (run, perplexity, bench, serve): threads, batch,
+// the plan's flags (plan_flags.h: budgets, context, KV cache type, forced choices), debug dump,
+// expert-stream experiments, and the sampling flags.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
+#include "cli/plan_flags.h"
 #include "session/loaded_model.h"
 #include "session/sampler.h"
 
@@ -13,24 +15,18 @@ namespace strata::cli {
 
 struct EngineFlags {
     int threads = 0;
-    uint32_t ctx = 0;
     uint32_t batch = 512;
-    std::string kv_type = "f16";
     std::string dump_dir;
-    // The placement plan's budgets and overrides (inspect_plan.h); ctx is the one above.
-    std::optional<std::string> ram, gpu_mem, mode;
-    std::optional<uint32_t> slots, lookahead;
+    PlanFlags plan;                    // the engine's context and KV cache type are the plan's
     bool no_prefetch = false;          // expert-stream: no speculative reads
     std::string cache_policy = "auto";  // expert-stream: auto, lru or lfu
     std::string routing_trace;         // benchmarks: replay this routing (engine/routing_trace.h)
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
-// An error names the flag that is wrong. The store follows the placement plan for the model
-// (made from the cached hardware profile, measured on first use); `describe_plan` prints a line
-// about it on stderr.
-Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress,
-                                            bool describe_plan);
+// An error names the flag that is wrong. The store follows the placement plan the model is loaded
+// with (plan_model in plan_flags.h).
+Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress);
 
 void add_sampling_flags(CLI::App& cmd, SamplerParams& p);
 

@@ -335,6 +335,7 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     }
     STRATA_TRY(check_overrides(options));
     const ModelHparams& hp = *model.hparams;
+    STRATA_TRY(check_kv_type(hp, options.kv_type));  // the engine would refuse it
     Inputs in{
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
     in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);

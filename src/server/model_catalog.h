@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model_info.h"
+#include "plan/plan.h"
 #include "reply/reply_parser.h"
 #include "util/result.h"
 
@@ -36,6 +37,9 @@ struct ServedModelInfo {
     std::vector<std::string> capabilities;  // completion / embedding, tools, insert, thinking
     TemplateCapabilities template_caps;     // tool-call and thinking markup of its template
     uint32_t served_context = 0;            // what the server allocates for it
+    // The placement plan it loads with, made by the front end for served_context against the RAM
+    // budget every model shares; nullopt: loaded whole (or as the load options say).
+    std::optional<Plan> plan;
 
     // The six `details` keys of /api/tags, /api/ps and /api/show.
     nlohmann::ordered_json details() const;
@@ -52,6 +56,7 @@ class ModelCatalog {
     // The model a request names, or nullptr.
     const ServedModelInfo* find(std::string_view requested) const;
     const std::vector<ServedModelInfo>& models() const { return models_; }
+    void set_plan(size_t index, Plan plan) { models_.at(index).plan = std::move(plan); }
 
   private:
     std::vector<ServedModelInfo> models_;

@@ -7,9 +7,10 @@ namespace strata::server {
 namespace {
 using SteadyClock = std::chrono::steady_clock;
 
-// What a model will hold in RAM: the whole file when it is kept resident, at most the budget
-// when the plan streams it.
+// What a model will hold in RAM: what its plan counts (weights, caches, slots and KV cache, never
+// above the budget); without a plan, the whole file, at most the budget.
 uint64_t ram_estimate(const ServedModelInfo& m, uint64_t budget) {
+    if (m.plan) return m.plan->memory.total;
     return budget ? std::min(m.file_bytes, budget) : m.file_bytes;
 }
 }  // namespace
@@ -53,7 +54,8 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
     const auto t0 = SteadyClock::now();
     ModelLoadOptions opts = options_;
     opts.engine.n_ctx = m.served_context;
-    auto loaded = LoadedModel::load(m.path, opts);
+    // The catalog read the file's description at start; a copy saves parsing it again.
+    auto loaded = LoadedModel::load(m.info, m.plan, opts);
     if (!loaded) return err("loading ", m.name, ": ", loaded.error().message);
     auto h = std::make_unique<HostedModel>();
     h->served = &m;

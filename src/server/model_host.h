@@ -1,7 +1,9 @@
 // The models in memory and how long they stay. A request loads its model on first use (on the
 // worker thread, so loading never races a generation); keep_alive then says how long it stays
 // after the request: a duration, forever (negative), or not at all (0). Loading a model that
-// does not fit beside the others in the RAM budget first unloads the least recently used ones.
+// does not fit beside the others in the RAM budget first unloads the least recently used ones;
+// a model takes the memory its plan counts (ServedModelInfo::plan), or without one its file
+// size.
 //
 // Everything except loaded_models() runs on the worker thread.
 #pragma once
@@ -46,7 +48,7 @@ struct LoadedModelStatus {
 
 class ModelHost {
   public:
-    // ram_budget 0: no limit.
+    // ram_budget 0: no limit. It is the budget the models' plans were made against.
     ModelHost(ModelLoadOptions options, uint64_t ram_budget);
 
     // The model loaded and ready; `load_seconds` gets the time spent loading it now (0 when it

@@ -7,33 +7,50 @@
 
 namespace strata {
 
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
                                                        const ModelLoadOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     STRATA_ASSIGN(GgufFile file, read_gguf(path));
     STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
+    const double read_seconds = seconds_since(t0);
+    STRATA_ASSIGN(std::unique_ptr<LoadedModel> m, load(std::move(info), std::nullopt, options));
+    m->load_seconds += read_seconds;
+    return m;
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::optional<Plan> plan,
+                                                       const ModelLoadOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!info.runnable() || !info.hparams) {
+        return err(info.file.path, ": strata cannot run this model",
+                   info.problems.empty() ? "" : ": " + info.problems.front());
+    }
     STRATA_ASSIGN(Tokenizer tokenizer, Tokenizer::from_gguf(info.file));
     ResidentLoadOptions ro;
     ro.progress = options.progress;
     auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
                                                        nullptr, nullptr, std::nullopt, {}, 0,
                                                        0});
+    engine::EngineOptions engine_options = options.engine;
     std::optional<StreamingConfig> streaming = options.streaming;
     std::optional<ExpertStreamConfig> experts;
-    double planning_seconds = 0;  // a first run measures the machine here: not load time
-    if (options.plan && !options.mapped) {
-        const auto tp = std::chrono::steady_clock::now();
-        STRATA_ASSIGN(Plan plan, options.plan(m->info));
-        planning_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
-        switch (plan.mode) {
+    if (plan && !options.mapped) {
+        switch (plan->mode) {
             case PlanMode::Resident: streaming.reset(); break;
-            case PlanMode::FfnStream: streaming = streaming_config(plan); break;
+            case PlanMode::FfnStream: streaming = streaming_config(*plan); break;
             case PlanMode::ExpertStream:
                 streaming.reset();
-                experts = expert_stream_config(plan);
+                experts = expert_stream_config(*plan);
                 break;
         }
+        engine_options.n_ctx = plan->n_ctx;
+        engine_options.kv_type = plan->kv_type;
         m->plan = std::move(plan);
     }
     if (options.mapped) {
@@ -61,10 +78,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
         m->loaded_bytes = store->loaded_bytes();
         m->store = std::move(store);
     }
-    STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, options.engine));
-    m->load_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
-        planning_seconds;
+    STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, engine_options));
+    m->load_seconds = seconds_since(t0);
     return m;
 }
 

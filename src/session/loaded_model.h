@@ -2,7 +2,6 @@
 // them. What `run`, `perplexity`, `bench` and the server start from.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,13 +19,11 @@ namespace strata {
 struct ModelLoadOptions {
     engine::EngineOptions engine;
     bool progress = false;  // progress line on stderr while the weights load
-    // Set: stream the FFN layers it names from disk (store/streaming_store.h) instead of
-    // loading every tensor.
+    // Set, and no plan given: stream the FFN layers it names from disk (store/streaming_store.h)
+    // instead of loading every tensor.
     std::optional<StreamingConfig> streaming;
-    // Set: called with the model's description before any weight is read; the placement plan it
-    // returns decides the store (resident or ffn-stream), or its error refuses the model.
-    std::function<Result<Plan>(const ModelInfo&)> plan;
-    // The naive approach benchmarks compare with: the whole file memory-mapped, no plan.
+    // The naive approach benchmarks compare with: the whole file memory-mapped; a plan given is
+    // not followed.
     bool mapped = false;
     // Expert-stream experiments: no speculative reads, the cache policy (default: the measured
     // choice, default_cache_policy), and whether routing statistics are read from and kept in
@@ -46,8 +43,15 @@ struct LoadedModel {
     double load_seconds = 0;
     uint64_t loaded_bytes = 0;
 
-    // Reads the file, checks that strata can run it, loads its weights and sets up the engine.
+    // Reads the file, checks that strata can run it, loads its weights and sets up the engine,
+    // without a plan.
     static Result<std::unique_ptr<LoadedModel>> load(const std::string& path,
+                                                     const ModelLoadOptions& options = {});
+    // The same for a model whose description the caller has read (read_gguf, load_model_info),
+    // usually to make its placement plan and show it before any weight is read. The plan, when
+    // given, decides the store (resident, ffn-stream or expert-stream) and the engine's context
+    // and KV cache type, so the memory it counted is the memory taken.
+    static Result<std::unique_ptr<LoadedModel>> load(ModelInfo info, std::optional<Plan> plan,
                                                      const ModelLoadOptions& options = {});
 };
 

@@ -25,7 +25,9 @@ function startServer(strata, models) {
   });
   return new Promise((resolve, reject) => {
     let err = "";
-    const timer = setTimeout(() => reject(new Error(`strata serve did not start:\n${err}`)), 30000);
+    // Generous: on a machine without a cached hardware profile, serve measures it (under a
+    // minute) to plan the models before it listens.
+    const timer = setTimeout(() => reject(new Error(`strata serve did not start:\n${err}`)), 120000);
     child.stderr.on("data", (d) => {
       err += d;
       const m = err.match(/listening on (http:\/\/[^\s]+)/);
@@ -44,7 +46,10 @@ async function main() {
 
   const qwenTemplate = path.join(args.templates, "Qwen-Qwen2.5-7B-Instruct.jinja");
   if (!fs.existsSync(qwenTemplate)) {
-    console.log(`ollama_js_client: skipped: ${qwenTemplate} is missing (the test data is not beside the repository)`);
+    const missing = `${qwenTemplate} is missing (the test data is not beside the repository)`;
+    // In CI the data must be there: a check that skips itself there would pass unseen.
+    if (process.env.CI === "true") fail(`the test data is missing: ${missing}; CI=true requires it`);
+    console.log(`ollama_js_client: skipped: ${missing}`);
     process.exit(77);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "strata-ollama-js-"));

@@ -1,0 +1,131 @@
+// The plan flags and making the plan from them (see plan_flags.h).
+#include "cli/plan_flags.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "gguf/reader.h"
+#include "plan/budget.h"
+#include "profile/profile.h"
+#include "profile/system_memory.h"
+#include "util/units.h"
+
+namespace strata::cli {
+
+void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
+    cmd.add_option("--ram", f.ram, "RAM budget for the plan, e.g. 8G (default: available - 4 GiB)");
+    cmd.add_option("--gpu-mem", f.gpu_mem,
+                   "GPU memory budget, e.g. 20G (default: free minus max(1 GiB, 5%))");
+    cmd.add_option("--ctx,-c", f.ctx,
+                   "Context size in tokens, which the KV cache is sized for (default: the "
+                   "model's, at most 4096)");
+    cmd.add_option("--kv-type", f.kv_type, "KV cache type: f16 (default) or q8_0 (half the size)");
+    cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
+    cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
+    cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
+}
+
+Result<PlanOptions> plan_options(const PlanFlags& flags) {
+    PlanOptions options;
+    options.n_ctx = flags.ctx;
+    options.slots = flags.slots;
+    options.lookahead = flags.lookahead;
+    if (flags.mode) {
+        auto mode = parse_plan_mode(*flags.mode);
+        if (!mode) return err("--mode: ", mode.error().message);
+        options.mode = *mode;
+    }
+    if (flags.kv_type) {
+        auto kv = parse_kv_type(*flags.kv_type);
+        if (!kv) return err("--kv-type: ", kv.error().message);
+        options.kv_type = *kv;
+    }
+    return options;
+}
+
+namespace {
+
+// The profile whose disks include the one holding `model_path`, and that disk's index.
+Result<LoadedProfile> profile_for(const std::string& model_path) {
+    ProfileRequest request;
+    const std::filesystem::path dir = std::filesystem::path(model_path).parent_path();
+    request.model_dir = dir.empty() ? "." : dir.string();
+    STRATA_ASSIGN(LoadedProfile loaded, load_or_measure_profile(request));
+    for (const std::string& n : loaded.notes) std::fprintf(stderr, "strata: note: %s\n", n.c_str());
+    return loaded;
+}
+
+Result<Budgets> budgets_for(HardwareProfile profile, const PlanFlags& flags) {
+    // The profile's available RAM is a snapshot from when it was measured; the default budget
+    // follows what is available now.
+    if (!flags.ram) {
+        if (auto now = detect_system_memory()) profile.memory.available = now->available;
+    }
+    STRATA_ASSIGN(Budgets budgets, resolve_budgets(profile, flags.ram, flags.gpu_mem));
+    for (const std::string& w : budgets.warnings) {
+        std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
+    }
+    return budgets;
+}
+
+}  // namespace
+
+Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
+                                      const PlanFlags& flags) {
+    STRATA_ASSIGN(const PlanOptions options, plan_options(flags));
+    std::optional<Budgets> budgets;
+    std::vector<Plan> plans;
+    for (const PlanTarget& m : models) {
+        STRATA_ASSIGN(const LoadedProfile loaded, profile_for(m.path));
+        // Resolved once: models loaded side by side share the same budget, not whatever RAM is
+        // left when each one is planned.
+        if (!budgets) {
+            STRATA_ASSIGN(budgets, budgets_for(loaded.profile, flags));
+        }
+        PlanOptions o = options;
+        o.disk = loaded.disk;
+        if (m.n_ctx) o.n_ctx = m.n_ctx;
+        auto plan = make_plan(m.info, loaded.profile, *budgets, o);
+        if (!plan) {
+            if (models.size() == 1) return plan.take_error();
+            return err(m.path, ": ", plan.error().message);
+        }
+        plans.push_back(std::move(*plan));
+    }
+    return plans;
+}
+
+Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
+                            const PlanFlags& flags) {
+    STRATA_ASSIGN(std::vector<Plan> plans, plan_models({{info, model_path}}, flags));
+    return std::move(plans.front());
+}
+
+Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& flags) {
+    STRATA_ASSIGN(GgufFile file, read_gguf(model_path));
+    STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
+    STRATA_ASSIGN(Plan plan, plan_for_model(info, model_path, flags));
+    return PlannedModel{std::move(info), std::move(plan)};
+}
+
+void describe_plan(const Plan& plan) {
+    const std::string mode(plan_mode_name(plan.mode));
+    const std::string bound(tier_name(plan.bound));
+    if (plan.mode == PlanMode::ExpertStream) {
+        std::fprintf(stderr,
+                     "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
+                     "tok/s (bound by %s)\n",
+                     mode.c_str(), static_cast<unsigned long long>(plan.expert_cache.capacity),
+                     format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
+                     bound.c_str());
+    } else if (plan.mode == PlanMode::FfnStream) {
+        std::fprintf(stderr,
+                     "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
+                     "lookahead %u, limit %.2f tok/s (bound by %s)\n",
+                     mode.c_str(), plan.stream.streamed_layers, plan.layers.size(),
+                     plan.stream.slots, plan.stream.lookahead, plan.tokens_per_second,
+                     bound.c_str());
+    }
+}
+
+}  // namespace strata::cli
