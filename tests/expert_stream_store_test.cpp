@@ -214,6 +214,62 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
     }
 }
 
+// Named one by one, not through ExpertStreamStats::fields(), so that the test does not share a
+// mistake with the list it checks.
+TEST(ExpertStreamStats, SumAndDifferenceCoverEveryField) {
+    ExpertStreamStats a;
+    a.requests = 1;
+    a.hits = 2;
+    a.waits = 3;
+    a.misses = 4;
+    a.prefetches = 5;
+    a.prefetch_used = 6;
+    a.prefetch_skipped = 7;
+    a.bytes_requested = 8;
+    a.bytes_from_disk = 9;
+    a.prefetch_bytes = 10;
+    a.stall_seconds = 11.5;
+    ExpertStreamStats b;
+    b.requests = 100;
+    b.hits = 200;
+    b.waits = 300;
+    b.misses = 400;
+    b.prefetches = 500;
+    b.prefetch_used = 600;
+    b.prefetch_skipped = 700;
+    b.bytes_requested = 800;
+    b.bytes_from_disk = 900;
+    b.prefetch_bytes = 1000;
+    b.stall_seconds = 1100.25;
+
+    ExpertStreamStats sum = a;
+    sum += b;
+    EXPECT_EQ(sum.requests, 101u);
+    EXPECT_EQ(sum.hits, 202u);
+    EXPECT_EQ(sum.waits, 303u);
+    EXPECT_EQ(sum.misses, 404u);
+    EXPECT_EQ(sum.prefetches, 505u);
+    EXPECT_EQ(sum.prefetch_used, 606u);
+    EXPECT_EQ(sum.prefetch_skipped, 707u);
+    EXPECT_EQ(sum.bytes_requested, 808u);
+    EXPECT_EQ(sum.bytes_from_disk, 909u);
+    EXPECT_EQ(sum.prefetch_bytes, 1010u);
+    EXPECT_EQ(sum.stall_seconds, 1111.75);
+
+    const ExpertStreamStats d = sum - a;
+    EXPECT_EQ(d.requests, b.requests);
+    EXPECT_EQ(d.hits, b.hits);
+    EXPECT_EQ(d.waits, b.waits);
+    EXPECT_EQ(d.misses, b.misses);
+    EXPECT_EQ(d.prefetches, b.prefetches);
+    EXPECT_EQ(d.prefetch_used, b.prefetch_used);
+    EXPECT_EQ(d.prefetch_skipped, b.prefetch_skipped);
+    EXPECT_EQ(d.bytes_requested, b.bytes_requested);
+    EXPECT_EQ(d.bytes_from_disk, b.bytes_from_disk);
+    EXPECT_EQ(d.prefetch_bytes, b.prefetch_bytes);
+    EXPECT_EQ(d.stall_seconds, b.stall_seconds);
+}
+
 TEST(ExpertStreamStore, RefusesADenseModel) {
     const ModelInfo info = load_info(test::synth_test_model("tiny", TensorType::Q8_0));
     auto store = ExpertStreamStore::open(info, ExpertStreamConfig{});

@@ -23,35 +23,6 @@ int piece_order(TensorRole r) {
 
 }  // namespace
 
-ExpertStreamStats& ExpertStreamStats::operator+=(const ExpertStreamStats& o) {
-    requests += o.requests;
-    hits += o.hits;
-    misses += o.misses;
-    prefetches += o.prefetches;
-    prefetch_used += o.prefetch_used;
-    prefetch_skipped += o.prefetch_skipped;
-    bytes_requested += o.bytes_requested;
-    bytes_from_disk += o.bytes_from_disk;
-    prefetch_bytes += o.prefetch_bytes;
-    stall_seconds += o.stall_seconds;
-    return *this;
-}
-
-ExpertStreamStats ExpertStreamStats::operator-(const ExpertStreamStats& o) const {
-    ExpertStreamStats d = *this;
-    d.requests -= o.requests;
-    d.hits -= o.hits;
-    d.misses -= o.misses;
-    d.prefetches -= o.prefetches;
-    d.prefetch_used -= o.prefetch_used;
-    d.prefetch_skipped -= o.prefetch_skipped;
-    d.bytes_requested -= o.bytes_requested;
-    d.bytes_from_disk -= o.bytes_from_disk;
-    d.prefetch_bytes -= o.prefetch_bytes;
-    d.stall_seconds -= o.stall_seconds;
-    return d;
-}
-
 ExpertStreamConfig expert_stream_config(const Plan& plan) {
     ExpertStreamConfig c;
     c.cache_entries = plan.expert_cache.capacity +

@@ -32,6 +32,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/model_info.h"
@@ -43,6 +44,7 @@
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
 #include "store/weight_store.h"
+#include "util/counter_fields.h"
 
 namespace strata {
 
@@ -73,9 +75,21 @@ struct ExpertStreamStats {
     uint64_t prefetch_bytes = 0;  // of bytes_from_disk, speculative
     double stall_seconds = 0;
 
-    ExpertStreamStats& operator+=(const ExpertStreamStats& o);
-    ExpertStreamStats operator-(const ExpertStreamStats& o) const;  // what happened since `o`
+    // Every field above, once: the arithmetic goes over this list (util/counter_fields.h), and
+    // the build fails when a field is missing from it.
+    static constexpr auto fields() {
+        using S = ExpertStreamStats;
+        return std::make_tuple(&S::requests, &S::hits, &S::waits, &S::misses, &S::prefetches,
+                               &S::prefetch_used, &S::prefetch_skipped, &S::bytes_requested,
+                               &S::bytes_from_disk, &S::prefetch_bytes, &S::stall_seconds);
+    }
+    ExpertStreamStats& operator+=(const ExpertStreamStats& o) { return add_fields(*this, o); }
+    // What happened since `o`.
+    ExpertStreamStats operator-(const ExpertStreamStats& o) const {
+        return subtract_fields(*this, o);
+    }
 };
+static_assert(lists_every_field<ExpertStreamStats>());
 
 class ExpertStreamStore final : public WeightStore {
 public:
