@@ -44,26 +44,9 @@ TEST_P(DecodeAllocations, ThirtyTwoDecodeStepsAllocateNothing) {
     options.engine.threads = 2;
     options.engine.n_ctx = 256;
     options.expert_statistics = false;
-    if (c.mode != "resident") {
-        options.plan = [mode = c.mode](const ModelInfo& info) -> Result<Plan> {
-            PlanOptions po;
-            po.n_ctx = 256;
-            STRATA_ASSIGN(PlanMode pm, parse_plan_mode(mode));
-            po.mode = pm;
-            Budgets budgets;
-            Result<Plan> plan = err("no budget fits");
-            for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
-                budgets.ram = ram;
-                plan = make_plan(info, HardwareProfile{}, budgets, po);
-                if (plan) break;
-            }
-            return plan;
-        };
-    }
-    auto loaded = LoadedModel::load(path, options);
-    ASSERT_TRUE(loaded) << loaded.error().message;
-    engine::Engine& e = *(*loaded)->engine;
-    ASSERT_EQ((*loaded)->store->mode_name(), c.mode);
+    auto loaded = test::load_in_mode(path, c.mode, options);
+    ASSERT_TRUE(loaded);
+    engine::Engine& e = *loaded->engine;
 
     std::vector<float> logits;
     // A short prompt, so that decode reaches context lengths the prompt's scratch never saw.
@@ -75,14 +58,14 @@ TEST_P(DecodeAllocations, ThirtyTwoDecodeStepsAllocateNothing) {
     };
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(step(i));
 
-    const uint64_t disk_before = (*loaded)->store->stats().bytes_from_disk;
+    const uint64_t disk_before = loaded->store->stats().bytes_from_disk;
     test::start_counting_allocations();
     bool ok = true;
     for (int i = 4; i < 36; ++i) ok = ok && bool(step(i));
     const uint64_t allocations = test::stop_counting_allocations();
     ASSERT_TRUE(ok);
     if (c.mode != "resident") {
-        EXPECT_GT((*loaded)->store->stats().bytes_from_disk, disk_before)
+        EXPECT_GT(loaded->store->stats().bytes_from_disk, disk_before)
             << "the streamed steps read nothing: the test would not see the reads allocate";
     }
     EXPECT_EQ(allocations, 0u) << "heap allocations in 32 decode steps";

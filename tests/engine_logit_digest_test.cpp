@@ -52,47 +52,15 @@ std::vector<std::string> modes_for(const test::GoldenModel& m) {
     return {"resident", m.moe ? "expert-stream" : "ffn-stream"};
 }
 
-// The plan a non-resident mode runs with: the smallest budget it accepts, so that every FFN layer,
-// or all but a few experts, are read from the file.
-Result<Plan> smallest_plan(const ModelInfo& info, const std::string& mode) {
-    PlanOptions po;
-    po.n_ctx = 128;
-    STRATA_ASSIGN(po.mode, parse_plan_mode(mode));
-    HardwareProfile profile;
-    Budgets budgets;
-    Result<Plan> plan = err("no budget up to 16 GiB fits");
-    for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
-        budgets.ram = ram;
-        plan = make_plan(info, profile, budgets, po);
-        if (plan) break;
-    }
-    return plan;
-}
-
 std::string compute_digest(const test::GoldenModel& m, const std::string& mode) {
     const std::string path = (test::testdata_dir() / m.path).string();
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = 128;
     options.expert_statistics = false;
-    auto file = read_gguf(path);
-    EXPECT_TRUE(file) << (file ? "" : file.error().message);
-    if (!file) return "";
-    auto info = load_model_info(std::move(*file));
-    EXPECT_TRUE(info) << (info ? "" : info.error().message);
-    if (!info) return "";
-    std::optional<Plan> plan;
-    if (mode != "resident") {
-        auto made = smallest_plan(*info, mode);
-        EXPECT_TRUE(made) << (made ? "" : made.error().message);
-        if (!made) return "";
-        plan = std::move(*made);
-    }
-    auto loaded = LoadedModel::load(std::move(*info), std::move(plan), options);
-    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    auto loaded = test::load_in_mode(path, mode, options);
     if (!loaded) return "";
-    LoadedModel& lm = **loaded;
-    EXPECT_EQ(lm.store->mode_name(), mode);
+    LoadedModel& lm = *loaded;
 
     const std::string text = test::read_text_file(test::testdata_dir() / "inputs/ppl_text.txt");
     std::vector<int32_t> ids = lm.tokenizer.tokenize(text);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "gguf/reader.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"
@@ -85,6 +86,40 @@ std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore
         out.push_back(logits);
     }
     return out;
+}
+
+std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::string& mode,
+                                          const ModelLoadOptions& options) {
+    auto file = read_gguf(path);
+    EXPECT_TRUE(file) << (file ? "" : file.error().message);
+    if (!file) return nullptr;
+    auto info = load_model_info(std::move(*file));
+    EXPECT_TRUE(info) << (info ? "" : info.error().message);
+    if (!info) return nullptr;
+    std::optional<Plan> plan;
+    if (mode != "resident") {
+        PlanOptions po;
+        po.n_ctx = options.engine.n_ctx;
+        auto pm = parse_plan_mode(mode);
+        EXPECT_TRUE(pm) << mode;
+        if (!pm) return nullptr;
+        po.mode = *pm;
+        Budgets budgets;
+        Result<Plan> made = err("no budget up to 16 GiB fits");
+        for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
+            budgets.ram = ram;
+            made = make_plan(*info, HardwareProfile{}, budgets, po);
+            if (made) break;
+        }
+        EXPECT_TRUE(made) << (made ? "" : made.error().message);
+        if (!made) return nullptr;
+        plan = std::move(*made);
+    }
+    auto loaded = LoadedModel::load(std::move(*info), std::move(plan), options);
+    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    if (!loaded) return nullptr;
+    EXPECT_EQ((*loaded)->store->mode_name(), mode);
+    return std::move(*loaded);
 }
 
 }  // namespace strata::test

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gguf/tensor_type.h"
 #include "model/model_info.h"
+#include "session/loaded_model.h"
 #include "store/weight_store.h"
 
 namespace strata::test {
@@ -38,5 +40,12 @@ const std::string& synth_test_model(const std::string& preset, TensorType weight
 std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store,
                                               int steps,
                                               const std::function<void()>& between = {});
+
+// Loads the model at `path` in `mode` ("resident", "ffn-stream", "expert-stream"). A streaming
+// mode gets the smallest RAM budget its plan accepts (fixed hardware figures), so that every FFN
+// layer, or all but a few experts, are read from the file while it runs. Failures are test
+// failures and give nullptr.
+std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::string& mode,
+                                          const ModelLoadOptions& options);
 
 }  // namespace strata::test
