@@ -15,9 +15,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -27,10 +27,10 @@
 
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
-#include "util/thread_pool.h"
 #include "profile/memory_bandwidth.h"
 #include "quant/quant.h"
 #include "util/table.h"
+#include "util/thread_pool.h"
 #include "util/units.h"
 
 namespace {
@@ -142,7 +142,8 @@ std::vector<std::string> split_list(const std::string& s) {
 int main(int argc, char** argv) {
     CLI::App app{"Speed of the CPU matvec / matmul kernels against the memory-read ceiling"};
     int threads = 0;
-    std::string types_arg = "Q8_0,Q4_K,Q6_K,Q4_0,Q5_K,IQ4_NL,Q5_0,Q4_1,Q5_1,Q3_K,Q2_K,IQ4_XS,F16,BF16,F32,MXFP4";
+    std::string types_arg =
+        "Q8_0,Q4_K,Q6_K,Q4_0,Q5_K,IQ4_NL,Q5_0,Q4_1,Q5_1,Q3_K,Q2_K,IQ4_XS,F16,BF16,F32,MXFP4";
     std::string paths_arg;
     std::string batches_arg = "32,128";
     std::string shapes_arg = "4096x4096,14336x4096,4096x14336";
@@ -151,7 +152,8 @@ int main(int argc, char** argv) {
     bool json = false;
     app.add_option("--threads", threads, "compute threads (0: physical cores)");
     app.add_option("--types", types_arg, "weight types, comma-separated");
-    app.add_option("--paths", paths_arg, "CPU paths (scalar, avx2, avx512); default: all this CPU runs");
+    app.add_option("--paths", paths_arg,
+                   "CPU paths (scalar, avx2, avx512); default: all this CPU runs");
     app.add_option("--shapes", shapes_arg, "matvec shapes, rows x cols, comma-separated");
     app.add_option("--batches", batches_arg,
                    "matmul batch sizes on the 4096 x 4096 shape (empty: none)");
@@ -171,7 +173,8 @@ int main(int argc, char** argv) {
     for (const auto& name : split_list(types_arg)) {
         const auto t = tensor_type_from_name(name);
         if (!t || !cpu::matmul_supports(*t)) {
-            std::fprintf(stderr, "strata_bench_matmul: %s is not a CPU matmul weight type\n", name.c_str());
+            std::fprintf(stderr, "strata_bench_matmul: %s is not a CPU matmul weight type\n",
+                         name.c_str());
             return 2;
         }
         types.push_back(*t);
@@ -185,8 +188,11 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "strata_bench_matmul: unknown path %s\n", name.c_str());
             return 2;
         }
-        if (cpu::cpu_path_runs_on(*p, features)) paths.push_back(*p);
-        else if (!paths_arg.empty()) std::fprintf(stderr, "strata_bench_matmul: this CPU cannot run %s; skipped\n", name.c_str());
+        if (cpu::cpu_path_runs_on(*p, features))
+            paths.push_back(*p);
+        else if (!paths_arg.empty())
+            std::fprintf(stderr, "strata_bench_matmul: this CPU cannot run %s; skipped\n",
+                         name.c_str());
     }
     std::vector<Shape> shapes;
     for (const auto& item : split_list(shapes_arg)) {
@@ -194,7 +200,8 @@ int main(int argc, char** argv) {
         char sep = 0;
         if (std::sscanf(item.c_str(), "%lld%c%lld", &rows, &sep, &cols) != 3 || sep != 'x' ||
             rows <= 0 || cols <= 0) {
-            std::fprintf(stderr, "strata_bench_matmul: bad shape %s (want ROWSxCOLS)\n", item.c_str());
+            std::fprintf(stderr, "strata_bench_matmul: bad shape %s (want ROWSxCOLS)\n",
+                         item.c_str());
             return 2;
         }
         shapes.push_back({rows, cols, 1});
@@ -204,7 +211,8 @@ int main(int argc, char** argv) {
     ThreadPool pool(threads);
     AlignedBuffer buffer(size_t(working_set_mib) << 20);
     const double ceiling =
-        measure_read_ceiling(reinterpret_cast<const std::byte*>(buffer.data), buffer.size, pool) / 1e9;
+        measure_read_ceiling(reinterpret_cast<const std::byte*>(buffer.data), buffer.size, pool) /
+        1e9;
     if (!json) {
         std::printf("threads %d, working set %d MiB, memory-read ceiling %.1f GB/s\n", pool.size(),
                     working_set_mib, ceiling);
@@ -216,14 +224,17 @@ int main(int argc, char** argv) {
             const auto matrices = make_matrices(t, s, buffer);
             // One matrix is allowed: a working set that small is meant to stay in the cache.
             if (matrices.empty()) {
-                std::fprintf(stderr, "strata_bench_matmul: %s %lld x %lld: the working set holds "
-                             "no matrix; skipped\n", std::string(tensor_type_name(t)).c_str(),
-                             (long long)s.rows, (long long)s.cols);
+                std::fprintf(stderr,
+                             "strata_bench_matmul: %s %lld x %lld: the working set holds "
+                             "no matrix; skipped\n",
+                             std::string(tensor_type_name(t)).c_str(), (long long)s.rows,
+                             (long long)s.cols);
                 continue;
             }
             for (cpu::CpuPath p : paths) {
                 // A path without a kernel of its own for t runs the scalar one: measured once.
-                if (p != cpu::CpuPath::scalar && cpu::matmul_kernel_name(p, t) == "scalar") continue;
+                if (p != cpu::CpuPath::scalar && cpu::matmul_kernel_name(p, t) == "scalar")
+                    continue;
                 // The scalar path is slow on batches; one decode shape says enough.
                 if (p == cpu::CpuPath::scalar && (s.batch > 1 || &s != &shapes.front())) continue;
                 results.push_back(measure(t, p, s, matrices, ceiling, min_seconds, pool));
@@ -244,9 +255,13 @@ int main(int argc, char** argv) {
         out["read_ceiling_gbps"] = ceiling;
         out["results"] = nlohmann::json::array();
         for (const auto& m : results) {
-            out["results"].push_back({{"type", m.type}, {"path", m.path}, {"kernel", m.kernel},
-                                      {"rows", m.shape.rows}, {"cols", m.shape.cols},
-                                      {"batch", m.shape.batch}, {"ms_per_call", m.ms_per_call},
+            out["results"].push_back({{"type", m.type},
+                                      {"path", m.path},
+                                      {"kernel", m.kernel},
+                                      {"rows", m.shape.rows},
+                                      {"cols", m.shape.cols},
+                                      {"batch", m.shape.batch},
+                                      {"ms_per_call", m.ms_per_call},
                                       {"weight_gbps", m.weight_gbps},
                                       {"fraction_of_ceiling", m.fraction_of_ceiling},
                                       {"gflops", m.gflops}});
@@ -254,15 +269,20 @@ int main(int argc, char** argv) {
         std::printf("%s\n", out.dump(2).c_str());
         return 0;
     }
-    TextTable table({{"type"}, {"path"}, {"rows x cols"}, {"batch", Align::Right},
-                     {"ms/call", Align::Right}, {"weight GB/s", Align::Right},
-                     {"of ceiling", Align::Right}, {"GFLOP/s", Align::Right}});
+    TextTable table({{"type"},
+                     {"path"},
+                     {"rows x cols"},
+                     {"batch", Align::Right},
+                     {"ms/call", Align::Right},
+                     {"weight GB/s", Align::Right},
+                     {"of ceiling", Align::Right},
+                     {"GFLOP/s", Align::Right}});
     for (const auto& m : results) {
-        table.add_row({m.type, m.path, std::to_string(m.shape.rows) + " x " + std::to_string(m.shape.cols),
-                       std::to_string(m.shape.batch), format_fixed(m.ms_per_call, 3),
-                       format_fixed(m.weight_gbps, 1),
-                       format_fixed(100 * m.fraction_of_ceiling, 0) + "%",
-                       format_fixed(m.gflops, 1)});
+        table.add_row(
+            {m.type, m.path, std::to_string(m.shape.rows) + " x " + std::to_string(m.shape.cols),
+             std::to_string(m.shape.batch), format_fixed(m.ms_per_call, 3),
+             format_fixed(m.weight_gbps, 1), format_fixed(100 * m.fraction_of_ceiling, 0) + "%",
+             format_fixed(m.gflops, 1)});
     }
     std::fputs(table.render().c_str(), stdout);
     return 0;

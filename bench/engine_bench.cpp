@@ -21,15 +21,15 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "io/aligned_buffer.h"
 #include "model/hparams.h"
 #include "profile/memory_bandwidth.h"
 #include "session/loaded_model.h"
-#include "io/aligned_buffer.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "synth/weight_format.h"
-#include "util/thread_pool.h"
 #include "util/table.h"
+#include "util/thread_pool.h"
 #include "util/units.h"
 
 namespace {
@@ -100,8 +100,9 @@ std::string slowest(const std::array<double, size_t(engine::Op::Count)>& ops) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"End-to-end CPU engine speed: prompt and generation tok/s against the "
-                 "memory-read ceiling"};
+    CLI::App app{
+        "End-to-end CPU engine speed: prompt and generation tok/s against the "
+        "memory-read ceiling"};
     std::string model, preset = "1b", dir, json_out;
     std::vector<std::string> types{"Q4_K_M", "Q8_0"};
     int prompt_tokens = 512, gen_tokens = 64, reps = 3, threads = 0;
@@ -135,9 +136,10 @@ int main(int argc, char** argv) {
     const double ceiling =
         measure_read_ceiling(ceiling_buf->data(), ceiling_buf->size(), ceiling_pool) / 1e9;
     *ceiling_buf = AlignedBuffer();
-    std::printf("threads %d, memory-read ceiling %.1f GB/s, prompt %d tokens, generation %d "
-                "tokens, %d reps\n", ceiling_pool.size(), ceiling, prompt_tokens, gen_tokens,
-                reps);
+    std::printf(
+        "threads %d, memory-read ceiling %.1f GB/s, prompt %d tokens, generation %d "
+        "tokens, %d reps\n",
+        ceiling_pool.size(), ceiling, prompt_tokens, gen_tokens, reps);
 
     std::vector<std::pair<std::string, std::string>> models;  // label, path
     if (!model.empty()) {
@@ -209,10 +211,16 @@ int main(int argc, char** argv) {
         if (!keep && model.empty()) fs::remove(path);
     }
 
-    TextTable table({{"model"}, {"file", Align::Right}, {"prompt tok/s", Align::Right},
-                     {"gen tok/s", Align::Right}, {"min-max", Align::Right},
-                     {"bytes/token", Align::Right}, {"GB/s", Align::Right},
-                     {"of ceiling", Align::Right}, {"slowest op (gen)"}, {"slowest op (prompt)"}});
+    TextTable table({{"model"},
+                     {"file", Align::Right},
+                     {"prompt tok/s", Align::Right},
+                     {"gen tok/s", Align::Right},
+                     {"min-max", Align::Right},
+                     {"bytes/token", Align::Right},
+                     {"GB/s", Align::Right},
+                     {"of ceiling", Align::Right},
+                     {"slowest op (gen)"},
+                     {"slowest op (prompt)"}});
     nlohmann::ordered_json out;
     out["threads"] = ceiling_pool.size();
     out["read_ceiling_gbps"] = ceiling;
@@ -224,8 +232,7 @@ int main(int argc, char** argv) {
                       *std::min_element(s.gen_tps.begin(), s.gen_tps.end()),
                       *std::max_element(s.gen_tps.begin(), s.gen_tps.end()));
         table.add_row({s.label, format_bytes(s.file_bytes, true),
-                       std::to_string(int(median(s.prompt_tps) + 0.5)),
-                       format_fixed(gen, 2), range,
+                       std::to_string(int(median(s.prompt_tps) + 0.5)), format_fixed(gen, 2), range,
                        format_bytes(uint64_t(s.bytes_per_token), true), format_fixed(gbps, 1),
                        format_fixed(100 * gbps / ceiling, 0) + "%", slowest(s.gen_ops),
                        slowest(s.prompt_ops)});

@@ -73,7 +73,8 @@ std::vector<std::vector<uint32_t>> model_trace(const std::string& path, int toke
     if (auto r = (*e)->eval(prompt, engine::LogitsWanted::Last, logits); !r) die(r.error().message);
     (*store)->record_trace();
     for (int i = 0; i < tokens; ++i) {
-        const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        const int32_t next =
+            int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
         if (auto r = (*e)->eval({&next, 1}, engine::LogitsWanted::Last, logits); !r) {
             die(r.error().message);
         }
@@ -93,7 +94,8 @@ int main(int argc, char** argv) {
     app.add_option("--tokens", tokens, "Tokens per trace")->capture_default_str();
     app.add_option("--threads", threads, "Compute threads for --model");
     app.add_option("--layers", layers, "Locality trace: layers (default: the model's)");
-    app.add_option("--experts", experts, "Locality trace: experts per layer (default: the model's)");
+    app.add_option("--experts", experts,
+                   "Locality trace: experts per layer (default: the model's)");
     app.add_option("--k", k, "Locality trace: experts per token (default: the model's)")
         ->capture_default_str();
     app.add_option("--stay", stay, "Locality trace: chance an expert stays for the next token")
@@ -107,21 +109,26 @@ int main(int argc, char** argv) {
 
     std::vector<std::pair<std::string, std::vector<std::vector<uint32_t>>>> traces;
     if (!model.empty()) {
-        traces.push_back({"model's router", model_trace(model, tokens, threads, layers, experts, k)});
+        traces.push_back(
+            {"model's router", model_trace(model, tokens, threads, layers, experts, k)});
     }
-    const auto local = engine::make_local_trace(layers, experts, k, size_t(tokens), stay, skew, seed);
+    const auto local =
+        engine::make_local_trace(layers, experts, k, size_t(tokens), stay, skew, seed);
     if (!write_trace.empty()) {
         if (auto r = local.save(write_trace); !r) die(r.error().message);
         std::printf("wrote %s: %d layers x %d experts, top-%d, %d tokens, stay %.2f, skew %.2f\n",
                     write_trace.c_str(), layers, experts, k, tokens, stay, skew);
     }
-    traces.push_back({"locality (stay " + format_fixed(stay, 2) + ", skew " +
-                          format_fixed(skew, 2) + ")",
-                      batches_of(local)});
+    traces.push_back(
+        {"locality (stay " + format_fixed(stay, 2) + ", skew " + format_fixed(skew, 2) + ")",
+         batches_of(local)});
 
     const size_t keys = size_t(layers) * size_t(experts);
-    TextTable t({{"trace"}, {"cache", Align::Right}, {"of experts", Align::Right},
-                 {"LRU hit rate", Align::Right}, {"LFU hit rate", Align::Right}});
+    TextTable t({{"trace"},
+                 {"cache", Align::Right},
+                 {"of experts", Align::Right},
+                 {"LRU hit rate", Align::Right},
+                 {"LFU hit rate", Align::Right}});
     for (const auto& [name, batches] : traces) {
         for (double frac : {0.05, 0.10, 0.25, 0.50}) {
             const size_t cap = std::max<size_t>(size_t(k), size_t(double(keys) * frac));

@@ -19,13 +19,13 @@
 
 namespace {
 
-#define FUZZ_CHECK(cond)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
+#define FUZZ_CHECK(cond)                                                                        \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
             std::fprintf(stderr, "chat_template_fuzz: check failed at line %d: %s\n", __LINE__, \
-                         #cond);                                                               \
-            std::abort();                                                                      \
-        }                                                                                      \
+                         #cond);                                                                \
+            std::abort();                                                                       \
+        }                                                                                       \
     } while (0)
 
 const nlohmann::ordered_json& context() {

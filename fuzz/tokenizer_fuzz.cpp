@@ -17,8 +17,8 @@
 #include "gguf/reader.h"
 #include "tokenizer/merge_encoders.h"
 #include "tokenizer/stream_decoder.h"
-#include "util/utf8.h"
 #include "util/file.h"
+#include "util/utf8.h"
 
 namespace {
 

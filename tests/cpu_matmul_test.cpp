@@ -30,9 +30,9 @@
 
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/matmul.h"
-#include "util/thread_pool.h"
 #include "quant/quant.h"
 #include "quant_test_util.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 namespace {
@@ -41,10 +41,10 @@ using cpu::CpuPath;
 using test::QuantBuffer;
 
 constexpr TensorType kMatmulTypes[] = {
-    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q4_0,   TensorType::Q4_1,
-    TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K,   TensorType::Q3_K,
-    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS,
-    TensorType::MXFP4,
+    TensorType::F32,  TensorType::F16,    TensorType::BF16,   TensorType::Q4_0,
+    TensorType::Q4_1, TensorType::Q5_0,   TensorType::Q5_1,   TensorType::Q8_0,
+    TensorType::Q2_K, TensorType::Q3_K,   TensorType::Q4_K,   TensorType::Q5_K,
+    TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS, TensorType::MXFP4,
 };
 
 std::vector<CpuPath> runnable_paths() {
@@ -120,7 +120,8 @@ QuantizedActivations quantize_activations(TensorType weight, const float* x, int
     const int bs = test::block_size(at);
     auto block_amax = [&](int64_t i) {
         double m = 0;
-        for (int64_t j = i / bs * bs; j < i / bs * bs + bs; ++j) m = std::max(m, double(std::fabs(x[j])));
+        for (int64_t j = i / bs * bs; j < i / bs * bs + bs; ++j)
+            m = std::max(m, double(std::fabs(x[j])));
         return m;
     };
     for (int64_t i = 0; i < cols; ++i) {
@@ -147,7 +148,9 @@ QuantizedActivations quantize_activations(TensorType weight, const float* x, int
             }
             default: {
                 a.value[u] = test::dequantize(at, q, cols)[u];
-                const double rel = at == TensorType::F16 ? 1.0 / 2048 : at == TensorType::BF16 ? 1.0 / 256 : 0;
+                const double rel = at == TensorType::F16    ? 1.0 / 2048
+                                   : at == TensorType::BF16 ? 1.0 / 256
+                                                            : 0;
                 a.error_bound[u] = std::fabs(x[i]) * rel + 1e-38;
                 break;
             }
@@ -186,7 +189,8 @@ Expected expected_products(const Weights& w, const std::vector<float>& x, int64_
             double same = 0, exact = 0, magnitude = 0, act_error = 0;
             for (int64_t g = 0; g < w.cols; g += group) {
                 double gmax = 0;
-                for (int64_t i = g; i < g + group; ++i) gmax = std::max(gmax, double(std::fabs(wr[i])));
+                for (int64_t i = g; i < g + group; ++i)
+                    gmax = std::max(gmax, double(std::fabs(wr[i])));
                 for (int64_t i = g; i < g + group; ++i) {
                     const size_t u = size_t(i);
                     same += double(wr[i]) * a.value[u];
@@ -197,7 +201,8 @@ Expected expected_products(const Weights& w, const std::vector<float>& x, int64_
             }
             double tolerance = double(FLT_EPSILON) * double(n_blocks + 4) * magnitude + 1e-30;
             for (size_t b = 0; b < a.block_sum.size(); ++b) {
-                tolerance += std::ldexp(std::fabs(block_minimum(w, r, int64_t(b)) * a.block_sum[b]), -10);
+                tolerance +=
+                    std::ldexp(std::fabs(block_minimum(w, r, int64_t(b)) * a.block_sum[b]), -10);
             }
             const size_t o = size_t(c * w.rows + r);
             e.same_activations[o] = same;
@@ -237,7 +242,8 @@ void check_all_paths(const Weights& w, int64_t n, int threads, std::mt19937& rng
             scalar = y;
         } else {
             for (size_t o = 0; o < y.size(); ++o) {
-                ASSERT_NEAR(y[o], scalar[o], 2 * e.same_tolerance[o]) << "output " << o << " vs scalar";
+                ASSERT_NEAR(y[o], scalar[o], 2 * e.same_tolerance[o])
+                    << "output " << o << " vs scalar";
             }
         }
     }
@@ -315,12 +321,12 @@ TEST(CpuActivationQuantizers, SameBytesAsTheReference) {
     std::normal_distribution<float> normal(0, 1);
     std::vector<float> x(n);
     for (auto& v : x) v = normal(rng) * 3.0f;
-    std::fill(x.begin(), x.begin() + 256, 0.0f);  // block 0: zeros
+    std::fill(x.begin(), x.begin() + 256, 0.0f);                           // block 0: zeros
     for (int i = 256; i < 512; ++i) x[size_t(i)] = float(i % 64) - 31.5f;  // ties
     x[256 + 7] = 127.0f;
     x[256 + 200] = -127.0f;  // largest magnitude with both signs, the positive one first
     for (int i = 512; i < 768; ++i) x[size_t(i)] = 1e-39f * float(i % 7 - 3);  // subnormal
-    for (int i = 768; i < 1024; ++i) x[size_t(i)] = float(i % 255 - 127);  // ties to ±127
+    for (int i = 768; i < 1024; ++i) x[size_t(i)] = float(i % 255 - 127);      // ties to ±127
     x[768 + 300 % 256] = -127.0f;
     for (TensorType act : {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K}) {
         const size_t bytes = size_t(quant::quant_row_bytes(act, n).value());
@@ -330,8 +336,8 @@ TEST(CpuActivationQuantizers, SameBytesAsTheReference) {
             std::fill(got.begin(), got.end(), uint8_t(0xa5));
             cpu::quantize_activations_on_path(p, act, x.data(), got.data(), n);
             for (size_t i = 0; i < bytes; ++i) {
-                ASSERT_EQ(got[i], want[i]) << tensor_type_name(act) << " on "
-                                           << cpu::cpu_path_name(p) << ", byte " << i;
+                ASSERT_EQ(got[i], want[i])
+                    << tensor_type_name(act) << " on " << cpu::cpu_path_name(p) << ", byte " << i;
             }
         }
     }

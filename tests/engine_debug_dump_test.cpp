@@ -49,8 +49,7 @@ TEST(EngineDebugDump, WritesNamedActivationsOfEveryLayer) {
         EXPECT_EQ(pos0, seq == "0" ? 0 : 5) << line;
         EXPECT_EQ(rows, seq == "0" && name != "result_norm" && name != "result_output" ? 5 : 1)
             << line;
-        EXPECT_EQ(std::filesystem::file_size(dump + "/" + file), uint64_t(rows * cols * 4))
-            << line;
+        EXPECT_EQ(std::filesystem::file_size(dump + "/" + file), uint64_t(rows * cols * 4)) << line;
         seen[seq + " " + name] = int(rows);
         if (seq == "1" && name == "result_output") last_logits_file = dump + "/" + file;
     }

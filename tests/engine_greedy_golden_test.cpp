@@ -69,8 +69,8 @@ TEST_P(GreedyGolden, MatchesReferenceContinuations) {
             const int32_t got = argmax(logits);
             if (got != want[s]) {
                 if (margins[s] >= margin_tol) {
-                    ADD_FAILURE() << "step " << s << ": got token " << got << ", golden "
-                                  << want[s] << " (golden margin " << margins[s] << ")";
+                    ADD_FAILURE() << "step " << s << ": got token " << got << ", golden " << want[s]
+                                  << " (golden margin " << margins[s] << ")";
                 } else {
                     std::printf("%s %s: diverges at step %zu (golden margin %.3f)\n",
                                 gm.stem.c_str(), p["prompt_id"].get<std::string>().c_str(), s,
@@ -87,7 +87,9 @@ TEST_P(GreedyGolden, MatchesReferenceContinuations) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GreedyGolden, ::testing::ValuesIn(test::golden_models()),
-                         [](const auto& param_info) { return test::test_name(param_info.param.stem); });
+                         [](const auto& param_info) {
+                             return test::test_name(param_info.param.stem);
+                         });
 
 }  // namespace
 }  // namespace strata

@@ -30,8 +30,8 @@ TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
     STRATA_REQUIRE_TESTDATA();
     const test::GoldenModel& gm = GetParam();
     const auto dir = test::testdata_dir();
-    const nlohmann::json golden = nlohmann::json::parse(
-        std::ifstream(dir / "golden/perplexity" / (gm.stem + ".json")));
+    const nlohmann::json golden =
+        nlohmann::json::parse(std::ifstream(dir / "golden/perplexity" / (gm.stem + ".json")));
     const int n_ctx = golden["n_ctx"].get<int>();
 
     ModelLoadOptions opt;
@@ -46,10 +46,12 @@ TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
     auto kl = compute_perplexity(*m.engine, m.tokenizer, "", kl_opt);
     ASSERT_TRUE(kl) << kl.error().message;
     ASSERT_TRUE(kl->kl.has_value());
-    const double max_kl = gm.float_weights ? (gm.bf16 ? 5e-3 : 1e-4)
-                          : (gm.moe && gm.stem.ends_with("Q4_K_M")) ? 1.0 : 0.1;
-    const double min_top1 = gm.float_weights ? (gm.bf16 ? 0.95 : 0.98)
-                            : (gm.moe && gm.stem.ends_with("Q4_K_M")) ? 0.85 : 0.88;
+    const double max_kl = gm.float_weights                          ? (gm.bf16 ? 5e-3 : 1e-4)
+                          : (gm.moe && gm.stem.ends_with("Q4_K_M")) ? 1.0
+                                                                    : 0.1;
+    const double min_top1 = gm.float_weights                          ? (gm.bf16 ? 0.95 : 0.98)
+                            : (gm.moe && gm.stem.ends_with("Q4_K_M")) ? 0.85
+                                                                      : 0.88;
     std::printf("%-24s mean KL %.6f  p99 %.6f  top-1 %.1f%%\n", gm.stem.c_str(), kl->kl->mean,
                 kl->kl->p99, 100 * kl->kl->top1);
     EXPECT_LE(kl->kl->mean, max_kl);
@@ -68,7 +70,9 @@ TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, KldGolden, ::testing::ValuesIn(test::golden_models()),
-                         [](const auto& param_info) { return test::test_name(param_info.param.stem); });
+                         [](const auto& param_info) {
+                             return test::test_name(param_info.param.stem);
+                         });
 
 }  // namespace
 }  // namespace strata

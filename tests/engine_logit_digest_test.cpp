@@ -69,8 +69,7 @@ std::string compute_digest(const test::GoldenModel& m, const std::string& mode) 
 
     uint64_t h = 1469598103934665603ull;
     std::vector<float> logits;
-    auto r = lm.engine->eval(std::span(ids).first(kBatchTokens), engine::LogitsWanted::All,
-                             logits);
+    auto r = lm.engine->eval(std::span(ids).first(kBatchTokens), engine::LogitsWanted::All, logits);
     EXPECT_TRUE(r) << (r ? "" : r.error().message);
     h = fnv1a(logits.data(), logits.size() * sizeof(float), h);
     for (size_t i = kBatchTokens; i < ids.size(); ++i) {
@@ -144,9 +143,7 @@ TEST_P(EngineLogitDigest, EveryGoldenModelInEveryModeIsBitIdenticalToTheRecordin
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, EngineLogitDigest, ::testing::ValuesIn(cpu::kAllCpuPaths),
-                         [](const auto& p) {
-                             return std::string(cpu::cpu_path_name(p.param));
-                         });
+                         [](const auto& p) { return std::string(cpu::cpu_path_name(p.param)); });
 
 }  // namespace
 }  // namespace strata

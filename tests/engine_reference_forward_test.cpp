@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_support.h"
 #include "reference_forward.h"
 #include "session/loaded_model.h"
 #include "synth/generator.h"
-#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
@@ -166,7 +166,9 @@ TEST_P(EngineReferenceForward, MatchesIndependentReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EngineFamilies, EngineReferenceForward, ::testing::ValuesIn(kFamilies),
-                         [](const auto& param_info) { return test::test_name(param_info.param.preset); });
+                         [](const auto& param_info) {
+                             return test::test_name(param_info.param.preset);
+                         });
 
 }  // namespace
 }  // namespace strata

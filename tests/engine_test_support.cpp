@@ -16,8 +16,8 @@ namespace strata::test {
 
 std::vector<GoldenModel> golden_models() {
     std::vector<GoldenModel> out;
-    for (const char* q : {"F32", "F16", "BF16", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K",
-                          "IQ4_XS"}) {
+    for (const char* q :
+         {"F32", "F16", "BF16", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "Q2_K", "IQ4_XS"}) {
         const std::string s = std::string("aidreams260K-") + q;
         const std::string qs = q;
         out.push_back({s, "models/real/" + s + ".gguf", qs == "F32" || qs == "F16" || qs == "BF16",
@@ -44,8 +44,7 @@ std::string test_name(std::string stem) {
     return stem;
 }
 
-const std::string& synth_test_model(const std::string& preset, TensorType weights,
-                                    uint64_t seed) {
+const std::string& synth_test_model(const std::string& preset, TensorType weights, uint64_t seed) {
     static TempDir dir;
     static std::map<std::tuple<std::string, TensorType, uint64_t>, std::string> written;
     auto [it, fresh] = written.try_emplace({preset, weights, seed});
@@ -63,8 +62,8 @@ const std::string& synth_test_model(const std::string& preset, TensorType weight
     return it->second;
 }
 
-std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store,
-                                              int steps, const std::function<void()>& between) {
+std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store, int steps,
+                                              const std::function<void()>& between) {
     engine::EngineOptions opt;
     opt.threads = 2;
     opt.n_ctx = 64;

@@ -37,8 +37,7 @@ const std::string& synth_test_model(const std::string& preset, TensorType weight
 // The logits of a fixed 6-token prompt evaluated as one batch, then of `steps` greedy steps (2
 // threads, a 64-token context), computed through `store`: what the store tests compare between
 // stores. `between` runs after the prompt. Failures are test failures.
-std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store,
-                                              int steps,
+std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore& store, int steps,
                                               const std::function<void()>& between = {});
 
 // Loads the model at `path` in `mode` ("resident", "ffn-stream", "expert-stream"). A streaming

@@ -40,8 +40,8 @@ std::vector<std::string> moe_models() {
                                  test::synth_test_model("tiny-qwen3moe", TensorType::Q4_K)};
     if (test::have_testdata()) {
         for (const char* m : {"llama-moe-Q8_0", "llama-moe-Q4_K_M", "llama-moe-F16"}) {
-            out.push_back((test::testdata_dir() / "models/synthetic" / (std::string(m) + ".gguf"))
-                              .string());
+            out.push_back(
+                (test::testdata_dir() / "models/synthetic" / (std::string(m) + ".gguf")).string());
         }
     }
     return out;
@@ -60,10 +60,10 @@ TEST(ExpertStreamStore, GivesResidentLogitsForAnyCacheAndPrefetch) {
             CachePolicy policy;
             bool prefetch;
         };
-        for (const Case c : {Case{2, CachePolicy::Lru, false}, Case{3, CachePolicy::Lfu, true},
-                             Case{info.hparams->n_expert_used * 2u, CachePolicy::Lru, true},
-                             Case{all / 2, CachePolicy::Lfu, true},
-                             Case{all, CachePolicy::Lru, false}}) {
+        for (const Case c :
+             {Case{2, CachePolicy::Lru, false}, Case{3, CachePolicy::Lfu, true},
+              Case{info.hparams->n_expert_used * 2u, CachePolicy::Lru, true},
+              Case{all / 2, CachePolicy::Lfu, true}, Case{all, CachePolicy::Lru, false}}) {
             SCOPED_TRACE("entries " + std::to_string(c.entries) + " " +
                          std::string(cache_policy_name(c.policy)) +
                          (c.prefetch ? " prefetch" : ""));

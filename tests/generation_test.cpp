@@ -10,17 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_support.h"
 #include "session/generation.h"
 #include "session/loaded_model.h"
 #include "session/prompt.h"
-#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
 namespace {
 
 // The tiny llama preset with its built-in vocabulary (Q8_0), shared by the tests of this file.
-const std::string& model_path() { return test::synth_test_model("tiny", TensorType::Q8_0, 11); }
+const std::string& model_path() {
+    return test::synth_test_model("tiny", TensorType::Q8_0, 11);
+}
 
 std::unique_ptr<LoadedModel> load(uint32_t n_ctx = 128) {
     ModelLoadOptions opt;

@@ -11,8 +11,8 @@
 
 #include "eval/kld_file.h"
 #include "eval/perplexity_chunks.h"
-#include "tokenizer/tokenizer.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 namespace {

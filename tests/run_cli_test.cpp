@@ -28,7 +28,9 @@ using nlohmann::json;
 using test::shell_quote;
 
 // The tiny llama preset with its built-in vocabulary (Q8_0), shared by the tests of this file.
-const std::string& synth_model() { return test::synth_test_model("tiny", TensorType::Q8_0); }
+const std::string& synth_model() {
+    return test::synth_test_model("tiny", TensorType::Q8_0);
+}
 
 test::CommandResult strata(const std::string& args) {
     return test::run_command("timeout 120 " + shell_quote(test::strata_binary()) + " " + args);
@@ -162,8 +164,8 @@ namespace {
 // and one cached FFN layer) and changes nothing in the answer.
 TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
     STRATA_REQUIRE_TESTDATA();
-    const std::string model = test::shell_quote(
-        (test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
+    const std::string model =
+        test::shell_quote((test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
     const auto streamed = test::run_strata("run " + model + args + " --ram 1000K");
@@ -186,12 +188,13 @@ TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
 // tokens; the routing statistics it learnt are kept in the cache directory for the next run.
 TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
     STRATA_REQUIRE_TESTDATA();
-    const std::string model = test::shell_quote(
-        (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
+    const std::string model =
+        test::shell_quote((test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
     const auto streamed = test::run_strata("run " + model + args + " --ram 2M");
-    const auto no_guess = test::run_strata("run " + model + args + " --ram 2M --no-prefetch "
+    const auto no_guess = test::run_strata("run " + model + args +
+                                           " --ram 2M --no-prefetch "
                                            "--cache-policy lfu");
     ASSERT_EQ(resident.exit_code, 0) << resident.err;
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;

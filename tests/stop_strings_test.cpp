@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "session/stop_strings.h"
-#include "util/utf8.h"
 #include "text_cuts.h"
+#include "util/utf8.h"
 
 namespace strata {
 namespace {
@@ -54,7 +54,6 @@ Outcome streamed(const Stops& stops, const std::vector<std::string>& pieces) {
     o.matched = m.matched();
     return o;
 }
-
 
 void expect_same_at_every_cut(const Stops& stops, const std::string& text, const Outcome& expect) {
     ASSERT_EQ(whole_text(stops, text), expect);  // the test's own reference agrees

@@ -55,7 +55,8 @@ size_t cached_pages(int fd, uint64_t file_size, uint64_t offset, uint64_t length
     size_t n = 0;
     if (last > first) {
         std::vector<unsigned char> vec(last - first);
-        if (::mincore(static_cast<char*>(p) + first * page, (last - first) * page, vec.data()) != 0) {
+        if (::mincore(static_cast<char*>(p) + first * page, (last - first) * page, vec.data()) !=
+            0) {
             n = SIZE_MAX;
         } else {
             for (unsigned char v : vec) n += v & 1;
@@ -92,10 +93,10 @@ TEST(StreamingBudget, PeakRssPageCacheAndDiskBytesFollowThePlan) {
     }
 
     const std::string results = dir.file("bench.jsonl");
-    const auto r = test::run_strata("bench " + test::shell_quote(model) +
-                                    " --prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2 --ram " +
-                                    std::to_string(kBudget) + " --json " +
-                                    test::shell_quote(results));
+    const auto r =
+        test::run_strata("bench " + test::shell_quote(model) +
+                         " --prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2 --ram " +
+                         std::to_string(kBudget) + " --json " + test::shell_quote(results));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(test::read_text_file(results));
     const auto& run = j["runs"][0];

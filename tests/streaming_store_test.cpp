@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "store/resident_store.h"
 #include "store/streaming_store.h"
-#include "engine_test_support.h"
 #include "test_support.h"
 
 namespace strata {
@@ -124,7 +124,6 @@ TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
     ASSERT_FALSE(store);
     EXPECT_NE(store.error().message.find("layers"), std::string::npos);
 }
-
 
 // A model file cut short while strata runs (a disk error, a copy still in progress): the next
 // streamed read comes up short, and eval fails with an error naming the file instead of

@@ -24,7 +24,9 @@ fs::path testdata_dir() {
     return fs::path(STRATA_SOURCE_DIR) / ".." / "shared" / "testdata";
 }
 
-bool have_testdata() { return fs::exists(testdata_dir() / "manifest.json"); }
+bool have_testdata() {
+    return fs::exists(testdata_dir() / "manifest.json");
+}
 
 bool testdata_required() {
     const char* ci = std::getenv("CI");
@@ -38,7 +40,9 @@ std::string missing_testdata_message() {
     return m;
 }
 
-std::string strata_binary() { return STRATA_BINARY; }
+std::string strata_binary() {
+    return STRATA_BINARY;
+}
 
 TempDir::TempDir() {
     std::random_device rd;
@@ -62,8 +66,10 @@ TempDir::~TempDir() {
 std::string shell_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) {
-        if (c == '\'') out += "'\\''";
-        else out += c;
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
     }
     return out + "'";
 }
@@ -78,8 +84,8 @@ std::string read_text_file(const fs::path& p) {
 CommandResult run_command(const std::string& command_line) {
     TempDir tmp;
     const std::string out_path = tmp.file("stdout"), err_path = tmp.file("stderr");
-    const std::string full = command_line + " >" + shell_quote(out_path) + " 2>" +
-                             shell_quote(err_path) + " </dev/null";
+    const std::string full =
+        command_line + " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path) + " </dev/null";
     CommandResult r;
     const int status = std::system(full.c_str());
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
 #include "test_support.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "test_support.h"
 #include "tokenizer/stream_decoder.h"
 #include "util/utf8.h"
-#include "test_support.h"
 
 namespace strata {
 namespace {

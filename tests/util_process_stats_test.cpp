@@ -19,7 +19,8 @@ TEST(ProcessStats, ParsesProcSelfIo) {
 }
 
 TEST(ProcessStats, ParsesStatusKib) {
-    const std::string text = "Name:\tstrata\nVmPeak:\t  200 kB\nVmHWM:\t    1024 kB\nVmRSS:\t 512 kB\n";
+    const std::string text =
+        "Name:\tstrata\nVmPeak:\t  200 kB\nVmHWM:\t    1024 kB\nVmRSS:\t 512 kB\n";
     EXPECT_EQ(parse_status_kib(text, "VmHWM"), 1024u * 1024);
     EXPECT_EQ(parse_status_kib(text, "VmRSS"), 512u * 1024);
     EXPECT_FALSE(parse_status_kib(text, "VmSwap"));

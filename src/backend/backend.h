@@ -47,10 +47,10 @@ std::string_view act_name(Act a);
 
 // The operations a planner asks about, by the weight they read.
 enum class BackendOp : uint8_t {
-    Linear,      // projections, FFN matrices, routers, the output head
-    Embedding,   // rows of the token-embedding table
-    Experts,     // routed experts' matrices
-    Norm,        // norm weights (F32)
+    Linear,     // projections, FFN matrices, routers, the output head
+    Embedding,  // rows of the token-embedding table
+    Experts,    // routed experts' matrices
+    Norm,       // norm weights (F32)
     Count
 };
 
@@ -65,7 +65,7 @@ struct LinearJob {
 struct BackendConfig {
     ModelHparams hp;
     RopeConfig rope;
-    uint32_t n_ctx = 0;        // KV-cache positions
+    uint32_t n_ctx = 0;  // KV-cache positions
     KvType kv_type = KvType::F16;
     uint32_t max_batch = 512;  // rows of every activation
     int threads = 0;           // CPU threads; 0: physical cores
@@ -73,7 +73,7 @@ struct BackendConfig {
 };
 
 class Backend {
-public:
+  public:
     virtual ~Backend() = default;
 
     // "cpu", "cuda:0", ...

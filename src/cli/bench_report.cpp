@@ -12,7 +12,9 @@ namespace strata::cli {
 
 namespace {
 
-std::string per_token(double bytes) { return format_bytes(uint64_t(bytes + 0.5), true); }
+std::string per_token(double bytes) {
+    return format_bytes(uint64_t(bytes + 0.5), true);
+}
 
 // Bytes per generated token from disk as the run measured them: the store's own count where it
 // reads the disk itself, the kernel's count of the process's storage reads otherwise (the mapped
@@ -31,19 +33,17 @@ nlohmann::ordered_json plan_json_summary(const Plan& p) {
         tiers[std::string(tier_name(t.tier))] = {{"bytes_per_token", t.bytes_per_token},
                                                  {"bandwidth", t.bandwidth}};
     }
-    return {{"mode", plan_mode_name(p.mode)},
-            {"ram_budget", p.budgets.ram},
-            {"memory_planned", p.memory.total},
-            {"tokens_per_second_limit", p.tokens_per_second},
-            {"bound_by", tier_name(p.bound)},
-            {"slots", p.stream.slots},
-            {"lookahead", p.stream.lookahead},
-            {"streamed_layers", p.stream.streamed_layers},
-            {"cached_layers", p.stream.cached_layers},
-            {"tiers", tiers}};
+    return {
+        {"mode", plan_mode_name(p.mode)},          {"ram_budget", p.budgets.ram},
+        {"memory_planned", p.memory.total},        {"tokens_per_second_limit", p.tokens_per_second},
+        {"bound_by", tier_name(p.bound)},          {"slots", p.stream.slots},
+        {"lookahead", p.stream.lookahead},         {"streamed_layers", p.stream.streamed_layers},
+        {"cached_layers", p.stream.cached_layers}, {"tiers", tiers}};
 }
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+double ratio(double a, double b) {
+    return b > 0 ? a / b : 0;
+}
 
 nlohmann::ordered_json experts_json(const BenchEntry& e) {
     const ExpertStreamStats& x = *e.result.experts;
@@ -74,11 +74,17 @@ std::optional<double> fraction_of_limit(const BenchEntry& e) {
 }
 
 std::string bench_table(const BenchRecord& r) {
-    TextTable t({{"run"}, {"prompt tok/s", Align::Right}, {"gen tok/s", Align::Right},
-                 {"min-max", Align::Right}, {"TTFT s", Align::Right},
-                 {"RAM/token", Align::Right}, {"disk/token", Align::Right},
-                 {"disk GB/s", Align::Right}, {"limit tok/s", Align::Right},
-                 {"of limit", Align::Right}, {"peak RSS", Align::Right}});
+    TextTable t({{"run"},
+                 {"prompt tok/s", Align::Right},
+                 {"gen tok/s", Align::Right},
+                 {"min-max", Align::Right},
+                 {"TTFT s", Align::Right},
+                 {"RAM/token", Align::Right},
+                 {"disk/token", Align::Right},
+                 {"disk GB/s", Align::Right},
+                 {"limit tok/s", Align::Right},
+                 {"of limit", Align::Right},
+                 {"peak RSS", Align::Right}});
     for (const BenchEntry& e : r.entries) {
         const SpeedBenchResult& s = e.result;
         const double disk = disk_per_token(e);
@@ -94,10 +100,15 @@ std::string bench_table(const BenchRecord& r) {
                    e.peak_rss ? format_bytes(*e.peak_rss) : "?"});
     }
     std::string out = t.render();
-    TextTable x({{"experts"}, {"hit rate", Align::Right}, {"predicted", Align::Right},
-                 {"selected/token", Align::Right}, {"disk/token", Align::Right},
-                 {"predicted disk", Align::Right}, {"I/O saved", Align::Right},
-                 {"prefetched", Align::Right}, {"prefetch accuracy", Align::Right}});
+    TextTable x({{"experts"},
+                 {"hit rate", Align::Right},
+                 {"predicted", Align::Right},
+                 {"selected/token", Align::Right},
+                 {"disk/token", Align::Right},
+                 {"predicted disk", Align::Right},
+                 {"I/O saved", Align::Right},
+                 {"prefetched", Align::Right},
+                 {"prefetch accuracy", Align::Right}});
     for (const BenchEntry& e : r.entries) {
         if (!e.result.experts) continue;
         const auto j = experts_json(e);
@@ -133,11 +144,11 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
         x["prompt_tokens_per_second"] = spread_json(s.prompt_tps);
         x["gen_tokens_per_second"] = spread_json(s.gen_tps);
         x["first_token_seconds"] = spread_json(s.first_token_seconds);
-        x["bytes_per_token"] = {{"weights", s.weight_bytes_per_token},
-                                {"disk_store", s.store_disk_bytes_per_token},
-                                {"disk_process_io", s.io_bytes_per_token},
-                                {"ram", std::max(0.0, s.weight_bytes_per_token -
-                                                          disk_per_token(e))}};
+        x["bytes_per_token"] = {
+            {"weights", s.weight_bytes_per_token},
+            {"disk_store", s.store_disk_bytes_per_token},
+            {"disk_process_io", s.io_bytes_per_token},
+            {"ram", std::max(0.0, s.weight_bytes_per_token - disk_per_token(e))}};
         x["disk_gb_per_second"] = s.disk_gbps;
         x["io_counted"] = s.io_counted;
         if (auto f = fraction_of_limit(e)) x["fraction_of_limit"] = *f;

@@ -15,8 +15,8 @@
 namespace strata::cli {
 
 struct BenchEntry {
-    std::string label;  // "strata", "mmap baseline"
-    std::string mode;   // the store's mode name
+    std::string label;         // "strata", "mmap baseline"
+    std::string mode;          // the store's mode name
     std::optional<Plan> plan;  // strata's runs
     SpeedBenchResult result;
     double load_seconds = 0;

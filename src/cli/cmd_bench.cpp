@@ -43,7 +43,9 @@ struct BenchCommand {
     EngineFlags engine;
 };
 
-void say(const std::string& line) { std::fprintf(stderr, "strata: %s\n", line.c_str()); }
+void say(const std::string& line) {
+    std::fprintf(stderr, "strata: %s\n", line.c_str());
+}
 
 // Loads the model with `plan` (none: as `options` say), runs the measurements and fills an
 // entry; the model is unloaded again before returning, so the next configuration starts from a
@@ -94,8 +96,11 @@ void check_baseline_fits(const BenchCommand& c, uint64_t file_bytes) {
     }
     const uint64_t room = mem->total > kRamHeadroom ? mem->total - kRamHeadroom : 0;
     if (file_bytes > room && !c.force) {
-        fail("--baseline maps the whole " + format_bytes(file_bytes) + " file, more than this "
-             "machine's RAM (" + format_bytes(mem->total) + ") minus 4 GiB: the page cache "
+        fail("--baseline maps the whole " + format_bytes(file_bytes) +
+             " file, more than this "
+             "machine's RAM (" +
+             format_bytes(mem->total) +
+             ") minus 4 GiB: the page cache "
              "would thrash and slow the whole machine. --force runs it anyway");
     }
 }
@@ -112,8 +117,9 @@ void bench_command(BenchCommand& c) {
     std::string json_path = c.json;
     if (json_path.empty()) {
         auto dir = profile_cache_dir();
-        if (!dir) fail("no cache directory for the results (" + dir.error().message +
-                       "); give --json FILE");
+        if (!dir)
+            fail("no cache directory for the results (" + dir.error().message +
+                 "); give --json FILE");
         json_path = *dir + "/bench-results.jsonl";
     }
 
@@ -137,9 +143,8 @@ void bench_command(BenchCommand& c) {
     if (c.baseline) {
         ModelLoadOptions base = *opts;
         base.mapped = true;
-        const uint64_t budget = record.entries.front().plan
-                                    ? record.entries.front().plan->budgets.ram
-                                    : 0;
+        const uint64_t budget =
+            record.entries.front().plan ? record.entries.front().plan->budgets.ram : 0;
         std::unique_ptr<MemoryCap> cap;
         if (budget > 0) {
             auto confined = MemoryCap::confine(budget);
@@ -170,8 +175,8 @@ void bench_command(BenchCommand& c) {
 
 void add_bench(CLI::App& app) {
     auto c = std::make_shared<BenchCommand>();
-    CLI::App* cmd = app.add_subcommand(
-        "bench", "Measure prompt and generation speed against the plan's limit");
+    CLI::App* cmd =
+        app.add_subcommand("bench", "Measure prompt and generation speed against the plan's limit");
     cmd->add_option("model", c->model, "GGUF model file")->required();
     cmd->add_option("--prompt-tokens", c->prompt_tokens, "Prompt tokens per repetition")
         ->capture_default_str();

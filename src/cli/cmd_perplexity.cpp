@@ -50,9 +50,10 @@ void print_report(const PerplexityReport& r) {
                 r.mean_nll);
     if (r.kl) {
         const KlStats& k = *r.kl;
-        std::printf("KL divergence over %zu positions: mean %.6f +/- %.6f, median %.6f, "
-                    "p99 %.6f, max %.6f\n",
-                    k.count, k.mean, k.mean_uncertainty, k.median, k.p99, k.max);
+        std::printf(
+            "KL divergence over %zu positions: mean %.6f +/- %.6f, median %.6f, "
+            "p99 %.6f, max %.6f\n",
+            k.count, k.mean, k.mean_uncertainty, k.median, k.p99, k.max);
         std::printf("Same top token: %.3f%% +/- %.3f%%\n", 100 * k.top1, 100 * k.top1_uncertainty);
     }
 }
@@ -82,7 +83,8 @@ nlohmann::ordered_json report_json(const PerplexityReport& r) {
 }
 
 void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
-    if (c.file.empty() && c.kl.empty()) fail("give the text with --file (or a base file with --kl)");
+    if (c.file.empty() && c.kl.empty())
+        fail("give the text with --file (or a base file with --kl)");
     if (!c.kl.empty() && !c.kl_base.empty()) fail("--kl and --kl-base do not go together");
     const std::string text = c.file.empty() ? std::string() : read_text(c.file);
 
@@ -112,14 +114,13 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     const bool tty = isatty(STDERR_FILENO) && !c.json;
-    auto r = compute_perplexity(*(*m)->engine, (*m)->tokenizer, text, po,
-                                [&](int32_t done, int32_t total, double ppl) {
-                                    if (tty) {
-                                        std::fprintf(stderr, "\rchunk %d of %d, PPL %.4f", done,
-                                                     total, ppl);
-                                        if (done == total) std::fprintf(stderr, "\n");
-                                    }
-                                });
+    auto r = compute_perplexity(
+        *(*m)->engine, (*m)->tokenizer, text, po, [&](int32_t done, int32_t total, double ppl) {
+            if (tty) {
+                std::fprintf(stderr, "\rchunk %d of %d, PPL %.4f", done, total, ppl);
+                if (done == total) std::fprintf(stderr, "\n");
+            }
+        });
     if (!r) fail(r.error().message);
     if (c.json) {
         std::printf("%s\n", report_json(*r).dump().c_str());
@@ -133,8 +134,9 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
 
 void add_perplexity(CLI::App& app) {
     auto c = std::make_shared<PerplexityCommand>();
-    CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity over a text, and KL divergence "
-                                                     "against a saved base run");
+    CLI::App* cmd = app.add_subcommand("perplexity",
+                                       "Perplexity over a text, and KL divergence "
+                                       "against a saved base run");
     cmd->add_option("model", c->model, "GGUF model file")->required();
     cmd->add_option("--file,-f", c->file, "Text file to score");
     cmd->add_option("--chunks", c->chunks, "Score at most this many chunks (default: all)");

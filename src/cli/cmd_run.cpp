@@ -43,7 +43,9 @@ struct RunCommand {
     SamplerParams sampling;
 };
 
-double per_second(double n, double s) { return s > 0 ? n / s : 0.0; }
+double per_second(double n, double s) {
+    return s > 0 ? n / s : 0.0;
+}
 
 std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
     const GenerateTimings& t = r.timings;
@@ -59,7 +61,8 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
                   per_second(double(t.generate_weight_bytes), t.generate_seconds) / 1e9);
     std::string line = buf;
     const StoreStats& st = m.store->stats();
-    if (st.bytes_from_disk > 0) line += " | " + format_bytes(st.bytes_from_disk, true) + " from disk";
+    if (st.bytes_from_disk > 0)
+        line += " | " + format_bytes(st.bytes_from_disk, true) + " from disk";
     if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
         const ExpertStreamStats& e = x->totals();
         if (e.requests > 0) {
@@ -86,9 +89,12 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     if (auto io = process_io()) j["process_read_bytes"] = io->read_bytes;
     if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
         const ExpertStreamStats& e = x->totals();
-        j["experts"] = {{"requests", e.requests},           {"hits", e.hits},
-                        {"misses", e.misses},               {"prefetches", e.prefetches},
-                        {"prefetch_used", e.prefetch_used}, {"bytes_from_disk", e.bytes_from_disk}};
+        j["experts"] = {{"requests", e.requests},
+                        {"hits", e.hits},
+                        {"misses", e.misses},
+                        {"prefetches", e.prefetches},
+                        {"prefetch_used", e.prefetch_used},
+                        {"bytes_from_disk", e.bytes_from_disk}};
     }
     j["timings"] = {
         {"load_seconds", m.load_seconds},
@@ -186,7 +192,8 @@ void run_interactive(const RunCommand& c, LoadedModel& m) {
 }
 
 void run_command(RunCommand& c, bool have_prompt) {
-    if (c.json && c.interactive) fail("--json prints one answer; it does not go with --interactive");
+    if (c.json && c.interactive)
+        fail("--json prints one answer; it does not go with --interactive");
     std::string path = c.model;
     if (path.empty()) {
         auto p = ensure_default_model();
@@ -196,8 +203,11 @@ void run_command(RunCommand& c, bool have_prompt) {
             c.prompt = "Once upon a time";
             have_prompt = true;
         }
-        if (!c.json) std::fprintf(stderr, "strata: no model given; running the built-in default %s "
-                                          "(random weights)\n", path.c_str());
+        if (!c.json)
+            std::fprintf(stderr,
+                         "strata: no model given; running the built-in default %s "
+                         "(random weights)\n",
+                         path.c_str());
     }
     if (!have_prompt && !c.interactive) {
         if (isatty(STDIN_FILENO)) {

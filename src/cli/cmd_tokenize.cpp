@@ -19,8 +19,8 @@
 
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
-#include "util/utf8.h"
 #include "util/result.h"
+#include "util/utf8.h"
 
 namespace strata::cli {
 

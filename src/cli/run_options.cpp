@@ -22,7 +22,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
 }
 
 void print_load_warnings(const LoadedModel& m) {
-    for (const std::string& w : m.warnings) std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
+    for (const std::string& w : m.warnings)
+        std::fprintf(stderr, "strata: warning: %s\n", w.c_str());
 }
 
 Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress) {

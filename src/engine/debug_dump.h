@@ -19,7 +19,7 @@
 namespace strata::engine {
 
 class DebugDump {
-public:
+  public:
     DebugDump() = default;  // disabled
     // Creates the directory if needed; an error when it cannot be written.
     static Result<DebugDump> open(const std::string& dir);
@@ -35,7 +35,7 @@ public:
     // layer < 0: a name without a layer suffix.
     void write(std::string_view name, int layer, const float* data, int64_t rows, int64_t cols);
 
-private:
+  private:
     std::string dir_;
     std::FILE* index_ = nullptr;
     int64_t seq_ = -1;

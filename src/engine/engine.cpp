@@ -12,14 +12,22 @@ namespace strata::engine {
 
 const char* op_name(Op op) {
     switch (op) {
-        case Op::Projection: return "attention projections";
-        case Op::Attention: return "attention";
-        case Op::Ffn: return "dense FFN";
-        case Op::Experts: return "experts";
-        case Op::Router: return "router";
-        case Op::LmHead: return "LM head";
-        case Op::Elementwise: return "norms, rope, embeddings";
-        case Op::Count: break;
+        case Op::Projection:
+            return "attention projections";
+        case Op::Attention:
+            return "attention";
+        case Op::Ffn:
+            return "dense FFN";
+        case Op::Experts:
+            return "experts";
+        case Op::Router:
+            return "router";
+        case Op::LmHead:
+            return "LM head";
+        case Op::Elementwise:
+            return "norms, rope, embeddings";
+        case Op::Count:
+            break;
     }
     return "?";
 }
@@ -45,7 +53,9 @@ void Engine::dump(std::string_view name, int layer, Act a, int64_t rows, int64_t
 }
 
 Engine::Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options)
-    : hp_(hp), store_(store), max_batch_(std::max<uint32_t>(1, options.max_batch)),
+    : hp_(hp),
+      store_(store),
+      max_batch_(std::max<uint32_t>(1, options.max_batch)),
       threads_(options.threads > 0 ? options.threads : physical_core_count()),
       forced_routing_(options.forced_routing) {}
 
@@ -75,8 +85,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     std::vector<int> assign = options.layer_backend;
     if (assign.empty()) assign.assign(hp.n_layer, 0);
     if (assign.size() != hp.n_layer) {
-        return err("layer_backend names " + std::to_string(assign.size()) + " layers, the model has " +
-                   std::to_string(hp.n_layer));
+        return err("layer_backend names " + std::to_string(assign.size()) +
+                   " layers, the model has " + std::to_string(hp.n_layer));
     }
     for (int b : assign) {
         if (b < 0) return err("layer_backend: backend index " + std::to_string(b) + " is negative");
@@ -135,7 +145,9 @@ void Engine::reset_stats() {
     store_.reset_stats();
 }
 
-void Engine::truncate(uint32_t n_keep) { n_past_ = std::min(n_past_, n_keep); }
+void Engine::truncate(uint32_t n_keep) {
+    n_past_ = std::min(n_past_, n_keep);
+}
 
 Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
                           std::vector<float>& logits) {
@@ -176,8 +188,7 @@ void Engine::enter_layer(int layer, int64_t n) {
     be_ = next;
 }
 
-Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted,
-                                float* out) {
+Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out) {
     const int64_t n = int64_t(tokens.size());
     const int64_t pos0 = n_past_;
     const int64_t d = hp_.n_embd;
@@ -213,8 +224,8 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
         if (dump_.enabled()) dump_.write("result_output", -1, out, n - first, n_vocab_);
         head_bytes = head.row_bytes * uint64_t(head.rows());
     }
-    stats_.weight_bytes += store_.stats().bytes_served - served_before + head_bytes +
-                           uint64_t(n) * embd.row_bytes;
+    stats_.weight_bytes +=
+        store_.stats().bytes_served - served_before + head_bytes + uint64_t(n) * embd.row_bytes;
     stats_.tokens += uint64_t(n);
     ++stats_.eval_calls;
     return {};
@@ -228,7 +239,8 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
                   dv = n_head_kv * hp_.head_dim_v, da = n_head * hp_.head_dim_v;
     const LayerView& w = a.w;
 
-    timed(Op::Elementwise, [&] { be_->rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n); });
+    timed(Op::Elementwise,
+          [&] { be_->rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n); });
     dump("attn_norm", il, Act::Normed, n, d);
     timed(Op::Projection, [&] {
         const LinearJob qkv[] = {
@@ -258,9 +270,8 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
 }
 
 void Engine::ffn_norm(const LayerArgs& a) {
-    timed(Op::Elementwise, [&] {
-        be_->rms_norm(Act::Hidden, a.w.weight(TensorRole::FfnNorm), Act::Normed, a.n);
-    });
+    timed(Op::Elementwise,
+          [&] { be_->rms_norm(Act::Hidden, a.w.weight(TensorRole::FfnNorm), Act::Normed, a.n); });
     dump("ffn_norm", a.layer, Act::Normed, a.n, hp_.n_embd);
 }
 
@@ -281,7 +292,8 @@ Result<void> Engine::moe_ffn_block(const LayerArgs& a, bool norm_weights) {
     const LayerView& w = a.w;
     ffn_norm(a);
     Result<void> r;
-    timed(Op::Experts, [&] { r = routed_experts(a, w.weight(TensorRole::MoeRouter), norm_weights); });
+    timed(Op::Experts,
+          [&] { r = routed_experts(a, w.weight(TensorRole::MoeRouter), norm_weights); });
     STRATA_TRY(r);
     if (w.weight(TensorRole::SharedGate).present()) {
         timed(Op::Ffn, [&] {

@@ -50,9 +50,9 @@ enum class Op { Projection, Attention, Ffn, Experts, Router, LmHead, Elementwise
 const char* op_name(Op op);
 
 struct EngineStats {
-    uint64_t tokens = 0;          // tokens evaluated
+    uint64_t tokens = 0;  // tokens evaluated
     uint64_t eval_calls = 0;
-    uint64_t weight_bytes = 0;    // weight bytes the forward passes read (store + LM head + rows)
+    uint64_t weight_bytes = 0;  // weight bytes the forward passes read (store + LM head + rows)
     std::array<double, size_t(Op::Count)> op_seconds{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
 };
@@ -73,7 +73,7 @@ struct LayerArgs {
 using LayerFn = Result<void> (*)(Engine&, const LayerArgs&);
 
 class Engine {
-public:
+  public:
     static Result<std::unique_ptr<Engine>> create(const ModelHparams& hp, WeightStore& store,
                                                   const EngineOptions& options);
 
@@ -106,7 +106,7 @@ public:
     // Pre-norm mixture of experts, plus the sigmoid-gated shared expert when the layer has one.
     Result<void> moe_ffn_block(const LayerArgs& a, bool norm_weights);
 
-private:
+  private:
     Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options);
     Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out);
     // Moves the hidden state of n tokens to the backend of `layer` when it differs.

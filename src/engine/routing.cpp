@@ -31,11 +31,11 @@ void route_token(const float* logits, const MoeConfig& cfg, int32_t* choice, flo
     const std::vector<float>& probs = sc.probs;
     sc.order.resize(size_t(cfg.n_expert));
     std::iota(sc.order.begin(), sc.order.end(), 0);
-    std::partial_sort(sc.order.begin(), sc.order.begin() + cfg.n_used, sc.order.end(),
-                      [&](int32_t a, int32_t b) {
-                          return probs[size_t(a)] != probs[size_t(b)] ? probs[size_t(a)] > probs[size_t(b)]
-                                                                      : a < b;
-                      });
+    std::partial_sort(
+        sc.order.begin(), sc.order.begin() + cfg.n_used, sc.order.end(), [&](int32_t a, int32_t b) {
+            return probs[size_t(a)] != probs[size_t(b)] ? probs[size_t(a)] > probs[size_t(b)]
+                                                        : a < b;
+        });
     float sum = 0.0f;
     for (int k = 0; k < cfg.n_used; ++k) {
         choice[k] = sc.order[size_t(k)];

@@ -72,7 +72,8 @@ RoutingTrace make_local_trace(int n_layer, int n_expert, int k, size_t tokens, d
         for (int l = 0; l < n_layer; ++l) {
             cur.clear();
             if (tok > 0) {
-                const int32_t* p = t.ids.data() + ((tok - 1) * size_t(n_layer) + size_t(l)) * size_t(k);
+                const int32_t* p =
+                    t.ids.data() + ((tok - 1) * size_t(n_layer) + size_t(l)) * size_t(k);
                 for (int i = 0; i < k; ++i) {
                     if (u(rng) < stay) cur.push_back(p[i]);
                 }

@@ -55,14 +55,14 @@ Result<PerplexityReport> compute_perplexity(engine::Engine& engine, const Tokeni
     STRATA_ASSIGN(const PerplexityChunks chunks,
                   plan_chunks(tokenizer, text, options, base ? &*base : nullptr));
     if (uint32_t(chunks.n_ctx) > engine.n_ctx()) {
-        return err("chunks of " + std::to_string(chunks.n_ctx) + " tokens do not fit the context of " +
-                   std::to_string(engine.n_ctx()));
+        return err("chunks of " + std::to_string(chunks.n_ctx) +
+                   " tokens do not fit the context of " + std::to_string(engine.n_ctx()));
     }
     std::optional<KldWriter> writer;
     if (!options.save_base.empty()) {
-        STRATA_ASSIGN(writer, KldWriter::create(options.save_base, chunks.n_ctx,
-                                                int32_t(engine.n_vocab()), chunks.n_chunk,
-                                                chunks.tokens));
+        STRATA_ASSIGN(writer,
+                      KldWriter::create(options.save_base, chunks.n_ctx, int32_t(engine.n_vocab()),
+                                        chunks.n_chunk, chunks.tokens));
     }
 
     PerplexityReport rep;

@@ -15,10 +15,10 @@
 namespace strata {
 
 struct PerplexityOptions {
-    int32_t n_ctx = 0;        // tokens per chunk; 0: the base file's, else 512
-    int32_t max_chunks = -1;  // < 0: every full chunk of the text
-    std::string save_base;    // write full log-probabilities here (llama.cpp's .kld format)
-    std::string compare_base; // compare with this .kld; its tokens are evaluated (no text needed)
+    int32_t n_ctx = 0;         // tokens per chunk; 0: the base file's, else 512
+    int32_t max_chunks = -1;   // < 0: every full chunk of the text
+    std::string save_base;     // write full log-probabilities here (llama.cpp's .kld format)
+    std::string compare_base;  // compare with this .kld; its tokens are evaluated (no text needed)
 };
 
 struct PerplexityReport {

@@ -59,8 +59,8 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
         if (o.progress && since(last_report) > 2.0) {
             last_report = Clock::now();
             o.progress("rep " + std::to_string(rep + 1) + "/" + std::to_string(o.reps) +
-                       ": generated " + std::to_string(i + 1) + "/" +
-                       std::to_string(o.gen_tokens) + " tokens");
+                       ": generated " + std::to_string(i + 1) + "/" + std::to_string(o.gen_tokens) +
+                       " tokens");
         }
     }
     r.gen_seconds = since(g0);

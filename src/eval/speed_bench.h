@@ -30,14 +30,14 @@ struct SpeedBenchOptions {
 
 struct SpeedRep {
     double prompt_seconds = 0;
-    double first_token_seconds = 0;  // prompt evaluated and the first token chosen
-    double gen_seconds = 0;          // the gen_tokens steps after the prompt
-    uint64_t gen_weight_bytes = 0;   // weight bytes the generation steps used
-    uint64_t gen_store_disk_bytes = 0;  // of which the store read from disk
-    uint64_t gen_io_bytes = 0;       // storage reads the process caused while generating
-    uint64_t io_bytes = 0;           // ... during the whole repetition
-    double stall_seconds = 0;        // the engine waiting for the store, whole repetition
-    double seconds = 0;              // whole repetition
+    double first_token_seconds = 0;            // prompt evaluated and the first token chosen
+    double gen_seconds = 0;                    // the gen_tokens steps after the prompt
+    uint64_t gen_weight_bytes = 0;             // weight bytes the generation steps used
+    uint64_t gen_store_disk_bytes = 0;         // of which the store read from disk
+    uint64_t gen_io_bytes = 0;                 // storage reads the process caused while generating
+    uint64_t io_bytes = 0;                     // ... during the whole repetition
+    double stall_seconds = 0;                  // the engine waiting for the store, whole repetition
+    double seconds = 0;                        // whole repetition
     std::optional<ExpertStreamStats> experts;  // the expert cache while generating
 };
 
@@ -54,7 +54,7 @@ struct SpeedBenchResult {
     double weight_bytes_per_token = 0;
     double store_disk_bytes_per_token = 0;
     double io_bytes_per_token = 0;
-    double disk_gbps = 0;  // storage reads while generating / generation time, whole run
+    double disk_gbps = 0;     // storage reads while generating / generation time, whole run
     bool io_counted = false;  // the kernel's counters were readable
     std::optional<ExpertStreamStats> experts;  // summed over the repetitions' generation
 };

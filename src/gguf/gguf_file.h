@@ -41,7 +41,7 @@ struct MetadataEntry {
 };
 
 class GgufFile {
-public:
+  public:
     std::string path;
     uint32_t version = 3;
     uint64_t file_size = 0;
@@ -64,7 +64,7 @@ public:
     // Rebuild the name indexes after editing metadata/tensors by hand.
     void reindex();
 
-private:
+  private:
     std::unordered_map<std::string, size_t> key_index_;
     std::unordered_map<std::string, size_t> tensor_index_;
 };

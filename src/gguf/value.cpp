@@ -15,24 +15,39 @@ static_assert(std::is_same_v<std::variant_alternative_t<12, Value::Storage>, dou
 
 std::string_view value_type_name(ValueType t) {
     switch (t) {
-        case ValueType::U8: return "u8";
-        case ValueType::I8: return "i8";
-        case ValueType::U16: return "u16";
-        case ValueType::I16: return "i16";
-        case ValueType::U32: return "u32";
-        case ValueType::I32: return "i32";
-        case ValueType::F32: return "f32";
-        case ValueType::BOOL: return "bool";
-        case ValueType::STRING: return "string";
-        case ValueType::ARRAY: return "array";
-        case ValueType::U64: return "u64";
-        case ValueType::I64: return "i64";
-        case ValueType::F64: return "f64";
+        case ValueType::U8:
+            return "u8";
+        case ValueType::I8:
+            return "i8";
+        case ValueType::U16:
+            return "u16";
+        case ValueType::I16:
+            return "i16";
+        case ValueType::U32:
+            return "u32";
+        case ValueType::I32:
+            return "i32";
+        case ValueType::F32:
+            return "f32";
+        case ValueType::BOOL:
+            return "bool";
+        case ValueType::STRING:
+            return "string";
+        case ValueType::ARRAY:
+            return "array";
+        case ValueType::U64:
+            return "u64";
+        case ValueType::I64:
+            return "i64";
+        case ValueType::F64:
+            return "f64";
     }
     return "?";
 }
 
-bool value_type_known(uint32_t id) { return id <= static_cast<uint32_t>(ValueType::F64); }
+bool value_type_known(uint32_t id) {
+    return id <= static_cast<uint32_t>(ValueType::F64);
+}
 
 std::optional<int64_t> Value::as_int() const {
     return std::visit(
@@ -81,14 +96,18 @@ std::string quote(const std::string& s, size_t max_len = 60) {
             out += "…";
             break;
         }
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c == '"') out += "\\\"";
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c == '"')
+            out += "\\\"";
         else if (static_cast<unsigned char>(c) < 0x20) {
             char buf[8];
             std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
             out += buf;
-        } else out += c;
+        } else
+            out += c;
     }
     return out + "\"";
 }
@@ -142,8 +161,10 @@ void to_json(nlohmann::json& j, const Value& val) {
                 }
             } else if constexpr (std::is_floating_point_v<T>) {
                 // JSON has no NaN/Inf; print them as strings rather than failing the dump.
-                if (std::isfinite(x)) j = static_cast<double>(x);
-                else j = number(x);
+                if (std::isfinite(x))
+                    j = static_cast<double>(x);
+                else
+                    j = number(x);
             } else if constexpr (std::is_same_v<T, std::string>) {
                 // Metadata strings can hold invalid UTF-8; the JSON writer replaces it later.
                 j = x;

@@ -41,14 +41,14 @@ struct Array {
 };
 
 struct Value {
-    using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float,
-                                 bool, std::string, Array, uint64_t, int64_t, double>;
+    using Storage = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
+                                 std::string, Array, uint64_t, int64_t, double>;
     Storage v;
 
     Value() : v(uint8_t{0}) {}
     template <typename T>
-        requires(!std::is_same_v<std::decay_t<T>, Value>)
-    Value(T x) : v(std::move(x)) {}  // NOLINT: implicit by design
+    requires(!std::is_same_v<std::decay_t<T>, Value>) Value(T x)
+        : v(std::move(x)) {}                     // NOLINT: implicit by design
     Value(const char* s) : v(std::string(s)) {}  // NOLINT: implicit by design
 
     // The variant index equals the GGUF type number by construction.

@@ -15,7 +15,9 @@ constexpr size_t kBufferBytes = 8 << 20;
 // O_DIRECT transfers must start and end on device blocks; 4096 covers 512-byte devices too.
 constexpr size_t kDirectAlignment = 4096;
 
-uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+uint64_t align_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) / a * a;
+}
 
 void append_raw(std::vector<uint8_t>& out, const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
@@ -126,8 +128,9 @@ Result<void> GgufWriter::open(const std::string& path, bool overwrite) {
     if (fd_ >= 0) return err("gguf writer: opened twice");
     struct stat st {};
     if (!overwrite && ::stat(path.c_str(), &st) == 0) {
-        return err(path, ": already exists; refusing to overwrite it (choose another output "
-                         "path or pass --force)");
+        return err(path,
+                   ": already exists; refusing to overwrite it (choose another output "
+                   "path or pass --force)");
     }
     // Offsets were computed with the alignment known at add_tensor time; recompute in case
     // general.alignment was set afterwards.

@@ -17,7 +17,7 @@
 namespace strata {
 
 class GgufWriter {
-public:
+  public:
     GgufWriter() = default;
     ~GgufWriter();
     GgufWriter(const GgufWriter&) = delete;
@@ -50,7 +50,7 @@ public:
     // Index of the tensor that the next write() feeds (tensors().size() when all are written).
     size_t current_tensor() const { return cur_tensor_; }
 
-private:
+  private:
     Result<void> put(const void* data, size_t n);
     Result<void> pad_to(uint64_t pos);
     Result<void> flush();

@@ -229,7 +229,9 @@ void DirectReader::push_queued(uint32_t op) {
     queued_.push_back(op);
 }
 
-uint32_t DirectReader::pop_queued() { return queued_[queued_head_++]; }
+uint32_t DirectReader::pop_queued() {
+    return queued_[queued_head_++];
+}
 
 void DirectReader::requeue_front(uint32_t op) {
     if (queued_head_ > 0) {

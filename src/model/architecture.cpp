@@ -36,7 +36,9 @@ const ArchTraits* find_arch_traits(std::string_view arch) {
     return nullptr;
 }
 
-std::span<const ArchTraits> known_arch_traits() { return kArchitectures; }
+std::span<const ArchTraits> known_arch_traits() {
+    return kArchitectures;
+}
 
 std::string supported_architectures() {
     std::string out;

@@ -44,11 +44,11 @@ struct ModelHparams {
     uint32_t n_embd = 0;       // <arch>.embedding_length
     uint32_t n_layer = 0;      // <arch>.block_count
 
-    uint32_t n_head = 0;     // <arch>.attention.head_count
-    uint32_t n_head_kv = 0;  // <arch>.attention.head_count_kv (defaults to n_head)
-    uint32_t head_dim_k = 0; // <arch>.attention.key_length (defaults to n_embd / n_head)
-    uint32_t head_dim_v = 0; // <arch>.attention.value_length (defaults to head_dim_k)
-    float rms_eps = 1e-5f;   // <arch>.attention.layer_norm_rms_epsilon
+    uint32_t n_head = 0;      // <arch>.attention.head_count
+    uint32_t n_head_kv = 0;   // <arch>.attention.head_count_kv (defaults to n_head)
+    uint32_t head_dim_k = 0;  // <arch>.attention.key_length (defaults to n_embd / n_head)
+    uint32_t head_dim_v = 0;  // <arch>.attention.value_length (defaults to head_dim_k)
+    float rms_eps = 1e-5f;    // <arch>.attention.layer_norm_rms_epsilon
 
     // <arch>.feed_forward_length: dense FFN width. Mixtral-style llama MoE files give the expert
     // width here (and no expert_feed_forward_length); qwen MoE files may omit it.
@@ -61,13 +61,13 @@ struct ModelHparams {
     std::vector<uint32_t> n_ff_per_layer;
 
     // Mixture of experts (all zero for dense models).
-    uint32_t n_expert = 0;           // <arch>.expert_count
-    uint32_t n_expert_used = 0;      // <arch>.expert_used_count
-    uint32_t n_ff_exp = 0;           // <arch>.expert_feed_forward_length (see ExpertWidthDefault)
-    uint32_t n_ff_shexp = 0;         // <arch>.expert_shared_feed_forward_length (default n_ff)
-    uint32_t n_expert_shared = 0;    // <arch>.expert_shared_count (qwen2moe: 1 without the key)
-    bool norm_topk_prob = false;     // renormalise the selected experts' weights to sum 1
-    uint32_t n_leading_dense = 0;    // <arch>.leading_dense_block_count (deepseek-style)
+    uint32_t n_expert = 0;         // <arch>.expert_count
+    uint32_t n_expert_used = 0;    // <arch>.expert_used_count
+    uint32_t n_ff_exp = 0;         // <arch>.expert_feed_forward_length (see ExpertWidthDefault)
+    uint32_t n_ff_shexp = 0;       // <arch>.expert_shared_feed_forward_length (default n_ff)
+    uint32_t n_expert_shared = 0;  // <arch>.expert_shared_count (qwen2moe: 1 without the key)
+    bool norm_topk_prob = false;   // renormalise the selected experts' weights to sum 1
+    uint32_t n_leading_dense = 0;  // <arch>.leading_dense_block_count (deepseek-style)
 
     // Rotary position embedding.
     uint32_t n_rot = 0;  // <arch>.rope.dimension_count (defaults to head_dim_k)

@@ -12,7 +12,9 @@ uint32_t default_context(const ModelHparams& hp) {
     return std::min(train, kDefaultContextCap);
 }
 
-std::string_view kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "q8_0"; }
+std::string_view kv_type_name(KvType t) {
+    return t == KvType::F16 ? "f16" : "q8_0";
+}
 
 Result<KvType> parse_kv_type(std::string_view name) {
     if (name == "f16") return KvType::F16;
@@ -25,7 +27,9 @@ size_t kv_row_bytes(KvType type, uint64_t n) {
 }
 
 namespace {
-uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+uint64_t round_up(uint64_t n, uint64_t a) {
+    return (n + a - 1) / a * a;
+}
 }  // namespace
 
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type) {

@@ -84,8 +84,10 @@ bool is_ffn_role(TensorRole r) {
         case TensorRole::SharedGate:
         case TensorRole::SharedUp:
         case TensorRole::SharedDown:
-        case TensorRole::SharedExpertGate: return true;
-        default: return is_expert_role(r);
+        case TensorRole::SharedExpertGate:
+            return true;
+        default:
+            return is_expert_role(r);
     }
 }
 
@@ -99,8 +101,10 @@ bool is_attention_role(TensorRole r) {
         case TensorRole::AttnQNorm:
         case TensorRole::AttnKNorm:
         case TensorRole::AttnSinks:
-        case TensorRole::AttnOther: return true;
-        default: return false;
+        case TensorRole::AttnOther:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -112,8 +116,10 @@ bool is_norm_role(TensorRole r) {
         case TensorRole::AttnKNorm:
         case TensorRole::AttnPostNorm:
         case TensorRole::FfnNorm:
-        case TensorRole::FfnPostNorm: return true;
-        default: return false;
+        case TensorRole::FfnPostNorm:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -141,9 +147,12 @@ TensorName classify_tensor_name(std::string_view name) {
             if (auto e = parse_int(base.substr(dot2 + 1))) {
                 const std::string_view stem = base.substr(0, dot2);
                 TensorRole r = TensorRole::Other;
-                if (stem == "ffn_gate") r = TensorRole::ExpertGate;
-                else if (stem == "ffn_up") r = TensorRole::ExpertUp;
-                else if (stem == "ffn_down") r = TensorRole::ExpertDown;
+                if (stem == "ffn_gate")
+                    r = TensorRole::ExpertGate;
+                else if (stem == "ffn_up")
+                    r = TensorRole::ExpertUp;
+                else if (stem == "ffn_down")
+                    r = TensorRole::ExpertDown;
                 if (r != TensorRole::Other) {
                     out.role = r;
                     out.expert = *e;

@@ -10,36 +10,36 @@
 namespace strata {
 
 enum class TensorRole : uint8_t {
-    TokenEmbedding,   // token_embd.weight            [n_embd, n_vocab]
-    OutputNorm,       // output_norm.weight / .bias   [n_embd]
-    Output,           // output.weight (LM head)      [n_embd, n_vocab]
-    RopeFreqs,        // rope_freqs.weight            [head_dim/2]
-    AttnNorm,         // blk.N.attn_norm
-    AttnQ,            // blk.N.attn_q                 [n_embd, n_head*head_dim]
-    AttnK,            // blk.N.attn_k                 [n_embd, n_head_kv*head_dim]
-    AttnV,            // blk.N.attn_v
-    AttnQkv,          // blk.N.attn_qkv (fused q/k/v)
-    AttnOutput,       // blk.N.attn_output            [n_head*head_dim, n_embd]
-    AttnQNorm,        // blk.N.attn_q_norm (per-head RMSNorm, qwen3)
-    AttnKNorm,        // blk.N.attn_k_norm
-    AttnPostNorm,     // blk.N.post_attention_norm
-    AttnSinks,        // blk.N.attn_sinks (gpt-oss)
-    AttnOther,        // other attention tensors (e.g. deepseek2 MLA: attn_q_a, attn_kv_b, ...)
-    FfnNorm,          // blk.N.ffn_norm
-    FfnPostNorm,      // blk.N.post_ffw_norm
-    FfnGate,          // blk.N.ffn_gate               [n_embd, n_ff]
-    FfnUp,            // blk.N.ffn_up                 [n_embd, n_ff]
-    FfnDown,          // blk.N.ffn_down               [n_ff, n_embd]
-    MoeRouter,        // blk.N.ffn_gate_inp           [n_embd, n_expert]
-    MoeRouterBias,    // blk.N.exp_probs_b (deepseek3 / gpt-oss selection bias)
-    ExpertGate,       // blk.N.ffn_gate_exps          [n_embd, n_ff_exp, n_expert]
-    ExpertUp,         // blk.N.ffn_up_exps            [n_embd, n_ff_exp, n_expert]
-    ExpertDown,       // blk.N.ffn_down_exps          [n_ff_exp, n_embd, n_expert]
-    ExpertGateUp,     // blk.N.ffn_gate_up_exps (fused gate+up experts)
-    SharedGate,       // blk.N.ffn_gate_shexp
-    SharedUp,         // blk.N.ffn_up_shexp
-    SharedDown,       // blk.N.ffn_down_shexp
-    SharedExpertGate, // blk.N.ffn_gate_inp_shexp (qwen2moe: scalar gate of the shared expert)
+    TokenEmbedding,    // token_embd.weight            [n_embd, n_vocab]
+    OutputNorm,        // output_norm.weight / .bias   [n_embd]
+    Output,            // output.weight (LM head)      [n_embd, n_vocab]
+    RopeFreqs,         // rope_freqs.weight            [head_dim/2]
+    AttnNorm,          // blk.N.attn_norm
+    AttnQ,             // blk.N.attn_q                 [n_embd, n_head*head_dim]
+    AttnK,             // blk.N.attn_k                 [n_embd, n_head_kv*head_dim]
+    AttnV,             // blk.N.attn_v
+    AttnQkv,           // blk.N.attn_qkv (fused q/k/v)
+    AttnOutput,        // blk.N.attn_output            [n_head*head_dim, n_embd]
+    AttnQNorm,         // blk.N.attn_q_norm (per-head RMSNorm, qwen3)
+    AttnKNorm,         // blk.N.attn_k_norm
+    AttnPostNorm,      // blk.N.post_attention_norm
+    AttnSinks,         // blk.N.attn_sinks (gpt-oss)
+    AttnOther,         // other attention tensors (e.g. deepseek2 MLA: attn_q_a, attn_kv_b, ...)
+    FfnNorm,           // blk.N.ffn_norm
+    FfnPostNorm,       // blk.N.post_ffw_norm
+    FfnGate,           // blk.N.ffn_gate               [n_embd, n_ff]
+    FfnUp,             // blk.N.ffn_up                 [n_embd, n_ff]
+    FfnDown,           // blk.N.ffn_down               [n_ff, n_embd]
+    MoeRouter,         // blk.N.ffn_gate_inp           [n_embd, n_expert]
+    MoeRouterBias,     // blk.N.exp_probs_b (deepseek3 / gpt-oss selection bias)
+    ExpertGate,        // blk.N.ffn_gate_exps          [n_embd, n_ff_exp, n_expert]
+    ExpertUp,          // blk.N.ffn_up_exps            [n_embd, n_ff_exp, n_expert]
+    ExpertDown,        // blk.N.ffn_down_exps          [n_ff_exp, n_embd, n_expert]
+    ExpertGateUp,      // blk.N.ffn_gate_up_exps (fused gate+up experts)
+    SharedGate,        // blk.N.ffn_gate_shexp
+    SharedUp,          // blk.N.ffn_up_shexp
+    SharedDown,        // blk.N.ffn_down_shexp
+    SharedExpertGate,  // blk.N.ffn_gate_inp_shexp (qwen2moe: scalar gate of the shared expert)
     Other,
 };
 
@@ -47,7 +47,7 @@ std::string_view tensor_role_name(TensorRole r);  // "attn_q", "expert_down", ..
 
 // True for the per-expert tensors whose bytes are read only when the router picks an expert.
 bool is_expert_role(TensorRole r);
-bool is_ffn_role(TensorRole r);        // dense FFN, experts, shared experts, router
+bool is_ffn_role(TensorRole r);  // dense FFN, experts, shared experts, router
 bool is_attention_role(TensorRole r);
 bool is_norm_role(TensorRole r);
 

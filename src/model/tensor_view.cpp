@@ -4,9 +4,12 @@ namespace strata {
 
 std::string_view memory_kind_name(MemoryKind k) {
     switch (k) {
-        case MemoryKind::Host: return "host";
-        case MemoryKind::PinnedHost: return "pinned";
-        case MemoryKind::Device: return "device";
+        case MemoryKind::Host:
+            return "host";
+        case MemoryKind::PinnedHost:
+            return "pinned";
+        case MemoryKind::Device:
+            return "device";
     }
     return "?";
 }

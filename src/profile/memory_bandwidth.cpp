@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "util/thread_pool.h"
 #include "io/aligned_buffer.h"
+#include "util/thread_pool.h"
 
 namespace strata {
 

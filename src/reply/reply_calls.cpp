@@ -11,7 +11,6 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 
-
 std::string_view trim(std::string_view s) {
     while (!s.empty() && is_json_space(s.front())) s.remove_prefix(1);
     while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);

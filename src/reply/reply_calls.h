@@ -20,7 +20,9 @@ inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 inline constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 // JSON's whitespace.
-inline bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+inline bool is_json_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 struct ToolCall {
     std::string name;

@@ -52,7 +52,6 @@ bool has_token(const std::vector<std::string>& token_texts, std::string_view tex
     return std::find(token_texts.begin(), token_texts.end(), text) != token_texts.end();
 }
 
-
 std::string_view trim_right(std::string_view s) {
     while (!s.empty() && is_json_space(s.back())) s.remove_suffix(1);
     return s;

@@ -17,8 +17,6 @@ namespace strata {
 
 namespace {
 
-
-
 size_t leading_space(std::string_view s) {
     size_t n = 0;
     while (n < s.size() && is_json_space(s[n])) ++n;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "reply/reply_parser.h"
 #include "server/api_request.h"
 #include "server/model_host.h"
-#include "reply/reply_parser.h"
 
 namespace strata::server {
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "server/model_catalog.h"
-#include "template/chat_template.h"
-#include "session/generation.h"
 #include "constrain/json_constraint.h"
+#include "server/model_catalog.h"
+#include "session/generation.h"
 #include "session/loaded_model.h"
+#include "template/chat_template.h"
 
 namespace strata::server {
 

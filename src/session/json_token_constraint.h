@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "session/generation.h"
 #include "constrain/json_constraint.h"
+#include "session/generation.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {

@@ -34,16 +34,19 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::opti
     STRATA_ASSIGN(Tokenizer tokenizer, Tokenizer::from_gguf(info.file));
     ResidentLoadOptions ro;
     ro.progress = options.progress;
-    auto m = std::make_unique<LoadedModel>(LoadedModel{std::move(info), std::move(tokenizer),
-                                                       nullptr, nullptr, std::nullopt, {}, 0,
-                                                       0});
+    auto m = std::make_unique<LoadedModel>(LoadedModel{
+        std::move(info), std::move(tokenizer), nullptr, nullptr, std::nullopt, {}, 0, 0});
     engine::EngineOptions engine_options = options.engine;
     std::optional<StreamingConfig> streaming = options.streaming;
     std::optional<ExpertStreamConfig> experts;
     if (plan && !options.mapped) {
         switch (plan->mode) {
-            case PlanMode::Resident: streaming.reset(); break;
-            case PlanMode::FfnStream: streaming = streaming_config(*plan); break;
+            case PlanMode::Resident:
+                streaming.reset();
+                break;
+            case PlanMode::FfnStream:
+                streaming = streaming_config(*plan);
+                break;
             case PlanMode::ExpertStream:
                 streaming.reset();
                 experts = expert_stream_config(*plan);
@@ -58,8 +61,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::opti
     } else if (experts) {
         experts->prefetch = options.expert_prefetch;
         const ModelHparams& hp = *m->info.hparams;
-        experts->policy = options.expert_policy.value_or(default_cache_policy(
-            experts->cache_entries, uint64_t(hp.n_layer) * hp.n_expert_used));
+        experts->policy = options.expert_policy.value_or(
+            default_cache_policy(experts->cache_entries, uint64_t(hp.n_layer) * hp.n_expert_used));
         if (options.expert_statistics) {
             if (auto dir = profile_cache_dir()) {
                 experts->stats_path = expert_statistics_path(*dir, m->info);

@@ -9,10 +9,10 @@
 #include "engine/engine.h"
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "tokenizer/tokenizer.h"
 #include "store/expert_stream_store.h"
 #include "store/resident_store.h"
 #include "store/streaming_store.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata {
 
@@ -38,7 +38,7 @@ struct LoadedModel {
     Tokenizer tokenizer;
     std::unique_ptr<WeightStore> store;
     std::unique_ptr<engine::Engine> engine;
-    std::optional<Plan> plan;  // when the store followed one
+    std::optional<Plan> plan;           // when the store followed one
     std::vector<std::string> warnings;  // for the front end to show (ignored statistics, ...)
     double load_seconds = 0;
     uint64_t loaded_bytes = 0;

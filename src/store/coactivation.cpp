@@ -69,7 +69,8 @@ uint64_t model_identity(const ModelInfo& info) {
 
 std::string expert_statistics_path(const std::string& cache_dir, const ModelInfo& info) {
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(model_identity(info)));
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(model_identity(info)));
     return cache_dir + "/experts-" + hex + ".stats";
 }
 
@@ -136,9 +137,11 @@ void CoactivationStats::predict(int layer, std::span<const int32_t> previous, si
     order.resize(static_cast<size_t>(n_expert_));
     std::iota(order.begin(), order.end(), 0);
     const size_t m = std::min(count, order.size());
-    std::partial_sort(order.begin(), order.begin() + long(m), order.end(), [&](int32_t x, int32_t y) {
-        return score[size_t(x)] != score[size_t(y)] ? score[size_t(x)] > score[size_t(y)] : x < y;
-    });
+    std::partial_sort(
+        order.begin(), order.begin() + long(m), order.end(), [&](int32_t x, int32_t y) {
+            return score[size_t(x)] != score[size_t(y)] ? score[size_t(x)] > score[size_t(y)]
+                                                        : x < y;
+        });
     for (size_t i = 0; i < m && score[size_t(order[i])] > 0; ++i) out.experts.push_back(order[i]);
 }
 

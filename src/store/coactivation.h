@@ -5,8 +5,9 @@
 //
 // Kept per model in the cache directory under the file's identity (file size, tensor table and
 // samples of the weights, so a renamed or copied file keeps its statistics and a different file
-// with the same name or shape does not get them): experts-<identity>.stats. The file has a magic, a version, the identity, the
-// shape and a checksum of the counts; anything else is ignored with a warning.
+// with the same name or shape does not get them): experts-<identity>.stats. The file has a magic, a
+// version, the identity, the shape and a checksum of the counts; anything else is ignored with a
+// warning.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ uint64_t model_identity(const ModelInfo& info);
 std::string expert_statistics_path(const std::string& cache_dir, const ModelInfo& info);
 
 class CoactivationStats {
-public:
+  public:
     void reset(int n_layer, int n_expert);
     int n_layer() const { return n_layer_; }
     int n_expert() const { return n_expert_; }
@@ -45,8 +46,7 @@ public:
         std::vector<uint64_t> score;
         std::vector<int32_t> order;
     };
-    void predict(int layer, std::span<const int32_t> previous, size_t count,
-                 Prediction& out) const;
+    void predict(int layer, std::span<const int32_t> previous, size_t count, Prediction& out) const;
     uint32_t frequency(int layer, int expert) const;
     // The (layer, expert) pairs chosen most often, best first.
     std::vector<std::pair<int, int>> most_frequent(size_t count) const;
@@ -57,7 +57,7 @@ public:
     // the statistics are left as they were then.
     Result<void> load(const std::string& path, uint64_t identity);
 
-private:
+  private:
     uint16_t& pair(int layer, int a, int b) {
         return pairs_[(size_t(layer - 1) * size_t(n_expert_) + size_t(a)) * size_t(n_expert_) +
                       size_t(b)];

@@ -5,7 +5,9 @@
 
 namespace strata {
 
-std::string_view cache_policy_name(CachePolicy p) { return p == CachePolicy::Lru ? "lru" : "lfu"; }
+std::string_view cache_policy_name(CachePolicy p) {
+    return p == CachePolicy::Lru ? "lru" : "lfu";
+}
 
 Result<CachePolicy> parse_cache_policy(std::string_view name) {
     if (name == "lru") return CachePolicy::Lru;

@@ -34,7 +34,7 @@ Result<CachePolicy> parse_cache_policy(std::string_view name);
 CachePolicy default_cache_policy(uint64_t entries, uint64_t working_set);
 
 class ExpertCachePolicy {
-public:
+  public:
     static constexpr uint64_t kAgingFactor = 8;
 
     void reset(CachePolicy policy, size_t entries, size_t keys);
@@ -47,7 +47,7 @@ public:
     // (SIZE_MAX: empty, always taken first).
     size_t victim(std::span<const size_t> candidates, std::span<const size_t> key_of_entry) const;
 
-private:
+  private:
     CachePolicy policy_ = CachePolicy::Lru;
     uint64_t tick_ = 0;
     std::vector<uint64_t> last_use_;  // per entry

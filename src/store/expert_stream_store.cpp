@@ -13,7 +13,9 @@ namespace strata {
 namespace {
 
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t round_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -121,7 +123,8 @@ Result<void> ExpertStreamStore::layout(const ModelInfo& info) {
         auto& pieces = pieces_[size_t(l)];
         if (pieces.empty()) continue;
         if (pieces.size() != 3) {
-            return err("layer " + std::to_string(l) + " lacks one of its experts' gate, up and "
+            return err("layer " + std::to_string(l) +
+                       " lacks one of its experts' gate, up and "
                        "down matrices");
         }
         std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
@@ -129,8 +132,7 @@ Result<void> ExpertStreamStore::layout(const ModelInfo& info) {
         });
         size_t at = 0;
         for (Piece& p : pieces) {
-            if (!p.fused &&
-                std::count(p.per_expert.begin(), p.per_expert.end(), UINT64_MAX) > 0) {
+            if (!p.fused && std::count(p.per_expert.begin(), p.per_expert.end(), UINT64_MAX) > 0) {
                 return err("layer " + std::to_string(l) + " lacks some experts' tensors");
             }
             p.entry_offset = at;
@@ -179,7 +181,7 @@ Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
     }
     const size_t v = policy_.victim(candidates_, key_of_);
     Entry& e = entries_[v];
-    if (!e.pending.empty()) (void)finish_reads(v);  // a guess still arriving: let it land
+    if (!e.pending.empty()) (void)finish_reads(v);         // a guess still arriving: let it land
     if (e.speculative && e.layer >= 0) note_guess(false);  // evicted before anyone used it
     if (e.layer >= 0) where_[size_t(e.layer) * size_t(n_expert_) + size_t(e.expert)] = -1;
     e.reset();

@@ -35,11 +35,11 @@
 #include <tuple>
 #include <vector>
 
+#include "io/aligned_buffer.h"
+#include "io/direct_reader.h"
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "io/aligned_buffer.h"
 #include "store/coactivation.h"
-#include "io/direct_reader.h"
 #include "store/expert_cache_policy.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
@@ -62,15 +62,15 @@ struct ExpertStreamConfig {
 
 // Per layer and for the whole run.
 struct ExpertStreamStats {
-    uint64_t requests = 0;      // experts acquired
-    uint64_t hits = 0;          // ready in the cache (read earlier, or prefetched and arrived)
-    uint64_t waits = 0;         // in flight when asked for (prefetched or read for this layer)
-    uint64_t misses = 0;        // read on demand
-    uint64_t prefetches = 0;    // speculative reads issued
-    uint64_t prefetch_used = 0; // of which acquired before eviction
+    uint64_t requests = 0;          // experts acquired
+    uint64_t hits = 0;              // ready in the cache (read earlier, or prefetched and arrived)
+    uint64_t waits = 0;             // in flight when asked for (prefetched or read for this layer)
+    uint64_t misses = 0;            // read on demand
+    uint64_t prefetches = 0;        // speculative reads issued
+    uint64_t prefetch_used = 0;     // of which acquired before eviction
     uint64_t prefetch_skipped = 0;  // layers where speculation was held back (low accuracy)
-    uint64_t bytes_requested = 0;  // bytes of the experts acquired (what reading every selected
-                                   // expert from disk every time would cost)
+    uint64_t bytes_requested = 0;   // bytes of the experts acquired (what reading every selected
+                                    // expert from disk every time would cost)
     uint64_t bytes_from_disk = 0;
     uint64_t prefetch_bytes = 0;  // of bytes_from_disk, speculative
     double stall_seconds = 0;
@@ -92,10 +92,10 @@ struct ExpertStreamStats {
 static_assert(lists_every_field<ExpertStreamStats>());
 
 class ExpertStreamStore final : public WeightStore {
-public:
-    static Result<std::unique_ptr<ExpertStreamStore>> open(
-        const ModelInfo& info, const ExpertStreamConfig& config,
-        const ResidentLoadOptions& options = {});
+  public:
+    static Result<std::unique_ptr<ExpertStreamStore>> open(const ModelInfo& info,
+                                                           const ExpertStreamConfig& config,
+                                                           const ResidentLoadOptions& options = {});
     ~ExpertStreamStore() override;
 
     const LayerView& globals() const override { return views_.globals; }
@@ -130,24 +130,24 @@ public:
     // mispredicted slot would be, without telling the map.
     void poison_entry_for_test(size_t i);
 
-private:
+  private:
     struct Piece {  // one of an expert's three matrices, as found in the file
         size_t tensor;
         TensorRole role;
-        uint64_t base;        // offset of expert 0's slice (or of the per-expert tensor)
-        uint64_t slice_bytes; // bytes per expert
+        uint64_t base;         // offset of expert 0's slice (or of the per-expert tensor)
+        uint64_t slice_bytes;  // bytes per expert
         bool fused;
         std::vector<uint64_t> per_expert;  // old layout: file offset per expert; empty if fused
-        size_t entry_offset;  // where its widened read lands in an entry
+        size_t entry_offset;               // where its widened read lands in an entry
     };
     struct Entry {
         int layer = -1, expert = -1;
         std::vector<uint64_t> pending;  // tags not yet waited for
         std::vector<size_t> slice;      // per piece: where its bytes start in its widened read
-        bool held = false;         // in the current batch's union, or acquired: not evictable
-        bool fresh_demand = false; // read for the demand of the current batch: a miss
-        bool speculative = false;  // read by prefetch and not acquired yet
-        bool valid = false;        // every read completed
+        bool held = false;              // in the current batch's union, or acquired: not evictable
+        bool fresh_demand = false;      // read for the demand of the current batch: a miss
+        bool speculative = false;       // read by prefetch and not acquired yet
+        bool valid = false;             // every read completed
 
         // Empty again, keeping the vectors' memory (a decode step allocates nothing).
         void reset() {

@@ -8,7 +8,9 @@
 namespace strata {
 
 namespace {
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t round_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
 }  // namespace
 
 Result<ResidentPart> load_resident_part(const ModelInfo& info, const std::vector<bool>& streamed,
@@ -27,8 +29,8 @@ Result<ResidentPart> load_resident_part(const ModelInfo& info, const std::vector
     if (!buf) return err("cannot allocate " + format_bytes(total) + " for the resident weights");
     part.buffer = std::move(*buf);
     part.bytes = total;
-    ByteProgress progress(options.progress_out, "loading resident weights", total,
-                          options.progress, ByteProgress::is_terminal(options.progress_out));
+    ByteProgress progress(options.progress_out, "loading resident weights", total, options.progress,
+                          ByteProgress::is_terminal(options.progress_out));
     uint64_t done = 0;
     std::deque<std::pair<uint64_t, uint64_t>> in_flight;  // tag, bytes
     constexpr size_t kMaxInFlight = 16;

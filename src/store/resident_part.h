@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "model/model_info.h"
 #include "io/aligned_buffer.h"
 #include "io/direct_reader.h"
+#include "model/model_info.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
 

@@ -27,7 +27,9 @@ Result<void> read_section(DirectReader& reader, uint64_t offset, uint64_t length
                           ByteProgress& progress) {
     const uint64_t n_chunks = (length + kChunkBytes - 1) / kChunkBytes;
     uint64_t next = 0, done = 0, done_bytes = 0;
-    auto chunk_len = [&](uint64_t c) { return std::min<uint64_t>(kChunkBytes, length - c * kChunkBytes); };
+    auto chunk_len = [&](uint64_t c) {
+        return std::min<uint64_t>(kChunkBytes, length - c * kChunkBytes);
+    };
     while (done < n_chunks) {
         while (next < n_chunks && next - done < kChunksInFlight) {
             STRATA_TRY(reader.submit({.file_offset = offset + next * kChunkBytes,
@@ -58,8 +60,8 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::load(const ModelInfo& info
     const auto start = std::chrono::steady_clock::now();
     auto buffer = AlignedBuffer::allocate(std::max<uint64_t>(length, 1));
     if (!buffer) {
-        return err("cannot allocate " + format_bytes(length) + " to hold the weights of " +
-                   f.path + ": " + buffer.error().message);
+        return err("cannot allocate " + format_bytes(length) + " to hold the weights of " + f.path +
+                   ": " + buffer.error().message);
     }
     store->data_ = std::move(*buffer);
     if (length > 0) {

@@ -15,19 +15,19 @@
 #include <memory>
 #include <vector>
 
-#include "model/model_info.h"
 #include "io/aligned_buffer.h"
+#include "model/model_info.h"
 #include "store/weight_store.h"
 
 namespace strata {
 
 struct ResidentLoadOptions {
-    bool progress = false;        // print a progress line while loading
+    bool progress = false;  // print a progress line while loading
     std::FILE* progress_out = stderr;
 };
 
 class ResidentStore final : public WeightStore {
-public:
+  public:
     // Reads every tensor of `info` (a runnable model). The store keeps its own copy of what it
     // needs from `info`; `info` may go away afterwards.
     static Result<std::unique_ptr<ResidentStore>> load(const ModelInfo& info,
@@ -48,12 +48,12 @@ public:
     uint64_t loaded_bytes() const { return loaded_bytes_; }
     double load_seconds() const { return load_seconds_; }
 
-private:
+  private:
     ResidentStore() = default;
     Result<void> bind(const ModelInfo& info);
 
-    AlignedBuffer data_;          // the file's tensor data section (loaded)
-    void* mapping_ = nullptr;     // or the whole file, memory-mapped
+    AlignedBuffer data_;       // the file's tensor data section (loaded)
+    void* mapping_ = nullptr;  // or the whole file, memory-mapped
     size_t mapping_bytes_ = 0;
     const std::byte* base_ = nullptr;  // where file offset data_offset_ is in memory
     uint64_t data_offset_ = 0;

@@ -22,7 +22,9 @@ StreamingConfig streaming_config(const Plan& plan) {
 
 namespace {
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t round_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -141,7 +143,7 @@ void StreamingStore::prefetch_after(int layer, size_t slot_index) {
         const int next = next_streamed(layer, j);
         Slot& target = slots_[(slot_index + size_t(j)) % slots_.size()];
         if (target.in_use) break;
-        if (target.layer == next) continue;  // there already, or on its way
+        if (target.layer == next) continue;     // there already, or on its way
         if (!target.pending.empty()) continue;  // an earlier guess still arriving: not now
         // A failed prefetch is not an error yet: the demand read will report it.
         if (!start_reads(next, target)) target.layer = -1;
@@ -186,8 +188,8 @@ Result<const LayerView*> StreamingStore::acquire_layer(int layer) {
     v = views_.layers[size_t(layer)];
     uint64_t bytes = 0;
     for (const Piece& p : pieces_[size_t(layer)]) {
-        (p.bias ? v.biases : v.weights)[size_t(p.role)] = make_tensor_view(
-            tensor_infos_[p.tensor], slot.buffer.data() + p.slot_offset + p.slice);
+        (p.bias ? v.biases : v.weights)[size_t(p.role)] =
+            make_tensor_view(tensor_infos_[p.tensor], slot.buffer.data() + p.slot_offset + p.slice);
         bytes += p.length;
     }
     stats_.bytes_served += bytes;

@@ -20,10 +20,10 @@
 #include <memory>
 #include <vector>
 
-#include "model/model_info.h"
-#include "plan/plan.h"
 #include "io/aligned_buffer.h"
 #include "io/direct_reader.h"
+#include "model/model_info.h"
+#include "plan/plan.h"
 #include "store/resident_store.h"
 #include "store/tensor_views.h"
 #include "store/weight_store.h"
@@ -37,15 +37,15 @@ struct StreamingConfig {
 };
 
 struct StreamingStats {
-    uint64_t layer_loads = 0;  // streamed layers asked for
-    uint64_t hits = 0;         // found in a slot, already read
-    uint64_t waits = 0;        // found in flight: waited for the rest of the read
-    uint64_t misses = 0;       // read on demand
+    uint64_t layer_loads = 0;                 // streamed layers asked for
+    uint64_t hits = 0;                        // found in a slot, already read
+    uint64_t waits = 0;                       // found in flight: waited for the rest of the read
+    uint64_t misses = 0;                      // read on demand
     std::vector<double> layer_stall_seconds;  // per layer: time the engine waited for its FFN
 };
 
 class StreamingStore final : public WeightStore {
-public:
+  public:
     static Result<std::unique_ptr<StreamingStore>> open(const ModelInfo& info,
                                                         const StreamingConfig& config,
                                                         const ResidentLoadOptions& options = {});
@@ -69,9 +69,9 @@ public:
     uint64_t slot_bytes() const { return slot_bytes_; }
     int slot_count() const { return int(slots_.size()); }
 
-private:
-    struct Piece {  // one streamed tensor of a layer
-        size_t tensor;            // index in the model's tensors
+  private:
+    struct Piece {      // one streamed tensor of a layer
+        size_t tensor;  // index in the model's tensors
         TensorRole role;
         bool bias;
         uint64_t offset, length;  // in the file
@@ -80,8 +80,8 @@ private:
     };
     struct Slot {
         AlignedBuffer buffer;
-        int layer = -1;          // whose bytes it holds or is receiving
-        bool in_use = false;     // handed to the engine and not yet released
+        int layer = -1;                 // whose bytes it holds or is receiving
+        bool in_use = false;            // handed to the engine and not yet released
         std::vector<uint64_t> pending;  // tags of reads not yet waited for
     };
 
@@ -95,9 +95,9 @@ private:
     std::vector<TensorInfo> tensor_infos_;  // copies, for views
     AlignedBuffer resident_;
     BoundViews views_;
-    std::vector<LayerView> active_;          // the views handed out, per layer
-    std::vector<std::vector<Piece>> pieces_; // per layer; empty when not streamed
-    std::vector<int> streamed_layers_;       // in layer order
+    std::vector<LayerView> active_;           // the views handed out, per layer
+    std::vector<std::vector<Piece>> pieces_;  // per layer; empty when not streamed
+    std::vector<int> streamed_layers_;        // in layer order
     std::vector<Slot> slots_;
     size_t slot_bytes_ = 0;
     int lookahead_ = 1;

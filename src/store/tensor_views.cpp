@@ -20,10 +20,14 @@ namespace {
 
 TensorView* expert_member(ExpertView& ev, TensorRole role) {
     switch (role) {
-        case TensorRole::ExpertGate: return &ev.gate;
-        case TensorRole::ExpertUp: return &ev.up;
-        case TensorRole::ExpertDown: return &ev.down;
-        default: return nullptr;
+        case TensorRole::ExpertGate:
+            return &ev.gate;
+        case TensorRole::ExpertUp:
+            return &ev.up;
+        case TensorRole::ExpertDown:
+            return &ev.down;
+        default:
+            return nullptr;
     }
 }
 

@@ -26,7 +26,7 @@ struct StoreStats {
 };
 
 class WeightStore {
-public:
+  public:
     virtual ~WeightStore() = default;
 
     // Tensors outside the blocks: token embedding, output norm, LM head, rope factors.

@@ -27,7 +27,7 @@ struct SynthConfig {
     // Replaces the vocabulary's tokenizer.chat_template (tests of templates with tools or
     // thinking on a small model); empty: keep it.
     std::string chat_template;
-    unsigned threads = 0;    // worker threads; 0: one per hardware thread
+    unsigned threads = 0;  // worker threads; 0: one per hardware thread
     // Output bytes generated per job (whole rows, at least one). Bounds memory at about
     // (threads + 2) x chunk_bytes; never changes the bytes written.
     uint64_t chunk_bytes = 16ull << 20;

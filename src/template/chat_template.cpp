@@ -114,7 +114,6 @@ bool has_token(const std::vector<std::string>& tokens, std::string_view t) {
     return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
 }
 
-
 std::optional<std::string> token_text(const GgufFile& file, const std::vector<std::string>& tokens,
                                       std::string_view id_key) {
     const auto id = file.get_int(id_key);

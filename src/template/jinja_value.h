@@ -177,8 +177,12 @@ class Value {
     Storage v_;
 };
 
-inline size_t DictData::size() const { return entries_.size(); }
-inline bool DictData::empty() const { return entries_.empty(); }
+inline size_t DictData::size() const {
+    return entries_.size();
+}
+inline bool DictData::empty() const {
+    return entries_.empty();
+}
 
 // Python's truthiness: empty containers, "", 0, None and undefined are false.
 bool truthy(const Value& v);

@@ -26,8 +26,9 @@ Result<std::unique_ptr<FileSource>> FileSource::open(const std::string& path) {
     }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        return err(path, ": is not a regular file (a pipe, device or socket) — give the path of "
-                         "a model file, which must be readable at any offset");
+        return err(path,
+                   ": is not a regular file (a pipe, device or socket) — give the path of "
+                   "a model file, which must be readable at any offset");
     }
     return std::unique_ptr<FileSource>(new FileSource(path, fd, static_cast<uint64_t>(st.st_size)));
 }
@@ -52,8 +53,8 @@ Result<void> FileSource::read_at(uint64_t offset, void* dst, size_t n) const {
                        std::strerror(errno));
         }
         if (got == 0) {
-            return err(path_, ": unexpected end of file at offset ",
-                       std::to_string(offset + done), " (the file shrank while reading?)");
+            return err(path_, ": unexpected end of file at offset ", std::to_string(offset + done),
+                       " (the file shrank while reading?)");
         }
         done += static_cast<size_t>(got);
     }

@@ -13,7 +13,7 @@ namespace strata {
 
 // Something with a size that can be read at any offset: a file, or bytes in memory (tests, fuzz).
 class ByteSource {
-public:
+  public:
     virtual ~ByteSource() = default;
     virtual uint64_t size() const = 0;
     // Reads exactly n bytes at offset; a short read is an error, never partial data.
@@ -23,7 +23,7 @@ public:
 };
 
 class FileSource final : public ByteSource {
-public:
+  public:
     static Result<std::unique_ptr<FileSource>> open(const std::string& path);
     ~FileSource() override;
     FileSource(const FileSource&) = delete;
@@ -34,7 +34,7 @@ public:
     const std::string& name() const override { return path_; }
     int fd() const { return fd_; }
 
-private:
+  private:
     FileSource(std::string path, int fd, uint64_t size)
         : path_(std::move(path)), fd_(fd), size_(size) {}
     std::string path_;
@@ -43,14 +43,14 @@ private:
 };
 
 class MemorySource final : public ByteSource {
-public:
+  public:
     MemorySource(const void* data, size_t size, std::string name = "<memory>")
         : data_(static_cast<const uint8_t*>(data)), size_(size), name_(std::move(name)) {}
     uint64_t size() const override { return size_; }
     Result<void> read_at(uint64_t offset, void* dst, size_t n) const override;
     const std::string& name() const override { return name_; }
 
-private:
+  private:
     const uint8_t* data_;
     size_t size_;
     std::string name_;

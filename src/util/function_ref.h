@@ -16,11 +16,11 @@ class FunctionRef;
 
 template <typename R, typename... Args>
 class FunctionRef<R(Args...)> {
-public:
+  public:
     template <typename F>
-        requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
-                 std::is_invocable_r_v<R, F&, Args...>)
-    FunctionRef(F&& f) noexcept  // NOLINT: implicit, like std::function
+    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> &&
+             std::is_invocable_r_v<R, F&, Args...>) FunctionRef(F&& f)
+    noexcept  // NOLINT: implicit, like std::function
         : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
           call_([](void* o, Args... args) -> R {
               return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<Args>(args)...);
@@ -28,7 +28,7 @@ public:
 
     R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
 
-private:
+  private:
     void* object_;
     R (*call_)(void*, Args...);
 };

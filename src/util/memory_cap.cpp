@@ -48,9 +48,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 struct Hierarchy {
-    int version = 0;        // 1 or 2
-    std::string mount;      // where it is mounted
-    std::string own_path;   // this process's cgroup within it
+    int version = 0;       // 1 or 2
+    std::string mount;     // where it is mounted
+    std::string own_path;  // this process's cgroup within it
 };
 
 // The cgroup hierarchy with a memory controller: v2 when its root offers "memory", else the v1
@@ -105,8 +105,7 @@ Result<std::unique_ptr<MemoryCap>> MemoryCap::confine(uint64_t bytes) {
     const std::string parent = h.version == 2 ? h.mount : cap->origin_;
     cap->group_ = parent + "/strata-cap-" + std::to_string(::getpid());
     if (::mkdir(cap->group_.c_str(), 0755) != 0 && errno != EEXIST) {
-        return err("cannot create the memory cgroup " + cap->group_ + ": " +
-                   std::strerror(errno));
+        return err("cannot create the memory cgroup " + cap->group_ + ": " + std::strerror(errno));
     }
     const std::string limit = std::to_string(bytes);
     Result<void> set;

@@ -20,7 +20,7 @@
 namespace strata {
 
 class MemoryCap {
-public:
+  public:
     static Result<std::unique_ptr<MemoryCap>> confine(uint64_t bytes);
     ~MemoryCap();
     MemoryCap(const MemoryCap&) = delete;
@@ -32,7 +32,7 @@ public:
     // Bytes charged to the group at its peak (page cache included), when the kernel says.
     uint64_t peak_usage() const;
 
-private:
+  private:
     MemoryCap() = default;
     std::string group_;   // the cgroup directory created
     std::string origin_;  // the cgroup directory the process came from

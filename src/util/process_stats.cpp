@@ -61,8 +61,12 @@ std::optional<ProcessIo> process_io() {
     return parse_process_io(*text);
 }
 
-std::optional<uint64_t> peak_rss_bytes() { return status_kib("VmHWM"); }
-std::optional<uint64_t> current_rss_bytes() { return status_kib("VmRSS"); }
+std::optional<uint64_t> peak_rss_bytes() {
+    return status_kib("VmHWM");
+}
+std::optional<uint64_t> current_rss_bytes() {
+    return status_kib("VmRSS");
+}
 
 bool reset_peak_rss() {
     std::ofstream out("/proc/self/clear_refs");

@@ -23,7 +23,7 @@ Error err(Parts&&... parts) {
 
 template <typename T>
 class [[nodiscard]] Result {
-public:
+  public:
     Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
     Result(Error e) : v_(std::move(e)) {}      // NOLINT: implicit by design
 
@@ -56,13 +56,13 @@ public:
         return std::get<1>(std::move(v_));
     }
 
-private:
+  private:
     std::variant<T, Error> v_;
 };
 
 template <>
 class [[nodiscard]] Result<void> {
-public:
+  public:
     Result() = default;
     Result(Error e) : err_(std::move(e)), failed_(true) {}  // NOLINT: implicit by design
 
@@ -77,7 +77,7 @@ public:
         return std::move(err_);
     }
 
-private:
+  private:
     Error err_;
     bool failed_ = false;
 };
@@ -87,10 +87,10 @@ private:
 // Propagate a failed Result out of the enclosing function (which returns a Result).
 #define STRATA_CONCAT_INNER(a, b) a##b
 #define STRATA_CONCAT(a, b) STRATA_CONCAT_INNER(a, b)
-#define STRATA_TRY(expr)                                               \
-    do {                                                               \
-        auto&& strata_try_r_ = (expr);                                 \
-        if (!strata_try_r_.ok()) return strata_try_r_.take_error();    \
+#define STRATA_TRY(expr)                                            \
+    do {                                                            \
+        auto&& strata_try_r_ = (expr);                              \
+        if (!strata_try_r_.ok()) return strata_try_r_.take_error(); \
     } while (0)
 // Evaluate a Result<T>, return its error or bind its value: STRATA_ASSIGN(auto x, f());
 #define STRATA_ASSIGN(decl, expr) STRATA_ASSIGN_IMPL(STRATA_CONCAT(strata_r_, __LINE__), decl, expr)

@@ -13,7 +13,7 @@
 namespace strata {
 
 class ThreadPool {
-public:
+  public:
     // n_threads counts the calling thread too; 0 means physical_core_count().
     explicit ThreadPool(int n_threads = 0);
     ~ThreadPool();
@@ -31,7 +31,7 @@ public:
     void parallel_for(int64_t n, int64_t grain,
                       FunctionRef<void(int64_t begin, int64_t end, int thread)> fn);
 
-private:
+  private:
     void worker_loop(int index);
 
     int n_threads_;

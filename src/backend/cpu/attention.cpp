@@ -35,8 +35,8 @@ TaskScratch& task_scratch() {
 }
 
 // One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
-void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q,
-                  int64_t t0, int64_t t1, int64_t pos0, int kvh, int j0, int j1, float* out) {
+void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t t0,
+                  int64_t t1, int64_t pos0, int kvh, int j0, int j1, float* out) {
     TaskScratch& sc = task_scratch();
     const int group_all = s.n_head / s.n_head_kv;
     const int group = j1 - j0;
@@ -75,7 +75,8 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     } else {
         sc.values.resize(size_t(n_kv * s.head_dim_v));
         for (int64_t p = 0; p < n_kv; ++p) {
-            quant::dequantize_row(et, kv.value_row(layer, p) + element_offset(et, kvh * s.head_dim_v),
+            quant::dequantize_row(et,
+                                  kv.value_row(layer, p) + element_offset(et, kvh * s.head_dim_v),
                                   &sc.values[size_t(p * s.head_dim_v)], s.head_dim_v);
         }
         std::fill(sc.out.begin(), sc.out.end(), 0.0f);
@@ -89,17 +90,17 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     }
     for (int64_t t = t0; t < t1; ++t) {
         for (int j = 0; j < group; ++j) {
-            std::memcpy(out + t * s.n_head * s.head_dim_v + (kvh * group_all + j0 + j) * s.head_dim_v,
-                        &sc.out[size_t(((t - t0) * group + j) * s.head_dim_v)],
-                        sizeof(float) * size_t(s.head_dim_v));
+            std::memcpy(
+                out + t * s.n_head * s.head_dim_v + (kvh * group_all + j0 + j) * s.head_dim_v,
+                &sc.out[size_t(((t - t0) * group + j) * s.head_dim_v)],
+                sizeof(float) * size_t(s.head_dim_v));
         }
     }
 }
 
 }  // namespace
 
-void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest,
-                               ThreadPool& pool) {
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, ThreadPool& pool) {
     const size_t group = size_t(widest.n_head / std::max(1, widest.n_head_kv));
     const size_t n_ctx = kv.n_ctx();
     pool.run([&](int, int) {

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "util/thread_pool.h"
 #include "backend/cpu/kv_cache.h"
+#include "util/thread_pool.h"
 
 namespace strata::cpu {
 

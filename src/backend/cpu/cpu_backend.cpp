@@ -20,7 +20,7 @@ namespace {
 using namespace cpu;
 
 class CpuBackend final : public Backend {
-public:
+  public:
     CpuBackend(const BackendConfig& config, KvCache kv)
         : hp_(config.hp), rope_(config.rope), kv_(std::move(kv)), pool_(config.threads) {
         const int64_t rows = std::max<uint32_t>(1, config.max_batch);
@@ -44,23 +44,27 @@ public:
         sin_.resize(size_t(rope_.n_rot / 2));
         int widest_group = 1;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
-            widest_group = std::max(widest_group,
-                                    int(hp_.n_head_at(l) / std::max(1u, hp_.n_head_kv_at(l))));
+            widest_group =
+                std::max(widest_group, int(hp_.n_head_at(l) / std::max(1u, hp_.n_head_kv_at(l))));
         }
-        reserve_attention_scratch(kv_, AttentionShape{widest_group, 1, int(hp_.head_dim_k),
-                                                      int(hp_.head_dim_v), 1.0f},
-                                  pool_);
+        reserve_attention_scratch(
+            kv_, AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
+            pool_);
     }
 
     std::string_view name() const override { return "cpu"; }
 
     bool supports(BackendOp op, TensorType type) const override {
         switch (op) {
-            case BackendOp::Norm: return type == TensorType::F32;
-            case BackendOp::Embedding: return quant::is_quant_supported(type);
+            case BackendOp::Norm:
+                return type == TensorType::F32;
+            case BackendOp::Embedding:
+                return quant::is_quant_supported(type);
             case BackendOp::Linear:
-            case BackendOp::Experts: return matmul_supports(type);
-            case BackendOp::Count: break;
+            case BackendOp::Experts:
+                return matmul_supports(type);
+            case BackendOp::Count:
+                break;
         }
         return false;
     }
@@ -83,7 +87,8 @@ public:
     void embed(const TensorView& table, std::span<const int32_t> tokens) override {
         const int64_t d = hp_.n_embd;
         float* x = act(Act::Hidden);
-        for (size_t t = 0; t < tokens.size(); ++t) embedding_row(table, tokens[t], x + int64_t(t) * d);
+        for (size_t t = 0; t < tokens.size(); ++t)
+            embedding_row(table, tokens[t], x + int64_t(t) * d);
     }
 
     void rms_norm(Act in, const TensorView& weight, Act out, int64_t n) override {
@@ -167,8 +172,8 @@ public:
         slot_out_.resize(size_t(n * k * hp_.n_embd));
     }
 
-    void expert(const ExpertView& e, std::span<const int64_t> slots,
-                std::span<const float> weights, Act in) override {
+    void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,
+                Act in) override {
         const int64_t d = hp_.n_embd;
         const int64_t m = int64_t(slots.size());
         const float* x = act(in);
@@ -198,10 +203,9 @@ public:
         }
     }
 
-    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,
-                     float* out) override {
-        rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), out, rows,
-                      hp_.n_embd, hp_.rms_eps, pool_);
+    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
+        rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), out, rows, hp_.n_embd,
+                      hp_.rms_eps, pool_);
     }
 
     void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
@@ -211,7 +215,7 @@ public:
         cpu::linear(head, nullptr, normed, logits, rows, pool_);
     }
 
-private:
+  private:
     float* act(Act a) { return acts_[size_t(a)].data(); }
 
     ModelHparams hp_;
@@ -228,8 +232,8 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
-    STRATA_ASSIGN(KvCache kv, KvCache::create(config.hp, config.n_ctx, config.kv_type,
-                                              config.layers));
+    STRATA_ASSIGN(KvCache kv,
+                  KvCache::create(config.hp, config.n_ctx, config.kv_type, config.layers));
     return std::unique_ptr<Backend>(new CpuBackend(config, std::move(kv)));
 }
 

@@ -83,8 +83,8 @@ std::atomic<int>& forced_path() {
 }
 CpuPath path_from_environment() {
     std::string warning;
-    const CpuPath p = resolve_cpu_path(std::getenv("STRATA_CPU_PATH"), detect_cpu_features(),
-                                       &warning);
+    const CpuPath p =
+        resolve_cpu_path(std::getenv("STRATA_CPU_PATH"), detect_cpu_features(), &warning);
     if (!warning.empty()) std::fprintf(stderr, "strata: warning: %s\n", warning.c_str());
     return p;
 }

@@ -10,7 +10,9 @@ TensorType KvCache::element_type() const {
 }
 
 namespace {
-uint64_t round_up(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+uint64_t round_up(uint64_t n, uint64_t a) {
+    return (n + a - 1) / a * a;
+}
 }  // namespace
 
 Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,

@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "io/aligned_buffer.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
-#include "io/aligned_buffer.h"
 #include "util/result.h"
 
 namespace strata::cpu {
 
 class KvCache {
-public:
+  public:
     // A cache for the layers `held` marks (empty: every layer); the others take no memory.
     static Result<KvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
                                   const std::vector<bool>& held = {});
@@ -45,7 +45,7 @@ public:
     size_t value_row_bytes(int layer) const { return layers_[layer].v_row_bytes; }
     bool values_transposed() const { return type_ == KvType::F16; }
 
-private:
+  private:
     struct Layer {
         size_t k_offset = 0, v_offset = 0;
         size_t k_row_bytes = 0, v_row_bytes = 0;

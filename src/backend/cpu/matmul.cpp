@@ -18,14 +18,14 @@ namespace {
 // Growable scratch that keeps its memory between calls, so the decode loop does not allocate
 // once it has seen its largest shape. 64-byte aligned (any block struct fits).
 class Scratch {
-public:
+  public:
     void* bytes(size_t n) {
         if (n > words_.size() * sizeof(Line)) words_.resize((n + sizeof(Line) - 1) / sizeof(Line));
         return words_.data();
     }
     float* floats(size_t n) { return static_cast<float*>(bytes(n * sizeof(float))); }
 
-private:
+  private:
     struct alignas(64) Line {
         unsigned char b[64];
     };
@@ -144,8 +144,8 @@ void tiled_matmul(const detail::TileKernel& k, const QuantMatrix& W, const uint8
 
 }  // namespace
 
-Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows,
-                                      int64_t cols, size_t row_stride) {
+Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows, int64_t cols,
+                                      size_t row_stride) {
     if (!matmul_supports(type)) {
         return err("matmul: weights of type ", std::string(tensor_type_name(type)),
                    " are not supported on the CPU");
@@ -282,8 +282,8 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
         for (int64_t j = begin; j < end; ++j) {
             const Item& it = items[size_t(j)];
             const Act& act = acts[act_of[it.matrix]];
-            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes, act.row_bytes, n,
-                      Ys[it.matrix], it.begin, it.end);
+            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes, act.row_bytes, n, Ys[it.matrix],
+                      it.begin, it.end);
         }
     });
 }

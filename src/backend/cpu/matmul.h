@@ -23,9 +23,9 @@
 #include <string_view>
 
 #include "backend/cpu/cpu_path.h"
-#include "util/thread_pool.h"
 #include "gguf/tensor_type.h"
 #include "util/result.h"
+#include "util/thread_pool.h"
 
 namespace strata::cpu {
 
@@ -41,8 +41,8 @@ struct QuantMatrix {
 
 // Checks a view (type supported, cols whole blocks, stride large enough and keeping rows aligned
 // for the block type) and fills row_stride when 0 is given (contiguous rows).
-Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows,
-                                      int64_t cols, size_t row_stride = 0);
+Result<QuantMatrix> make_quant_matrix(TensorType type, const void* data, int64_t rows, int64_t cols,
+                                      size_t row_stride = 0);
 
 // True for the types matvec / matmul accept: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4.

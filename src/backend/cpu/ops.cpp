@@ -41,8 +41,12 @@ void axpy(float* y, float a, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float silu(float x) {
+    return x / (1.0f + std::exp(-x));
+}
+float sigmoid(float x) {
+    return 1.0f / (1.0f + std::exp(-x));
+}
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "util/thread_pool.h"
 #include "model/tensor_view.h"
+#include "util/thread_pool.h"
 
 namespace strata::cpu {
 

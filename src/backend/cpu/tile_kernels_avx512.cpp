@@ -44,8 +44,8 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
     return _mm256_dpwssd_epi32(acc, a, b);
 }
 
-#include "backend/cpu/x86_tile_kernels.inc"
 #include "backend/cpu/x86_activation_quantizers.inc"
+#include "backend/cpu/x86_tile_kernels.inc"
 
 // ---- Q4_K on 512-bit registers ----------------------------------------------------------------
 //
@@ -78,8 +78,9 @@ inline __m512i k4_scales_and_mins_x4(__m512i heads) {
     const __m512i low_bits = _mm512_and_si512(
         _mm512_srlv_epi32(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 0, 4))),
         _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
-    const __m512i high_bits = _mm512_and_si512(
-        _mm512_srli_epi32(high, 2), _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const __m512i high_bits =
+        _mm512_and_si512(_mm512_srli_epi32(high, 2),
+                         _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
     return _mm512_or_si512(low_bits, high_bits);
 }
 
@@ -101,8 +102,8 @@ struct Q4_KTimesQ8_KWide {
     static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nb,
                      float* out, size_t os) {
         static_assert(R <= 4, "one 128-bit lane of block head per row");
-        __m512 acc[R][C];     // d dx Σ_s sc_s Σ q qx
-        __m512 acc_min[C];    // dmin dx Σ_s m_s pair_sum_s: lanes 4r .. 4r + 3 for row r
+        __m512 acc[R][C];   // d dx Σ_s sc_s Σ q qx
+        __m512 acc_min[C];  // dmin dx Σ_s m_s pair_sum_s: lanes 4r .. 4r + 3 for row r
         for (int c = 0; c < C; ++c) {
             for (int r = 0; r < R; ++r) acc[r][c] = _mm512_setzero_ps();
             acc_min[c] = _mm512_setzero_ps();
@@ -116,15 +117,20 @@ struct Q4_KTimesQ8_KWide {
         __m512i scale_index[2];
         for (int h = 0; h < 2; ++h) {
             const char s0 = char(4 * h), s1 = char(s0 + 1), s2 = char(s0 + 2), s3 = char(s0 + 3);
-            const __m128i lo = _mm_setr_epi8(s0, -1, s0, -1, s0, -1, s0, -1, s1, -1, s1, -1, s1, -1, s1, -1);
-            const __m128i hi = _mm_setr_epi8(s2, -1, s2, -1, s2, -1, s2, -1, s3, -1, s3, -1, s3, -1, s3, -1);
-            const __m256i lo2 = _mm256_broadcastsi128_si256(lo), hi2 = _mm256_broadcastsi128_si256(hi);
+            const __m128i lo =
+                _mm_setr_epi8(s0, -1, s0, -1, s0, -1, s0, -1, s1, -1, s1, -1, s1, -1, s1, -1);
+            const __m128i hi =
+                _mm_setr_epi8(s2, -1, s2, -1, s2, -1, s2, -1, s3, -1, s3, -1, s3, -1, s3, -1);
+            const __m256i lo2 = _mm256_broadcastsi128_si256(lo),
+                          hi2 = _mm256_broadcastsi128_si256(hi);
             scale_index[h] = _mm512_inserti64x4(_mm512_castsi256_si512(lo2), hi2, 1);
         }
         // dword 0 of each lane (d, dmin of row r) gathered into the low 128 bits
-        const __m512i head_words = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i head_words =
+            _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         // float lanes 4r .. 4r + 3 = element 2r + 1 (dmin_r dx) of the converted heads
-        const __m512i dmin_index = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
+        const __m512i dmin_index =
+            _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
 
         for (int64_t b = 0; b < nb; ++b) {
             // Activations in the codes' order: x[c][2h] matches the low nibbles of
@@ -174,7 +180,8 @@ struct Q4_KTimesQ8_KWide {
                     q[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
                 }
                 const __m512i row_scales = _mm512_permutexvar_epi32(  // lane r, four times
-                    _mm512_add_epi32(_mm512_set1_epi32(4 * r), _mm512_broadcast_i32x4(_mm_setr_epi32(0, 1, 2, 3))),
+                    _mm512_add_epi32(_mm512_set1_epi32(4 * r),
+                                     _mm512_broadcast_i32x4(_mm_setr_epi32(0, 1, 2, 3))),
                     scales_mins);
                 const __m512i scale0 = _mm512_shuffle_epi8(row_scales, scale_index[0]);
                 const __m512i scale1 = _mm512_shuffle_epi8(row_scales, scale_index[1]);
