@@ -7,13 +7,14 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
+#include "model/activation_memory.h"
 #include "quant/quant.h"
 
 namespace strata::cpu {
 
 namespace {
 
-constexpr int64_t kTokensPerTask = 32;
+constexpr int64_t kTokensPerTask = kAttentionTokensPerTask;
 
 // Kernels called inside a task run on the task's thread: a pool of one runs work inline.
 ThreadPool& inline_pool() {
@@ -100,15 +101,26 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
 
 }  // namespace
 
-void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, ThreadPool& pool) {
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int64_t max_batch,
+                               ThreadPool& pool) {
     const size_t group = size_t(widest.n_head / std::max(1, widest.n_head_kv));
     const size_t n_ctx = kv.n_ctx();
+    // The most query rows a task takes: a block of tokens of the widest group.
+    const size_t q_rows = size_t(std::clamp<int64_t>(max_batch, 1, kTokensPerTask)) * group;
+    // Queries converted for the keys' type; with F16 values, scores converted for them too.
+    const TensorType act = quant::vec_dot_type(kv.element_type());
+    size_t converted = q_rows * size_t(quant::quant_row_bytes(act, widest.head_dim_k).value());
+    if (kv.values_transposed()) {
+        converted = std::max(converted,
+                             q_rows * size_t(quant::quant_row_bytes(act, int64_t(n_ctx)).value()));
+    }
     pool.run([&](int, int) {
         TaskScratch& sc = task_scratch();
-        sc.q.reserve(group * size_t(widest.head_dim_k));
-        sc.scores.reserve(group * n_ctx);
-        sc.out.reserve(group * size_t(widest.head_dim_v));
+        sc.q.reserve(q_rows * size_t(widest.head_dim_k));
+        sc.scores.reserve(q_rows * n_ctx);
+        sc.out.reserve(q_rows * size_t(widest.head_dim_v));
         if (!kv.values_transposed()) sc.values.reserve(n_ctx * size_t(widest.head_dim_v));
+        reserve_converted_activations(converted);
     });
 }
 

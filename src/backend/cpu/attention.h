@@ -24,9 +24,12 @@ struct AttentionShape {
 
 // q: n rows of n_head * head_dim_k (already rotated) for the tokens at positions pos0 .. pos0+n-1,
 // whose keys and values are already in the cache. out: n rows of n_head * head_dim_v.
-// Gives every thread of the pool scratch for a decode step over the whole context (one token,
-// the widest query group), so that decoding never allocates however long the context grows.
-void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, ThreadPool& pool);
+// Gives every thread of the pool scratch for a task over the whole context (a block of up to
+// kAttentionTokensPerTask of max_batch tokens, the widest query group), so that attention never
+// allocates however long the context grows, and never holds more than
+// model/activation_memory.h counts.
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int64_t max_batch,
+                               ThreadPool& pool);
 
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool);

@@ -10,6 +10,7 @@
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
+#include "model/activation_memory.h"
 #include "quant/quant.h"
 #include "util/thread_pool.h"
 
@@ -23,7 +24,9 @@ class CpuBackend final : public Backend {
   public:
     CpuBackend(const BackendConfig& config, KvCache kv)
         : hp_(config.hp), rope_(config.rope), kv_(std::move(kv)), pool_(config.threads) {
-        const int64_t rows = std::max<uint32_t>(1, config.max_batch);
+        // Every buffer is sized (or reserved) here for the largest batch the context allows, as
+        // model/activation_memory.h counts it, so none grows past that count later.
+        const int64_t rows = batch_rows(config.max_batch, kv_.n_ctx());
         uint32_t n_head = 0, n_head_kv = 0;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
             n_head = std::max(n_head, hp_.n_head_at(l));
@@ -40,6 +43,12 @@ class CpuBackend final : public Backend {
         size(Act::Out, d);
         size(Act::Side, d);
         gate_.resize(size_t(rows));
+        ffn_.reserve(rows, widest_ffn(hp_));
+        if (hp_.is_moe()) {
+            slot_out_.reserve(size_t(rows) * hp_.n_expert_used * size_t(d));
+            x_rows_.reserve(size_t(rows * d));
+            y_rows_.reserve(size_t(rows * d));
+        }
         cos_.resize(size_t(rope_.n_rot / 2));
         sin_.resize(size_t(rope_.n_rot / 2));
         int widest_group = 1;
@@ -49,7 +58,7 @@ class CpuBackend final : public Backend {
         }
         reserve_attention_scratch(
             kv_, AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
-            pool_);
+            rows, pool_);
     }
 
     std::string_view name() const override { return "cpu"; }

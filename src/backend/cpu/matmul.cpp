@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/tile_kernel.h"
+#include "model/activation_memory.h"
 #include "quant/quant.h"
 
 namespace strata::cpu {
@@ -16,11 +17,17 @@ namespace strata::cpu {
 namespace {
 
 // Growable scratch that keeps its memory between calls, so the decode loop does not allocate
-// once it has seen its largest shape. 64-byte aligned (any block struct fits).
+// once it has seen its largest shape. 64-byte aligned (any block struct fits). It grows to exactly
+// the size asked, the old block freed first, so it never holds more than the largest call needed
+// (model/activation_memory.h counts that, not a doubling vector's capacity).
 class Scratch {
   public:
     void* bytes(size_t n) {
-        if (n > words_.size() * sizeof(Line)) words_.resize((n + sizeof(Line) - 1) / sizeof(Line));
+        const size_t lines = (n + sizeof(Line) - 1) / sizeof(Line);
+        if (lines > words_.size()) {
+            std::vector<Line>().swap(words_);
+            words_.resize(lines);
+        }
         return words_.data();
     }
     float* floats(size_t n) { return static_cast<float*>(bytes(n * sizeof(float))); }
@@ -31,6 +38,12 @@ class Scratch {
     };
     std::vector<Line> words_;
 };
+
+// The activations of a matmul converted to the weight's dot-product type, on the calling thread.
+Scratch& converted_scratch() {
+    static thread_local Scratch scratch;
+    return scratch;
+}
 
 size_t type_alignment(TensorType t) {
     using namespace quant;
@@ -93,30 +106,36 @@ int64_t rows_per_chunk(const QuantMatrix& W, int64_t n_cols, int tile_rows, int 
 
 // Scalar path: each weight row dequantized by the reference dequantizer and dotted in double
 // with the dequantized activations (exact products of the same quantized values the fast paths
-// use, so it is their reference up to summation order).
+// use, so it is their reference up to summation order). The activations are dequantized
+// kScalarMatmulColumns columns at a time, so its scratch does not grow with the batch.
 void scalar_matmul(const QuantMatrix& W, const uint8_t* act, size_t act_row_bytes, int64_t n,
                    float* Y, ThreadPool& pool) {
     const TensorType act_type = quant::vec_dot_type(W.type);
     static thread_local Scratch act_floats_scratch;
-    float* act_floats = act_floats_scratch.floats(size_t(n * W.cols));
-    for (int64_t c = 0; c < n; ++c) {
-        quant::dequantize_row(act_type, act + c * act_row_bytes, act_floats + c * W.cols, W.cols);
-    }
-    const int64_t chunk = rows_per_chunk(W, n, 1, pool.size());
-    pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
-        static thread_local Scratch row_scratch;
-        float* row = row_scratch.floats(size_t(W.cols));
-        for (int64_t r = begin; r < end; ++r) {
-            quant::dequantize_row(W.type, static_cast<const uint8_t*>(W.data) + r * W.row_stride,
-                                  row, W.cols);
-            for (int64_t c = 0; c < n; ++c) {
-                const float* x = act_floats + c * W.cols;
-                double sum = 0;
-                for (int64_t i = 0; i < W.cols; ++i) sum += double(row[i]) * double(x[i]);
-                Y[c * W.rows + r] = float(sum);
-            }
+    const int64_t block = std::min<int64_t>(n, kScalarMatmulColumns);
+    float* act_floats = act_floats_scratch.floats(size_t(block * W.cols));
+    const int64_t chunk = rows_per_chunk(W, block, 1, pool.size());
+    for (int64_t c0 = 0; c0 < n; c0 += block) {
+        const int64_t cols = std::min(block, n - c0);
+        for (int64_t c = 0; c < cols; ++c) {
+            quant::dequantize_row(act_type, act + (c0 + c) * act_row_bytes, act_floats + c * W.cols,
+                                  W.cols);
         }
-    });
+        pool.parallel_for(W.rows, chunk, [&](int64_t begin, int64_t end, int) {
+            static thread_local Scratch row_scratch;
+            float* row = row_scratch.floats(size_t(W.cols));
+            for (int64_t r = begin; r < end; ++r) {
+                quant::dequantize_row(
+                    W.type, static_cast<const uint8_t*>(W.data) + r * W.row_stride, row, W.cols);
+                for (int64_t c = 0; c < cols; ++c) {
+                    const float* x = act_floats + c * W.cols;
+                    double sum = 0;
+                    for (int64_t i = 0; i < W.cols; ++i) sum += double(row[i]) * double(x[i]);
+                    Y[(c0 + c) * W.rows + r] = float(sum);
+                }
+            }
+        });
+    }
 }
 
 // Rows [begin, end) of W times every activation column, tile by tile.
@@ -178,8 +197,7 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
     // Activations converted once per call, in parallel over the batch columns.
     const TensorType act_type = quant::vec_dot_type(W.type);
     const size_t act_row_bytes = size_t(quant::quant_row_bytes(act_type, W.cols).value());
-    static thread_local Scratch act_scratch;
-    auto* act = static_cast<uint8_t*>(act_scratch.bytes(act_row_bytes * size_t(n)));
+    auto* act = static_cast<uint8_t*>(converted_scratch().bytes(act_row_bytes * size_t(n)));
     pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
         for (int64_t c = begin; c < end; ++c) {
             quantize_activations_on_path(path, act_type, X + c * W.cols, act + c * act_row_bytes,
@@ -192,6 +210,10 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
     } else {
         tiled_matmul(k, W, act, act_row_bytes, n, Y, pool);
     }
+}
+
+void reserve_converted_activations(size_t bytes) {
+    (void)converted_scratch().bytes(bytes);
 }
 
 void quantize_activations_on_path(CpuPath path, TensorType act, const float* x, void* out,

@@ -65,6 +65,10 @@ void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPoo
 void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
                   int64_t n, ThreadPool& pool);
 
+// Gives the calling thread's buffer of converted activations (the weight's dot-product type) room
+// for `bytes`, so that no later matmul of up to that size on this thread allocates.
+void reserve_converted_activations(size_t bytes);
+
 // matmul on a given path, for tests and benchmarks. PRECONDITION: the CPU can run `path`.
 void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
                     ThreadPool& pool);

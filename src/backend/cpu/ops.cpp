@@ -109,11 +109,15 @@ void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& 
     const int64_t n_ff = gate.rows();
     buf.gate.resize(size_t(n * n_ff));
     buf.up.resize(size_t(n * n_ff));
-    buf.hidden.resize(size_t(n * n_ff));
     const LinearOut gate_up[] = {{&gate, nullptr, buf.gate.data()}, {&up, nullptr, buf.up.data()}};
     linear_multi(gate_up, x, n, pool);
-    swiglu(buf.gate.data(), buf.up.data(), buf.hidden.data(), n * n_ff);
-    linear(down, nullptr, buf.hidden.data(), out, n, pool);
+    swiglu(buf.gate.data(), buf.up.data(), buf.gate.data(), n * n_ff);  // element by element
+    linear(down, nullptr, buf.gate.data(), out, n, pool);
+}
+
+void FfnBuffers::reserve(int64_t rows, int64_t width) {
+    gate.reserve(size_t(rows * width));
+    up.reserve(size_t(rows * width));
 }
 
 void embedding_row(const TensorView& table, int32_t token, float* out) {

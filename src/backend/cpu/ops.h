@@ -24,7 +24,7 @@ void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64
 void add_into(float* y, const float* x, int64_t n);
 // y[i] += a * x[i]
 void axpy(float* y, float a, const float* x, int64_t n);
-// out[i] = silu(gate[i]) * up[i]   (the SwiGLU activation of llama-style FFNs)
+// out[i] = silu(gate[i]) * up[i]   (the SwiGLU activation of llama-style FFNs); out may be gate
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 float silu(float x);
 float sigmoid(float x);
@@ -44,9 +44,11 @@ struct LinearOut {
 };
 void linear_multi(std::span<const LinearOut> outs, const float* X, int64_t n, ThreadPool& pool);
 
-// Scratch of swiglu_ffn: n rows of the FFN's hidden size each.
+// Scratch of swiglu_ffn: n rows of the FFN's hidden size each (the activation overwrites gate).
 struct FfnBuffers {
-    std::vector<float> gate, up, hidden;
+    std::vector<float> gate, up;
+    // Room for `rows` rows of `width`, so that no call up to that size reallocates.
+    void reserve(int64_t rows, int64_t width);
 };
 // out = down(silu(gate x) * up x) for n rows of x.
 void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,

@@ -1,0 +1,111 @@
+#include "model/activation_memory.h"
+
+#include <algorithm>
+#include <set>
+
+#include "quant/quant.h"
+
+namespace strata {
+
+namespace {
+
+// Bytes of one row of n activations converted for dot products with weights of type t.
+uint64_t converted_row_bytes(TensorType t, uint64_t n) {
+    if (!quant::is_quant_supported(t) || t == TensorType::Q8_1 || t == TensorType::Q8_K) {
+        return n * sizeof(float);  // not a matmul weight: at most a float row
+    }
+    auto bytes = quant::quant_row_bytes(quant::vec_dot_type(t), int64_t(n));
+    return bytes ? *bytes : n * sizeof(float);
+}
+
+TensorType kv_element_type(KvType t) {
+    return t == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
+}
+
+}  // namespace
+
+uint32_t widest_ffn(const ModelHparams& hp) {
+    uint32_t widest = hp.is_moe() ? std::max(hp.n_ff_exp, hp.n_ff_shexp) : hp.n_ff;
+    const uint32_t dense_layers = hp.is_moe() ? std::min(hp.n_leading_dense, hp.n_layer) : hp.n_layer;
+    for (uint32_t l = 0; l < dense_layers; ++l) widest = std::max(widest, hp.n_ff_at(l));
+    return widest;
+}
+
+uint32_t batch_rows(uint32_t max_batch, uint32_t n_ctx) {
+    return std::max<uint32_t>(1, n_ctx ? std::min(max_batch, n_ctx) : max_batch);
+}
+
+ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape& shape) {
+    const ModelHparams& hp = *model.hparams;
+    const uint64_t n_ctx = shape.n_ctx ? shape.n_ctx : default_context(hp);
+    const uint64_t R = batch_rows(shape.max_batch, uint32_t(n_ctx));
+    const uint64_t T = uint64_t(std::max(1, shape.threads));
+    const uint64_t f = sizeof(float);
+    const uint64_t d = hp.n_embd;
+
+    uint64_t n_head = 0, n_head_kv = 0, group = 1;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        n_head = std::max<uint64_t>(n_head, hp.n_head_at(l));
+        n_head_kv = std::max<uint64_t>(n_head_kv, hp.n_head_kv_at(l));
+        group = std::max<uint64_t>(group, hp.n_head_at(l) / std::max(1u, hp.n_head_kv_at(l)));
+    }
+    const uint64_t ff = widest_ffn(hp);
+    const uint64_t k = hp.n_expert_used;
+
+    ActivationMemory m;
+    // Hidden, Normed, Out, Side; Q, K, V, AttnOut; a sigmoid gate per row; rope's angles.
+    m.rows = R * (4 * d + n_head * hp.head_dim_k + n_head_kv * (hp.head_dim_k + hp.head_dim_v) +
+                  n_head * hp.head_dim_v) *
+                 f +
+             R * f + uint64_t(hp.n_rot / 2) * 2 * f;
+
+    // SwiGLU: gate and up rows (the product overwrites gate). Routed experts: each token's k
+    // weighted outputs, and the rows of one expert gathered and computed.
+    m.ffn = 2 * R * ff * f;
+    if (hp.is_moe()) m.ffn += R * k * d * f + 2 * R * d * f;
+
+    // Converted activations on the calling thread: the widest weight row (R rows), one buffer per
+    // activation type among the weights of n_embd columns (q/k/v and gate/up are converted
+    // together), the job list of a multi-matrix product, and the scalar path's column block and
+    // per-thread weight row.
+    uint64_t widest = 0, widest_cols = 0, n_embd_row = 0;
+    std::set<TensorType> n_embd_types;
+    for (const ModelTensor& mt : model.tensors) {
+        const TensorInfo& t = model.info(mt);
+        if (t.n_dims < 2) continue;
+        widest = std::max(widest, converted_row_bytes(t.type, t.shape[0]));
+        widest_cols = std::max<uint64_t>(widest_cols, t.shape[0]);
+        if (t.shape[0] == d && quant::is_quant_supported(t.type)) {
+            n_embd_types.insert(quant::vec_dot_type(t.type));
+            n_embd_row = std::max(n_embd_row, converted_row_bytes(t.type, d));
+        }
+    }
+    const uint64_t act_types = std::min<uint64_t>(4, n_embd_types.size());
+    const uint64_t multi_jobs = 2 * 2 * ff * 24;  // up to one 24-byte item per row, doubled
+    m.matmul = R * widest + act_types * R * n_embd_row + multi_jobs +
+               (kScalarMatmulColumns + T) * std::max(widest_cols, n_ctx) * f;
+
+    // Attention, on every thread: a block of query tokens of the widest group, their scores over
+    // the whole context, their output, values dequantized (Q8_0 cache), and the queries (keys'
+    // type) or the scores (F16 values) converted for the products.
+    const uint64_t q_rows = std::min<uint64_t>(R, kAttentionTokensPerTask) * group;
+    const TensorType kv = kv_element_type(shape.kv_type);
+    uint64_t per_thread = q_rows * (hp.head_dim_k + n_ctx + hp.head_dim_v) * f;
+    if (shape.kv_type != KvType::F16) per_thread += n_ctx * hp.head_dim_v * f;
+    per_thread += q_rows * std::max(converted_row_bytes(kv, hp.head_dim_k),
+                                    shape.kv_type == KvType::F16 ? converted_row_bytes(kv, n_ctx)
+                                                                 : uint64_t{0});
+    m.attention = T * per_thread;
+
+    if (hp.is_moe()) {
+        // Router logits, choices and weights, the users of each expert, routing scratch, stats.
+        m.engine = R * hp.n_expert * f + R * k * (4 + 4 + 8 + 4) + k * 8 +
+                   uint64_t(hp.n_expert) * 8 + uint64_t(hp.n_layer) * 16;
+    }
+    m.threads = T * kComputeThreadBytes;
+    m.logits = uint64_t(std::max(1u, shape.logit_rows)) * hp.n_vocab * f +
+               uint64_t(hp.n_vocab) * kSamplerBytesPerToken;
+    return m;
+}
+
+}  // namespace strata
