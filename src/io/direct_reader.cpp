@@ -453,6 +453,13 @@ Result<void> DirectReader::take_result(uint32_t ri) {
     r.live = false;
     --live_requests_;
     free_requests_.push_back(ri);
+    if (live_requests_ == 0 && in_flight_ == 0 && free_staging_.size() == staging_.size()) {
+        // Idle: the staging buffers go back. Exact reads that need them are what loading makes;
+        // streaming reads land in place, so holding them on would only keep memory that the
+        // running process does not use.
+        staging_.clear();
+        free_staging_.clear();
+    }
     return out;
 }
 

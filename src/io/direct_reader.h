@@ -92,8 +92,9 @@ class DirectReader {
         unsigned queue_depth = 64;                    // reads in flight
         size_t max_read_bytes = 1 << 20;  // a request is split into reads no larger than this
         unsigned pread_threads = 0;       // 0: min(queue_depth, 16)
-        size_t staging_bytes = 16 << 20;  // cap on staging buffers for Exact requests
-        bool try_direct = true;           // false: buffered reads even where O_DIRECT works
+        // Cap on staging buffers for Exact requests; they are freed whenever no request is left.
+        size_t staging_bytes = 16 << 20;
+        bool try_direct = true;  // false: buffered reads even where O_DIRECT works
     };
 
     static Result<std::unique_ptr<DirectReader>> open(const std::string& path,

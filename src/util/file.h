@@ -22,6 +22,8 @@ class ByteSource {
     virtual const std::string& name() const = 0;
 };
 
+// Buffered reads; the file's cached pages are dropped when it is closed (POSIX_FADV_DONTNEED),
+// so reading a model's metadata leaves nothing in the page cache.
 class FileSource final : public ByteSource {
   public:
     static Result<std::unique_ptr<FileSource>> open(const std::string& path);
