@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -96,6 +98,14 @@ Result<Hierarchy> find_memory_hierarchy() {
 }  // namespace
 
 Result<std::unique_ptr<MemoryCap>> MemoryCap::confine(uint64_t bytes) {
+    STRATA_ASSIGN(std::unique_ptr<MemoryCap> cap, create(bytes));
+    STRATA_TRY(write_file(cap->procs_file(), std::to_string(::getpid())));
+    cap->joined_ = true;
+    return cap;
+}
+
+Result<std::unique_ptr<MemoryCap>> MemoryCap::create(uint64_t bytes) {
+    static std::atomic<unsigned> serial{0};
     STRATA_ASSIGN(Hierarchy h, find_memory_hierarchy());
     std::unique_ptr<MemoryCap> cap(new MemoryCap());
     cap->bytes_ = bytes;
@@ -103,7 +113,8 @@ Result<std::unique_ptr<MemoryCap>> MemoryCap::confine(uint64_t bytes) {
     // v2 keeps processes out of inner groups with controllers, so the group goes at the root of
     // the hierarchy; v1 nests it under the process's own group, inside any limit already set.
     const std::string parent = h.version == 2 ? h.mount : cap->origin_;
-    cap->group_ = parent + "/strata-cap-" + std::to_string(::getpid());
+    cap->group_ = parent + "/strata-cap-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(serial.fetch_add(1));
     if (::mkdir(cap->group_.c_str(), 0755) != 0 && errno != EEXIST) {
         return err("cannot create the memory cgroup " + cap->group_ + ": " + std::strerror(errno));
     }
@@ -113,15 +124,16 @@ Result<std::unique_ptr<MemoryCap>> MemoryCap::confine(uint64_t bytes) {
         set = write_file(cap->group_ + "/memory.max", limit);
         if (set) (void)write_file(cap->group_ + "/memory.swap.max", "0");
         cap->peak_file_ = cap->group_ + "/memory.peak";
+        cap->events_file_ = cap->group_ + "/memory.events";
         cap->how_ = "cgroup v2 memory.max " + format_bytes(bytes);
     } else {
         set = write_file(cap->group_ + "/memory.limit_in_bytes", limit);
         // With swap accounting, the same limit on memory + swap keeps pages from going to swap.
         if (set) (void)write_file(cap->group_ + "/memory.memsw.limit_in_bytes", limit);
         cap->peak_file_ = cap->group_ + "/memory.max_usage_in_bytes";
+        cap->events_file_ = cap->group_ + "/memory.oom_control";
         cap->how_ = "cgroup v1 memory.limit_in_bytes " + format_bytes(bytes);
     }
-    if (set) set = write_file(cap->group_ + "/cgroup.procs", std::to_string(::getpid()));
     if (!set) {
         ::rmdir(cap->group_.c_str());
         cap->group_.clear();
@@ -132,13 +144,22 @@ Result<std::unique_ptr<MemoryCap>> MemoryCap::confine(uint64_t bytes) {
 
 MemoryCap::~MemoryCap() {
     if (group_.empty()) return;
-    (void)write_file(origin_ + "/cgroup.procs", std::to_string(::getpid()));
+    if (joined_) (void)write_file(origin_ + "/cgroup.procs", std::to_string(::getpid()));
     ::rmdir(group_.c_str());
 }
 
 uint64_t MemoryCap::peak_usage() const {
     const std::string text = slurp(peak_file_);
     return text.empty() ? 0 : std::strtoull(text.c_str(), nullptr, 10);
+}
+
+uint64_t MemoryCap::oom_kills() const {
+    // "oom_kill N" on a line of its own, in both versions' files.
+    std::istringstream lines(slurp(events_file_));
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("oom_kill ", 0) == 0) return std::strtoull(line.c_str() + 9, nullptr, 10);
+    }
+    return 0;
 }
 
 }  // namespace strata
