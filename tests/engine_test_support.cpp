@@ -99,6 +99,8 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
     if (mode != "resident") {
         PlanOptions po;
         po.n_ctx = options.engine.n_ctx;
+        po.max_batch = options.engine.max_batch;
+        po.threads = options.engine.threads;
         auto pm = parse_plan_mode(mode);
         EXPECT_TRUE(pm) << mode;
         if (!pm) return nullptr;

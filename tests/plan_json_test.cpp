@@ -42,13 +42,17 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     ASSERT_EQ(p.mode, PlanMode::FfnStream);
     const json j = plan_json(p, m);
 
-    EXPECT_EQ(keys(j),
-              (std::vector<std::string>{"bound", "budgets", "expert_cache", "kv_type", "layers",
-                                        "memory", "mode", "mode_forced", "n_ctx", "notes", "reason",
-                                        "stream", "tensors", "tiers", "tokens_per_second"}));
+    EXPECT_EQ(keys(j), (std::vector<std::string>{
+                           "batch", "bound", "budgets", "expert_cache", "kv_type", "layers",
+                           "memory", "mode", "mode_forced", "n_ctx", "notes", "reason", "stream",
+                           "tensors", "threads", "tiers", "tokens_per_second"}));
     EXPECT_EQ(keys(j["memory"]),
-              (std::vector<std::string>{"budget", "cached_weights", "expert_cache", "kv_cache",
-                                        "resident_weights", "slots", "total"}));
+              (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
+                                        "cached_weights", "expert_cache", "io_buffers", "kv_cache",
+                                        "resident_weights", "slack", "slots", "total"}));
+    EXPECT_EQ(j["batch"], 512);
+    EXPECT_GT(j["memory"]["activations"].get<uint64_t>(), 0u);
+    EXPECT_FALSE(j["memory"]["baseline_measured"].get<bool>());
     EXPECT_EQ(keys(j["stream"]).size(), 10u);
     EXPECT_EQ(keys(j["expert_cache"]).size(), 5u);
     EXPECT_EQ(keys(j["budgets"]).size(), 5u);
@@ -114,10 +118,26 @@ TEST(PlanText, ShowsModeMemoryStreamingAndLimit) {
     const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
     const Plan p = make(m, 3ull << 30);
     const std::string t = plan_text(p);
-    for (const char* s :
-         {"\nplan\n", "ffn-stream", "3.00 GiB RAM (--ram)", "cached FFN", "slots", "lookahead",
-          "for 4096 tokens (f16)", "tokens/s, bound by disk", "plan by tier", "1.50 GB/s",
-          "10.00 GB/s", "plan by layer", "disk (streamed)", "ram (cached)"}) {
+    for (const char* s : {"\nplan\n",
+                          "ffn-stream",
+                          "3.00 GiB RAM (--ram)",
+                          "cached FFN",
+                          "slots",
+                          "lookahead",
+                          "for 4096 tokens (f16)",
+                          "tokens/s, bound by disk",
+                          "plan by tier",
+                          "1.50 GB/s",
+                          "10.00 GB/s",
+                          "plan by layer",
+                          "disk (streamed)",
+                          "ram (cached)",
+                          "+ engine ",
+                          "+ process ",
+                          "+ slack ",
+                          "for batches of 512 tokens on",
+                          "before the weights are read",
+                          "estimated"}) {
         EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
     }
     const std::string resident = plan_text(make(m, 16ull << 30));

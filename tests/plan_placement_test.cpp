@@ -80,7 +80,13 @@ void expect_memory_adds_up(const ModelInfo& m, const Plan& p) {
     EXPECT_EQ(mem.cached_weights, cached);
     EXPECT_EQ(mem.slots, p.stream.slots * p.stream.slot_bytes);
     EXPECT_EQ(mem.total, mem.resident_weights + mem.cached_weights + mem.expert_cache + mem.slots +
-                             mem.kv_cache);
+                             mem.kv_cache + mem.activations + mem.io_buffers + mem.baseline +
+                             mem.slack);
+    EXPECT_EQ(mem.model() + mem.process(), mem.total);
+    // The lines besides the weights are there: the engine, the process and its slack.
+    EXPECT_GT(mem.activations, 0u);
+    EXPECT_GT(mem.baseline, 0u);
+    EXPECT_EQ(mem.slack, kSlackBytes + mem.budget / kSlackPerBudget);
     EXPECT_LE(mem.total, mem.budget);
     EXPECT_EQ(mem.budget, p.budgets.ram);
 }
@@ -225,14 +231,18 @@ TEST(PlanPlacement, MoeThatFitsIsResident) {
 
 TEST(PlanPlacement, TooSmallBudgetNamesTheMinimum) {
     const ModelInfo& m = llama8b();
-    // The minimum: resident tensors, KV cache and two slots.
+    // The minimum: resident tensors, KV cache, two slots, the engine, the process, I/O buffers,
+    // and the slack of a budget that small.
     const Plan two_slots = plan_or_fail(m, ram(3 * GiB), [] {
         PlanOptions o = ctx(4096);
         o.slots = 2;
         return o;
     }());
-    const uint64_t minimum = two_slots.memory.resident_weights + two_slots.memory.kv_cache +
-                             2 * two_slots.stream.slot_bytes;
+    const MemoryPlan& t = two_slots.memory;
+    const uint64_t need = t.resident_weights + t.kv_cache + 2 * two_slots.stream.slot_bytes +
+                          t.activations + t.io_buffers + t.baseline;
+    uint64_t minimum = need;
+    while (minimum < need + kSlackBytes + minimum / kSlackPerBudget) ++minimum;
 
     auto small = make_plan(m, test::plan_profile(), ram(GiB), ctx(4096));
     ASSERT_FALSE(small.ok());

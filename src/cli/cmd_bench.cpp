@@ -50,11 +50,11 @@ void say(const std::string& line) {
 // Loads the model with `plan` (none: as `options` say), runs the measurements and fills an
 // entry; the model is unloaded again before returning, so the next configuration starts from a
 // clean process.
-BenchEntry measure(const BenchCommand& c, const std::string& label, ModelInfo info,
+BenchEntry measure(const BenchCommand& c, const std::string& label, ModelDescription described,
                    std::optional<Plan> plan, const ModelLoadOptions& options, BenchRecord& record) {
     const std::string who = label == "strata" ? "planned run" : label;
     const bool peak_ok = reset_peak_rss();
-    auto m = LoadedModel::load(std::move(info), std::move(plan), options);
+    auto m = LoadedModel::load(std::move(described), std::move(plan), options);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     LoadedModel& model = **m;
@@ -137,8 +137,7 @@ void bench_command(BenchCommand& c) {
     auto planned = plan_model(c.model, c.engine.plan);
     if (!planned) fail(planned.error().message);
     record.entries.push_back(
-        measure(c, "strata", c.baseline ? ModelInfo(planned->info) : std::move(planned->info),
-                std::move(planned->plan), *opts, record));
+        measure(c, "strata", std::move(planned->model), std::move(planned->plan), *opts, record));
 
     if (c.baseline) {
         ModelLoadOptions base = *opts;
@@ -155,7 +154,11 @@ void bench_command(BenchCommand& c) {
                 say("warning: the baseline runs uncapped: " + confined.error().message);
             }
         }
-        BenchEntry e = measure(c, "baseline", std::move(planned->info), std::nullopt, base, record);
+        // Read again rather than kept: a copy held through the planned run would be memory its
+        // plan does not count.
+        auto model = ModelDescription::read(c.model);
+        if (!model) fail(model.error().message);
+        BenchEntry e = measure(c, "baseline", std::move(*model), std::nullopt, base, record);
         if (cap) {
             e.memory_cap = cap->how();
             e.cap_peak = cap->peak_usage();

@@ -105,12 +105,13 @@ void run_perplexity(PerplexityCommand& c, int32_t ctx_flag) {
     } else {
         ef.plan.ctx = ctx_flag ? uint32_t(ctx_flag) : 512;
     }
+    ef.plan.logit_rows = ef.plan.ctx;  // every token of a chunk is scored
     auto opts = model_load_options(ef, !c.json && isatty(STDERR_FILENO));
     if (!opts) fail(opts.error().message);
     auto planned = plan_model(c.model, ef.plan);
     if (!planned) fail(planned.error().message);
     if (!c.json) describe_plan(planned->plan);
-    auto m = LoadedModel::load(std::move(planned->info), std::move(planned->plan), *opts);
+    auto m = LoadedModel::load(std::move(planned->model), std::move(planned->plan), *opts);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     const bool tty = isatty(STDERR_FILENO) && !c.json;

@@ -87,6 +87,14 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
     // The kernel's view of the same: peak resident memory and storage reads of the process.
     if (auto rss = peak_rss_bytes()) j["peak_rss_bytes"] = *rss;
     if (auto io = process_io()) j["process_read_bytes"] = io->read_bytes;
+    if (m.plan) {
+        // What the plan counted against the budget, to compare the peak with.
+        const MemoryPlan& p = m.plan->memory;
+        j["memory_budget"] = p.budget;
+        j["memory_planned"] = p.total;
+        j["memory_baseline"] = p.baseline;
+        j["memory_baseline_measured"] = p.baseline_measured;
+    }
     if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
         const ExpertStreamStats& e = x->totals();
         j["experts"] = {{"requests", e.requests},
@@ -222,7 +230,7 @@ void run_command(RunCommand& c, bool have_prompt) {
     auto planned = plan_model(path, c.engine.plan);
     if (!planned) fail(planned.error().message);
     if (!c.json) describe_plan(planned->plan);
-    auto m = LoadedModel::load(std::move(planned->info), std::move(planned->plan), *opts);
+    auto m = LoadedModel::load(std::move(planned->model), std::move(planned->plan), *opts);
     if (!m) fail(m.error().message);
     print_load_warnings(**m);
     if (c.interactive) {

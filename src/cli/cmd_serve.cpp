@@ -55,15 +55,35 @@ void apply_ollama_host(const char* env, std::string& host, int& port) {
         host = host.substr(1, host.size() - 2);
 }
 
+// What the server holds besides the models' weights and engines: the process now (code, the
+// catalog's descriptions), what each model adds when it is loaded besides what its plan counts
+// (its own copy of the description and a tokenizer: measured by building them once, every model
+// may be loaded at once), and the HTTP side.
+std::optional<uint64_t> served_baseline(const server::ModelCatalog& catalog,
+                                        const server::ServerOptions& so) {
+    auto now = measure_baseline();
+    if (!now) return std::nullopt;
+    uint64_t total = *now;
+    for (const server::ServedModelInfo& m : catalog.models()) {
+        auto before = measure_baseline();
+        auto built = ModelDescription::from(m.info);
+        auto after = measure_baseline();
+        if (built && before && after && *after > *before) total += *after - *before;
+    }
+    return total + server::server_memory_bytes(so);
+}
+
 // Plans every model for the context it is served with, against the one RAM budget they share,
 // through the same function as every other command; a model that fits no plan stops the server
 // before it listens. Returns the budget.
-uint64_t plan_served_models(server::ModelCatalog& catalog, const PlanFlags& flags) {
+uint64_t plan_served_models(server::ModelCatalog& catalog, PlanFlags flags,
+                            const server::ServerOptions& so) {
     std::vector<PlanTarget> targets;
     for (const server::ServedModelInfo& m : catalog.models()) {
         targets.push_back({m.info, m.path, m.served_context});
     }
-    auto plans = plan_models(targets, flags);
+    flags.embeddings = true;  // /api/embed hands out a context's hidden states
+    auto plans = plan_models(targets, flags, served_baseline(catalog, so));
     if (!plans) fail(plans.error().message);
     for (size_t i = 0; i < plans->size(); ++i) catalog.set_plan(i, std::move((*plans)[i]));
     return catalog.models().front().plan->budgets.ram;
@@ -78,7 +98,6 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     c.engine.plan.ctx = c.context;
     auto opts = model_load_options(c.engine, false);
     if (!opts) fail(opts.error().message);
-    const uint64_t budget = plan_served_models(*catalog, c.engine.plan);
     server::ServerOptions so;
     so.host = c.host;
     so.port = c.port;
@@ -93,6 +112,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given) {
     }
     so.max_queue = c.max_queue;
     so.log_requests = true;
+    const uint64_t budget = plan_served_models(*catalog, c.engine.plan, so);
     try {
         so.default_keep_alive =
             server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);

@@ -2,8 +2,12 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "util/allocator.h"
 
 int main(int argc, char** argv) {
+    // Before anything is allocated: freed memory goes back to the system, not into RSS that no
+    // plan counts (util/allocator.h).
+    strata::bound_allocator_slack();
     CLI::App app{"strata — run GGUF language models larger than memory"};
     app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
     app.require_subcommand(1);

@@ -8,6 +8,8 @@
 #include "plan/budget.h"
 #include "profile/profile.h"
 #include "profile/system_memory.h"
+#include "util/allocator.h"
+#include "util/process_stats.h"
 #include "util/units.h"
 
 namespace strata::cli {
@@ -23,6 +25,8 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
     cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
     cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
     cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
+    cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
+    cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
 }
 
 Result<PlanOptions> plan_options(const PlanFlags& flags) {
@@ -30,6 +34,12 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
     options.n_ctx = flags.ctx;
     options.slots = flags.slots;
     options.lookahead = flags.lookahead;
+    if (flags.batch == 0) return err("--batch must be at least 1");
+    if (flags.threads < 0) return err("--threads must not be negative");
+    options.max_batch = flags.batch;
+    options.threads = flags.threads;
+    options.logit_rows = flags.logit_rows;
+    options.embeddings = flags.embeddings;
     if (flags.mode) {
         auto mode = parse_plan_mode(*flags.mode);
         if (!mode) return err("--mode: ", mode.error().message);
@@ -70,9 +80,10 @@ Result<Budgets> budgets_for(HardwareProfile profile, const PlanFlags& flags) {
 
 }  // namespace
 
-Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
-                                      const PlanFlags& flags) {
-    STRATA_ASSIGN(const PlanOptions options, plan_options(flags));
+Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models, const PlanFlags& flags,
+                                      std::optional<uint64_t> baseline) {
+    STRATA_ASSIGN(PlanOptions options, plan_options(flags));
+    options.baseline = baseline;
     std::optional<Budgets> budgets;
     std::vector<Plan> plans;
     for (const PlanTarget& m : models) {
@@ -95,36 +106,44 @@ Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models,
     return plans;
 }
 
+std::optional<uint64_t> measure_baseline() {
+    release_free_memory();
+    return current_rss_bytes();
+}
+
 Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path,
-                            const PlanFlags& flags) {
-    STRATA_ASSIGN(std::vector<Plan> plans, plan_models({{info, model_path}}, flags));
+                            const PlanFlags& flags, std::optional<uint64_t> baseline) {
+    STRATA_ASSIGN(std::vector<Plan> plans, plan_models({{info, model_path}}, flags, baseline));
     return std::move(plans.front());
 }
 
 Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& flags) {
-    STRATA_ASSIGN(GgufFile file, read_gguf(model_path));
-    STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
-    STRATA_ASSIGN(Plan plan, plan_for_model(info, model_path, flags));
-    return PlannedModel{std::move(info), std::move(plan)};
+    STRATA_ASSIGN(ModelDescription model, ModelDescription::read(model_path));
+    STRATA_ASSIGN(Plan plan, plan_for_model(model.info, model_path, flags, measure_baseline()));
+    return PlannedModel{std::move(model), std::move(plan)};
 }
 
 void describe_plan(const Plan& plan) {
     const std::string mode(plan_mode_name(plan.mode));
     const std::string bound(tier_name(plan.bound));
+    const MemoryPlan& m = plan.memory;
+    const std::string memory = format_bytes(m.total) + " of the " + format_bytes(m.budget) +
+                               " budget (process " + format_bytes(m.baseline) +
+                               (m.baseline_measured ? " measured" : " estimated") + ")";
     if (plan.mode == PlanMode::ExpertStream) {
         std::fprintf(stderr,
-                     "strata: plan: %s, expert cache of %llu experts (%s), limit %.2f "
+                     "strata: plan: %s, expert cache of %llu experts (%s), %s, limit %.2f "
                      "tok/s (bound by %s)\n",
                      mode.c_str(), static_cast<unsigned long long>(plan.expert_cache.capacity),
-                     format_bytes(plan.memory.expert_cache).c_str(), plan.tokens_per_second,
-                     bound.c_str());
+                     format_bytes(plan.memory.expert_cache).c_str(), memory.c_str(),
+                     plan.tokens_per_second, bound.c_str());
     } else if (plan.mode == PlanMode::FfnStream) {
         std::fprintf(stderr,
                      "strata: plan: %s, %u of %zu FFN layers streamed, %u slots, "
-                     "lookahead %u, limit %.2f tok/s (bound by %s)\n",
+                     "lookahead %u, %s, limit %.2f tok/s (bound by %s)\n",
                      mode.c_str(), plan.stream.streamed_layers, plan.layers.size(),
-                     plan.stream.slots, plan.stream.lookahead, plan.tokens_per_second,
-                     bound.c_str());
+                     plan.stream.slots, plan.stream.lookahead, memory.c_str(),
+                     plan.tokens_per_second, bound.c_str());
     }
 }
 

@@ -5,8 +5,6 @@
 namespace strata::cli {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
-    cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
-    cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
     cmd.add_option("--dump", f.dump_dir,
                    "Write named per-layer activations to this directory (also STRATA_DUMP)");
     add_plan_flags(cmd, f.plan);
@@ -29,10 +27,9 @@ void print_load_warnings(const LoadedModel& m) {
 Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress) {
     ModelLoadOptions o;
     o.progress = progress;
-    o.engine.threads = f.threads;
-    if (f.batch == 0) return err("--batch must be at least 1");
-    o.engine.max_batch = f.batch;
     STRATA_ASSIGN(const PlanOptions po, plan_options(f.plan));
+    o.engine.threads = po.threads;
+    o.engine.max_batch = po.max_batch;
     o.engine.n_ctx = po.n_ctx;
     o.engine.kv_type = po.kv_type;
     o.engine.dump_dir = f.dump_dir;

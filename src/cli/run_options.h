@@ -14,10 +14,8 @@
 namespace strata::cli {
 
 struct EngineFlags {
-    int threads = 0;
-    uint32_t batch = 512;
     std::string dump_dir;
-    PlanFlags plan;                     // the engine's context and KV cache type are the plan's
+    PlanFlags plan;  // the engine's context, KV cache type, batch and threads are the plan's
     bool no_prefetch = false;           // expert-stream: no speculative reads
     std::string cache_policy = "auto";  // expert-stream: auto, lru or lfu
     std::string routing_trace;          // benchmarks: replay this routing (engine/routing_trace.h)

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "io/direct_reader.h"
+#include "model/activation_memory.h"
 #include "model/kv_layout.h"
 #include "plan/plan_layers.h"
 #include "plan/tier_rates.h"
+#include "util/thread_pool.h"
 #include "util/units.h"
 
 namespace strata {
@@ -70,11 +73,73 @@ struct Inputs {
     DiskRatePick disk;
     uint64_t kv_bytes = 0;
     uint32_t n_ctx = 0;
+    // Held whatever is placed: the engine's activations, I/O buffers, the process, slack.
+    MemoryPlan overhead{};
+    uint64_t fixed() const { return kv_bytes + overhead_bytes(); }
+    uint64_t overhead_bytes() const {
+        return overhead.activations + overhead.io_buffers + overhead.baseline + overhead.slack;
+    }
 };
 
 std::string kv_phrase(const Inputs& in) {
     return "the KV cache (" + format_bytes(in.kv_bytes) + " for " + std::to_string(in.n_ctx) +
            " tokens)";
+}
+
+// The lines besides weights and KV cache, in words, for the errors that name a minimum.
+std::string overhead_phrase(const Inputs& in, uint64_t load_staging) {
+    const MemoryPlan& o = in.overhead;
+    return "the engine's activations (" + format_bytes(o.activations) + "), the process (" +
+           format_bytes(o.baseline) + (o.baseline_measured ? ", measured" : ", estimated") +
+           "), I/O buffers (" + format_bytes(o.io_buffers + load_staging) + ") and slack (" +
+           format_bytes(kSlackBytes) + " and 1/" + std::to_string(kSlackPerBudget) +
+           " of the budget)";
+}
+
+// What loading holds beyond what running will: the reader's staging, freed once the resident
+// weights are in, less what is allocated only after that (the KV cache, the activations, and
+// `later` bytes of slots). The resident weights themselves are held in both.
+uint64_t load_excess(const Inputs& in, uint64_t later) {
+    const uint64_t staging = DirectReader::Options{}.staging_bytes;
+    const uint64_t after = in.kv_bytes + in.overhead.activations + later;
+    return staging > after ? staging - after : 0;
+}
+
+// The lines of MemoryPlan that do not depend on the placement (plan.h says what each holds).
+MemoryPlan overhead_lines(const ModelInfo& model, const ModelHparams& hp, const PlanOptions& o,
+                          uint32_t n_ctx, uint64_t budget, int threads) {
+    MemoryPlan m;
+    ActivationShape shape;
+    shape.max_batch = o.max_batch;
+    shape.n_ctx = n_ctx;
+    shape.kv_type = o.kv_type;
+    shape.threads = threads;
+    shape.logit_rows = o.logit_rows;
+    m.activations = activation_memory(model, shape).total();
+    if (o.embeddings) m.activations += uint64_t(n_ctx) * hp.n_embd * sizeof(float);
+    m.io_buffers = kReaderTableBytes;
+    if (hp.is_moe()) {
+        // The expert store's maps per (layer, expert): where it is cached, its use count and
+        // frequency, co-activation counts with every expert of the next layer; per cache entry
+        // its state (at most one entry per expert).
+        const uint64_t keys = uint64_t(hp.n_layer) * hp.n_expert;
+        m.io_buffers += keys * (8 + 8 + 4 + 2 * uint64_t(hp.n_expert)) + keys * 256;
+    }
+    m.baseline_measured = o.baseline.has_value();
+    m.baseline = o.baseline.value_or(kEstimatedProcessBytes +
+                                     uint64_t(hp.n_vocab) * kEstimatedBytesPerVocabToken);
+    m.slack = kSlackBytes + budget / kSlackPerBudget;
+    return m;
+}
+
+// The smallest budget that holds `need` bytes and the slack that budget implies (kSlackBytes and
+// 1/kSlackPerBudget of it): the minimum an error names, so that giving it is enough.
+uint64_t smallest_budget(uint64_t need) {
+    const auto holds = [need](uint64_t b) { return b >= need + kSlackBytes + b / kSlackPerBudget; };
+    uint64_t b = (need + kSlackBytes) / (kSlackPerBudget - 1) * kSlackPerBudget;
+    while (!holds(b)) ++b;
+    while (b > 0 && holds(b - 1)) --b;
+    return b;
 }
 
 Error too_small(const Plan& plan, const std::string& parts, uint64_t minimum) {
@@ -132,12 +197,13 @@ void place_tensors(Plan& plan, const Inputs& in, PlanMode group,
 }
 
 Result<void> place_resident(Plan& plan, const Inputs& in) {
-    const uint64_t need = in.model.totals.bytes + in.kv_bytes;
+    plan.memory.io_buffers = load_excess(in, 0);
+    const uint64_t need = in.model.totals.bytes + in.fixed() + plan.memory.io_buffers;
     if (need > plan.memory.budget) {
         return err("the RAM budget of ", format_bytes(plan.memory.budget),
                    " is too small for resident mode: the weights (",
-                   format_bytes(in.model.totals.bytes), ") and ", kv_phrase(in), " need ",
-                   format_bytes(need));
+                   format_bytes(in.model.totals.bytes), "), ", kv_phrase(in), ", ",
+                   overhead_phrase(in, plan.memory.io_buffers), " need ", format_bytes(need));
     }
     const ModelBytes mb =
         plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
@@ -151,17 +217,19 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
     const size_t n = mb.layers.size();
     uint64_t slot = 0;
     for (const auto& l : mb.layers) slot = std::max(slot, l.stream_widened);
-    const uint64_t fixed = mb.resident() + in.kv_bytes;
-    const uint64_t budget = plan.memory.budget;
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
-    const uint64_t minimum = fixed + min_slots * slot;
+    plan.memory.io_buffers = load_excess(in, min_slots * slot);
+    const uint64_t fixed = mb.resident() + in.fixed() + plan.memory.io_buffers;
+    const uint64_t budget = plan.memory.budget;
+    const uint64_t minimum = smallest_budget(fixed - in.overhead.slack + min_slots * slot);
     if (minimum > budget) {
         return too_small(plan,
                          "the resident tensors (attention, norms, embeddings, output head: " +
-                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + " and " +
+                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + ", " +
                              std::to_string(min_slots) + " FFN slots (" +
-                             format_bytes(min_slots * slot) + ")",
+                             format_bytes(min_slots * slot) + "), " +
+                             overhead_phrase(in, plan.memory.io_buffers),
                          minimum);
     }
 
@@ -225,21 +293,24 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
     const uint32_t per_slot = in.hp.n_expert_used;
     const uint64_t slot = per_slot * unit;
     const Sizes sizes = forced_sizes(in.options).value_or(Sizes{kMinSlots, 1});
-    const uint64_t fixed = mb.resident() + in.kv_bytes;
-    const uint64_t minimum = fixed + sizes.slots * slot;
+    plan.memory.io_buffers = load_excess(in, sizes.slots * slot);
+    const uint64_t fixed = mb.resident() + in.fixed() + plan.memory.io_buffers;
+    const uint64_t minimum = smallest_budget(fixed - in.overhead.slack + sizes.slots * slot);
     if (minimum > plan.memory.budget) {
         return too_small(plan,
                          "the resident tensors (everything but the routed experts: " +
-                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + " and " +
+                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + ", " +
                              std::to_string(sizes.slots) + " slots of " + std::to_string(per_slot) +
-                             " experts (" + format_bytes(sizes.slots * slot) + ")",
+                             " experts (" + format_bytes(sizes.slots * slot) + "), " +
+                             overhead_phrase(in, plan.memory.io_buffers),
                          minimum);
     }
     ExpertCachePlan& c = plan.expert_cache;
     for (const auto& l : mb.layers) c.experts += l.stream > 0 ? in.hp.n_expert : 0;
     c.expert_bytes = unit;
     c.experts_per_slot = per_slot;
-    c.capacity = unit ? std::min(c.experts, (plan.memory.budget - minimum) / unit) : 0;
+    c.capacity =
+        unit ? std::min(c.experts, (plan.memory.budget - fixed - sizes.slots * slot) / unit) : 0;
     c.hit_rate = c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0;
 
     StreamPlan& s = plan.stream;
@@ -259,9 +330,10 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
 }
 
 PlanMode choose_mode(Plan& plan, const Inputs& in) {
-    const uint64_t need = in.model.totals.bytes + in.kv_bytes;
-    const std::string figures =
-        "the weights (" + format_bytes(in.model.totals.bytes) + ") and " + kv_phrase(in);
+    const uint64_t need = in.model.totals.bytes + in.fixed() + load_excess(in, 0);
+    const std::string figures = "the weights (" + format_bytes(in.model.totals.bytes) + "), " +
+                                kv_phrase(in) + " and what the process needs besides (" +
+                                format_bytes(in.overhead_bytes()) + ")";
     const std::string budget = "the RAM budget (" + format_bytes(plan.memory.budget) + ")";
     if (need <= plan.memory.budget) {
         plan.reason = figures + " fit in " + budget;
@@ -322,7 +394,13 @@ void count_memory(Plan& plan, const Inputs& in) {
     m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
     m.kv_cache = in.kv_bytes;
-    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.kv_cache;
+    m.activations = in.overhead.activations;
+    m.io_buffers += in.overhead.io_buffers;  // beside the load's staging, set by the placement
+    m.baseline = in.overhead.baseline;
+    m.baseline_measured = in.overhead.baseline_measured;
+    m.slack = in.overhead.slack;
+    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.kv_cache +
+              m.activations + m.io_buffers + m.baseline + m.slack;
 }
 
 }  // namespace
@@ -340,11 +418,16 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
     in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
     in.kv_bytes = kv_cache_bytes(hp, in.n_ctx, options.kv_type);
+    if (options.max_batch == 0) return err("the batch must be at least one token");
+    const int threads = options.threads > 0 ? options.threads : physical_core_count();
+    in.overhead = overhead_lines(model, hp, options, in.n_ctx, budgets.ram, threads);
 
     Plan plan;
     plan.budgets = budgets;
     plan.n_ctx = in.n_ctx;
     plan.kv_type = options.kv_type;
+    plan.batch = batch_rows(options.max_batch, in.n_ctx);
+    plan.threads = threads;
     plan.memory.budget = budgets.ram;
     plan.tensors.assign(model.tensors.size(), TensorPlacement{});
     plan.layers.resize(hp.n_layer);

@@ -45,6 +45,15 @@
 //    per byte with GPU vs RAM bandwidth.
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
+//  - The budget is a hard ceiling on the process, not on its weights: besides weights, caches,
+//    slots and KV cache the plan counts, each as its own line of MemoryPlan, the engine's
+//    activations and scratch for its batch and context, its compute threads and the logits it
+//    returns (model/activation_memory.h, the same shapes the CPU backend sizes its buffers by),
+//    the direct reader's staging and the store's bookkeeping, the process as it stands before
+//    the weights are read (code, libraries, the model's description, tokenizer and chat
+//    template: measured by the front end, estimated when not), and a slack for the allocator's
+//    rounding and the kernel's page tables. Everything placed is what is left after them, so
+//    peak RSS, and what a memory cgroup charges, stay at or below the budget.
 #pragma once
 
 #include <cstdint>
@@ -78,9 +87,34 @@ Result<PlanMode> parse_plan_mode(std::string_view name);
 std::string_view tier_name(Tier t);             // "gpu", "ram", "disk"
 std::string_view tensor_use_name(TensorUse u);  // "resident", "cached", "streamed"
 
+// What the plan assumes of the process when the front end has not measured it: the executable,
+// its libraries and runtime, and per token of the vocabulary the model's description and the
+// tokenizer built from it (strings, merges, lookup tables).
+inline constexpr uint64_t kEstimatedProcessBytes = 16ull << 20;
+inline constexpr uint64_t kEstimatedBytesPerVocabToken = 640;
+// The direct reader's request tables and, where io_uring is refused, its pread threads. Its
+// staging for reads that cannot land in place (the resident tensors, packed more tightly than
+// disk blocks: DirectReader::Options::staging_bytes) is held only while loading, before the
+// slots, caches, KV cache and activations exist; the plan counts what it takes beyond them.
+inline constexpr uint64_t kReaderTableBytes = 256ull << 10;
+// Slack for what no line counts exactly: allocator rounding and free lists, code pages first
+// touched while running, and the kernel's page tables and I/O rings, which a memory cgroup
+// charges too: a fixed part and a share of the budget.
+inline constexpr uint64_t kSlackBytes = 4ull << 20;
+inline constexpr uint64_t kSlackPerBudget = 128;  // budget / this
+
 struct PlanOptions {
     uint32_t n_ctx = 0;  // KV-cache positions; 0: the engine's default for the model
     KvType kv_type = KvType::F16;
+    uint32_t max_batch = 512;  // prompt tokens evaluated together (at most n_ctx are)
+    int threads = 0;           // compute threads; 0: the machine's physical cores
+    // Rows of logits one evaluation hands out (perplexity: all of a chunk's), and whether hidden
+    // states of a whole context are (embeddings).
+    uint32_t logit_rows = 1;
+    bool embeddings = false;
+    // The process before any weight is read, measured by the front end (process_stats.h:
+    // resident memory once the model's description and tokenizer are built); unset: estimated.
+    std::optional<uint64_t> baseline;
     std::optional<PlanMode> mode;       // force a mode
     std::optional<uint32_t> slots;      // force the pool slot count (>= 2)
     std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
@@ -129,8 +163,18 @@ struct MemoryPlan {
     uint64_t expert_cache = 0;
     uint64_t slots = 0;
     uint64_t kv_cache = 0;
+    uint64_t activations = 0;  // the engine's: activations, scratch, threads, logits
+    uint64_t io_buffers = 0;   // the direct reader's tables (and staging while loading beyond
+                               // what running holds), the store's bookkeeping
+    uint64_t baseline = 0;     // the process before the weights (code, tokenizer, ...)
+    bool baseline_measured = false;
+    uint64_t slack = 0;   // allocator rounding, page tables
     uint64_t total = 0;   // the sum of the above; never above budget
     uint64_t budget = 0;  // the RAM budget
+
+    // What the process holds whatever it loads (baseline and slack), and what one model adds.
+    uint64_t process() const { return baseline + slack; }
+    uint64_t model() const { return total - process(); }
 };
 
 struct TierTraffic {
@@ -149,6 +193,8 @@ struct Plan {
     Budgets budgets;
     uint32_t n_ctx = 0;
     KvType kv_type = KvType::F16;
+    uint32_t batch = 0;  // rows the engine evaluates together: PlanOptions::max_batch, <= n_ctx
+    int threads = 0;     // compute threads the engine runs with
 
     std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
     std::vector<LayerPlan> layers;         // 0..n_layer-1

@@ -37,10 +37,13 @@ Result<Plan> from_json(const json& j) {
     p.n_ctx = j.at("n_ctx");
     STRATA_ASSIGN(p.kv_type, parse_kv_type(j.at("kv_type").get<std::string>()));
 
+    p.batch = j.at("batch");
+    p.threads = j.at("threads");
     const json& m = j.at("memory");
     p.memory = {
-        m.at("resident_weights"), m.at("cached_weights"), m.at("expert_cache"), m.at("slots"),
-        m.at("kv_cache"),         m.at("total"),          m.at("budget")};
+        m.at("resident_weights"),  m.at("cached_weights"), m.at("expert_cache"), m.at("slots"),
+        m.at("kv_cache"),          m.at("activations"),    m.at("io_buffers"),   m.at("baseline"),
+        m.at("baseline_measured"), m.at("slack"),          m.at("total"),        m.at("budget")};
     const json& s = j.at("stream");
     p.stream = {s.at("slots"),
                 s.at("slot_bytes"),
@@ -128,12 +131,19 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"warnings", p.budgets.warnings}}},
             {"n_ctx", p.n_ctx},
             {"kv_type", std::string(kv_type_name(p.kv_type))},
+            {"batch", p.batch},
+            {"threads", p.threads},
             {"memory",
              {{"resident_weights", m.resident_weights},
               {"cached_weights", m.cached_weights},
               {"expert_cache", m.expert_cache},
               {"slots", m.slots},
               {"kv_cache", m.kv_cache},
+              {"activations", m.activations},
+              {"io_buffers", m.io_buffers},
+              {"baseline", m.baseline},
+              {"baseline_measured", m.baseline_measured},
+              {"slack", m.slack},
               {"total", m.total},
               {"budget", m.budget}}},
             {"stream",

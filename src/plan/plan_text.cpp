@@ -37,9 +37,25 @@ std::string memory_line(const MemoryPlan& m, const StreamPlan& s) {
     if (m.slots) {
         line += " + slots " + std::to_string(s.slots) + " × " + format_bytes(s.slot_bytes);
     }
-    line += " + KV " + format_bytes(m.kv_cache) + " = " + format_bytes(m.total) + " of " +
+    line += " + KV " + format_bytes(m.kv_cache) + " + engine " + format_bytes(m.activations) +
+            " + I/O " + format_bytes(m.io_buffers) + " + process " + format_bytes(m.baseline) +
+            " + slack " + format_bytes(m.slack) + " = " + format_bytes(m.total) + " of " +
             format_bytes(m.budget);
     return line;
+}
+
+std::string engine_line(const Plan& p) {
+    return format_bytes(p.memory.activations) + " for batches of " + std::to_string(p.batch) +
+           " tokens on " + std::to_string(p.threads) +
+           " threads (activations, attention scratch, logits)";
+}
+
+std::string process_line(const MemoryPlan& m) {
+    return format_bytes(m.baseline) + " before the weights are read (" +
+           (m.baseline_measured ? "measured" : "estimated") +
+           ": code, libraries, the model's metadata and tokenizer); I/O buffers " +
+           format_bytes(m.io_buffers) + "; slack " + format_bytes(m.slack) +
+           " (allocator, page tables)";
 }
 
 std::string streaming_line(const Plan& p) {
@@ -123,6 +139,8 @@ std::string plan_text(const Plan& p) {
     kv.add_row({"mode", std::string(plan_mode_name(p.mode)) + ": " + p.reason});
     kv.add_row({"budget", budget_line(p)});
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
+    kv.add_row({"engine", engine_line(p)});
+    kv.add_row({"process", process_line(p.memory)});
     kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + std::to_string(p.n_ctx) +
                                 " tokens (" + std::string(kv_type_name(p.kv_type)) + ")"});
     kv.add_row({"streaming", streaming_line(p)});

@@ -73,7 +73,19 @@ const char* openai_error_type(int status) {
     return "api_error";
 }
 
+// One HTTP thread per request that may be waiting in the queue, plus a few for the requests that
+// need no model, so that a full queue is answered with 503 and never by connections piling up
+// unanswered.
+size_t http_threads(const ServerOptions& options) {
+    return options.max_queue + 8;
+}
+
 }  // namespace
+
+uint64_t server_memory_bytes(const ServerOptions& options) {
+    constexpr uint64_t kThreadBytes = 256u << 10;
+    return http_threads(options) * kThreadBytes + 2 * uint64_t(options.max_body_bytes);
+}
 
 HttpServer::HttpServer(ModelCatalog catalog, ModelLoadOptions load_options, uint64_t ram_budget,
                        ServerOptions options)
@@ -82,10 +94,7 @@ HttpServer::HttpServer(ModelCatalog catalog, ModelLoadOptions load_options, uint
       host_(std::move(load_options), ram_budget),
       http_(std::make_unique<httplib::Server>()) {
     queue_ = std::make_unique<WorkQueue>(options_.max_queue, [this] { return host_.expire(); });
-    // One HTTP thread per request that may be waiting in the queue, plus a few for the
-    // requests that need no model, so that a full queue is answered with 503 and never by
-    // connections piling up unanswered.
-    const size_t threads = options_.max_queue + 8;
+    const size_t threads = http_threads(options_);
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
     http_->set_read_timeout(options_.read_timeout_seconds, 0);

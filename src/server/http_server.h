@@ -46,6 +46,12 @@ struct ServerOptions {
     bool log_requests = false;        // a line on stderr per generation
 };
 
+// What the HTTP side holds besides the models, for the plan's baseline: a stack and thread state
+// per HTTP thread (max_queue + 8 of them), and two requests of the largest body being read and
+// parsed at once. More large requests arriving together can take more; --max-queue and the
+// body limit bound it.
+uint64_t server_memory_bytes(const ServerOptions& options);
+
 // Which error shape an endpoint answers with.
 enum class ApiFlavor { Ollama, OpenAI };
 

@@ -7,11 +7,17 @@ namespace strata::server {
 namespace {
 using SteadyClock = std::chrono::steady_clock;
 
-// What a model will hold in RAM: what its plan counts (weights, caches, slots and KV cache, never
-// above the budget); without a plan, the whole file, at most the budget.
+// What a model will hold in RAM: what its plan counts for it (weights, caches, slots, KV cache,
+// the engine's activations, I/O buffers; not the process, which every plan counts once more);
+// without a plan, the whole file, at most the budget.
 uint64_t ram_estimate(const ServedModelInfo& m, uint64_t budget) {
-    if (m.plan) return m.plan->memory.total;
+    if (m.plan) return m.plan->memory.model();
     return budget ? std::min(m.file_bytes, budget) : m.file_bytes;
+}
+
+// What the process holds whatever is loaded, as the plans count it (the same in each).
+uint64_t process_estimate(const ServedModelInfo& m) {
+    return m.plan ? m.plan->memory.process() : 0;
 }
 }  // namespace
 
@@ -38,9 +44,12 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
         if (ram_budget_) {
             const uint64_t need = ram_estimate(m, ram_budget_);
             auto used = [&] {
-                uint64_t sum = 0;
-                for (const auto& h : hosted_) sum += ram_estimate(*h->served, ram_budget_);
-                return sum;
+                uint64_t sum = 0, process = process_estimate(m);
+                for (const auto& h : hosted_) {
+                    sum += ram_estimate(*h->served, ram_budget_);
+                    process = std::max(process, process_estimate(*h->served));
+                }
+                return sum + process;
             };
             while (!hosted_.empty() && used() + need > ram_budget_) {
                 size_t lru = 0;

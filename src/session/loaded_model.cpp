@@ -24,18 +24,38 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
     return m;
 }
 
-Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::optional<Plan> plan,
-                                                       const ModelLoadOptions& options) {
-    const auto t0 = std::chrono::steady_clock::now();
+Result<ModelDescription> ModelDescription::read(const std::string& path) {
+    STRATA_ASSIGN(GgufFile file, read_gguf(path));
+    STRATA_ASSIGN(ModelInfo info, load_model_info(std::move(file)));
+    return from(std::move(info));
+}
+
+Result<ModelDescription> ModelDescription::from(ModelInfo info) {
     if (!info.runnable() || !info.hparams) {
         return err(info.file.path, ": strata cannot run this model",
                    info.problems.empty() ? "" : ": " + info.problems.front());
     }
     STRATA_ASSIGN(Tokenizer tokenizer, Tokenizer::from_gguf(info.file));
+    return ModelDescription{std::move(info), std::move(tokenizer)};
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::optional<Plan> plan,
+                                                       const ModelLoadOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    STRATA_ASSIGN(ModelDescription d, ModelDescription::from(std::move(info)));
+    const double tokenizer_seconds = seconds_since(t0);
+    STRATA_ASSIGN(std::unique_ptr<LoadedModel> m, load(std::move(d), std::move(plan), options));
+    m->load_seconds += tokenizer_seconds;
+    return m;
+}
+
+Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::optional<Plan> plan,
+                                                       const ModelLoadOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
     ResidentLoadOptions ro;
     ro.progress = options.progress;
     auto m = std::make_unique<LoadedModel>(LoadedModel{
-        std::move(info), std::move(tokenizer), nullptr, nullptr, std::nullopt, {}, 0, 0});
+        std::move(d.info), std::move(d.tokenizer), nullptr, nullptr, std::nullopt, {}, 0, 0});
     engine::EngineOptions engine_options = options.engine;
     std::optional<StreamingConfig> streaming = options.streaming;
     std::optional<ExpertStreamConfig> experts;
@@ -54,6 +74,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelInfo info, std::opti
         }
         engine_options.n_ctx = plan->n_ctx;
         engine_options.kv_type = plan->kv_type;
+        if (plan->batch) engine_options.max_batch = plan->batch;
+        if (plan->threads) engine_options.threads = plan->threads;
         m->plan = std::move(plan);
     }
     if (options.mapped) {

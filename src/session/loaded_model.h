@@ -33,6 +33,18 @@ struct ModelLoadOptions {
     bool expert_statistics = true;
 };
 
+// A model before any of its weights is read: its description and the tokenizer built from it.
+// Front ends read it first and measure the process with it in memory, which is what the plan
+// counts as the process's baseline (plan/plan.h), then load the weights with it.
+struct ModelDescription {
+    ModelInfo info;
+    Tokenizer tokenizer;
+
+    // Fails for a file strata cannot run (the error says why) or whose tokenizer is broken.
+    static Result<ModelDescription> read(const std::string& path);
+    static Result<ModelDescription> from(ModelInfo info);
+};
+
 struct LoadedModel {
     ModelInfo info;
     Tokenizer tokenizer;
@@ -52,6 +64,11 @@ struct LoadedModel {
     // given, decides the store (resident, ffn-stream or expert-stream) and the engine's context
     // and KV cache type, so the memory it counted is the memory taken.
     static Result<std::unique_ptr<LoadedModel>> load(ModelInfo info, std::optional<Plan> plan,
+                                                     const ModelLoadOptions& options = {});
+    // The same with the tokenizer already built. With a plan, the engine's batch and threads are
+    // the plan's too.
+    static Result<std::unique_ptr<LoadedModel>> load(ModelDescription model,
+                                                     std::optional<Plan> plan,
                                                      const ModelLoadOptions& options = {});
 };
 
