@@ -124,9 +124,11 @@ void place_tensors(Plan& plan, const Inputs& in, PlanMode group,
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const ModelTensor& t = in.model.tensors[i];
         TensorPlacement& p = plan.tensors[i];
-        if (plan_detail::is_streamable(t, group) && static_cast<size_t>(t.layer) < uses.size()) {
+        const StreamUnit unit = stream_unit(t, plan_detail::stream_set(group));
+        if (unit != StreamUnit::None && static_cast<size_t>(t.layer) < uses.size()) {
             p.use = uses[t.layer];
             p.tier = p.use == TensorUse::Streamed ? Tier::Disk : Tier::Ram;
+            if (p.use == TensorUse::Streamed) p.unit = unit;
         }
     }
 }
@@ -281,9 +283,7 @@ PlanMode choose_mode(Plan& plan, const Inputs& in) {
 // Bytes per token from each tier, and the speed limit they imply.
 void predict_traffic(Plan& plan, const Inputs& in) {
     plan.tiers = {{Tier::Gpu, 0, 0, in.gpu.bandwidth,
-                   in.gpu.source + "; unused: the CPU engine "
-                                   "computes from RAM",
-                   0},
+                   in.gpu.source + "; unused: only the CPU backend exists, computing from RAM", 0},
                   {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
                   {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {

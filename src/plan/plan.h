@@ -41,8 +41,8 @@
 //    rate with blocks >= 1 MiB, then the best of any; 1.5 GB/s (a typical NVMe) when the disk was
 //    not measured, said so in the plan's notes.
 //  - The GPU tier is accounted for (its budget, a row in the traffic table) but not used yet: the
-//    CPU engine computes from RAM. A GPU backend will place tensors there by the same benefit
-//    per byte with GPU vs RAM bandwidth.
+//    only backend is the CPU's, computing from RAM. A GPU backend will place tensors there by
+//    the same benefit per byte with GPU vs RAM bandwidth.
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
 #pragma once
@@ -55,6 +55,7 @@
 
 #include "model/kv_layout.h"
 #include "model/model_info.h"
+#include "model/streamable.h"
 #include "plan/budget.h"
 #include "profile/hardware_profile.h"
 #include "util/result.h"
@@ -90,6 +91,7 @@ struct PlanOptions {
 struct TensorPlacement {
     Tier tier = Tier::Ram;
     TensorUse use = TensorUse::Resident;
+    StreamUnit unit = StreamUnit::None;  // how a Streamed tensor is read (model/streamable.h)
 };
 
 // One layer: the part always resident, and the part the mode streams or caches: the FFN weights

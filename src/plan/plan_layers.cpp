@@ -17,18 +17,8 @@ uint64_t widened_bytes(uint64_t offset, uint64_t n, uint32_t block) {
     return end - begin;
 }
 
-bool is_streamable(const ModelTensor& t, PlanMode group) {
-    if (t.layer < 0) return false;
-    if (group == PlanMode::ExpertStream) return is_expert_role(t.role);
-    switch (t.role) {
-        // Routers pick the experts before anything of the layer's FFN can be read.
-        case TensorRole::MoeRouter:
-        case TensorRole::MoeRouterBias:
-        case TensorRole::SharedExpertGate:
-            return false;
-        default:
-            return is_ffn_role(t.role);
-    }
+StreamSet stream_set(PlanMode group) {
+    return group == PlanMode::ExpertStream ? StreamSet::RoutedExperts : StreamSet::LayerFfn;
 }
 
 uint64_t ModelBytes::resident() const {
@@ -55,7 +45,7 @@ ModelBytes model_bytes(const ModelInfo& model, PlanMode group, uint32_t block) {
             continue;
         }
         LayerBytes& l = mb.layers[t.layer];
-        if (is_streamable(t, group)) {
+        if (is_streamable(t, stream_set(group))) {
             l.stream += ti.n_bytes;
             l.stream_widened += widened_bytes(ti.offset, ti.n_bytes, block);
             l.stream_per_token += per_token;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model_info.h"
+#include "model/streamable.h"
 #include "plan/plan.h"
 
 namespace strata::plan_detail {
@@ -14,9 +15,8 @@ namespace strata::plan_detail {
 // Bytes of [offset, offset + n) once widened to whole blocks, as an O_DIRECT read takes them.
 uint64_t widened_bytes(uint64_t offset, uint64_t n, uint32_t block);
 
-// The tensors `group` streams: dense FFN and shared-expert weights for FfnStream (not the
-// routers: they are tiny and needed before anything is read), routed experts for ExpertStream.
-bool is_streamable(const ModelTensor& t, PlanMode group);
+// The set of tensors a streaming mode streams (model/streamable.h says which tensors each takes).
+StreamSet stream_set(PlanMode group);
 
 struct LayerBytes {
     uint64_t resident = 0;        // bytes never streamed

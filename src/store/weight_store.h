@@ -14,16 +14,10 @@
 #include <string>
 
 #include "model/tensor_view.h"
+#include "store/store_report.h"
 #include "util/result.h"
 
 namespace strata {
-
-// Bytes the store moved to serve the engine, for run summaries and benchmarks.
-struct StoreStats {
-    uint64_t bytes_served = 0;     // weight bytes handed to the engine (resident or not)
-    uint64_t bytes_from_disk = 0;  // of which read from the model file during the run
-    double stall_seconds = 0;      // time the engine waited for the store
-};
 
 class WeightStore {
   public:
@@ -54,6 +48,8 @@ class WeightStore {
     virtual void reset_stats() = 0;
     // "resident", "ffn-stream", ...
     virtual std::string mode_name() const = 0;
+    // Everything the store has to say about its set-up and its work so far.
+    virtual StoreReport report() const = 0;
 };
 
 }  // namespace strata

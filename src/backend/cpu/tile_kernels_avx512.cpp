@@ -44,8 +44,10 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
     return _mm256_dpwssd_epi32(acc, a, b);
 }
 
-#include "backend/cpu/x86_activation_quantizers.inc"
 #include "backend/cpu/x86_tile_kernels.inc"
+// After the tile kernels, whose block types it uses (a blank line keeps the order).
+
+#include "backend/cpu/x86_activation_quantizers.inc"
 
 // ---- Q4_K on 512-bit registers ----------------------------------------------------------------
 //
