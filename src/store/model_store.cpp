@@ -52,6 +52,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     }
     s->active_.assign(size_t(s->n_layer_), LayerView{});
     s->active_experts_.assign(size_t(s->n_layer_), {});
+    s->reset_stats();  // the cache's warm-up is part of opening, not of the run
     return s;
 }
 
