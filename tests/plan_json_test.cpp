@@ -42,13 +42,16 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     ASSERT_EQ(p.mode, PlanMode::FfnStream);
     const json j = plan_json(p, m);
 
-    EXPECT_EQ(keys(j),
-              (std::vector<std::string>{"bound", "budgets", "expert_cache", "kv_type", "layers",
-                                        "memory", "mode", "mode_forced", "n_ctx", "notes", "reason",
-                                        "stream", "tensors", "tiers", "tokens_per_second"}));
+    EXPECT_EQ(keys(j), (std::vector<std::string>{
+                           "bound", "budgets", "deep", "expert_cache", "kv_type", "layers",
+                           "memory", "mode", "mode_forced", "n_ctx", "notes", "reason", "stream",
+                           "tensors", "tiers", "tokens_per_second"}));
     EXPECT_EQ(keys(j["memory"]),
               (std::vector<std::string>{"budget", "cached_weights", "expert_cache", "kv_cache",
-                                        "resident_weights", "slots", "total"}));
+                                        "resident_weights", "row_buffers", "slots", "total"}));
+    EXPECT_EQ(keys(j["deep"]),
+              (std::vector<std::string>{"embedding_rows", "head_rows", "whole_layers"}));
+    EXPECT_EQ(keys(j["tensors"][0]), (std::vector<std::string>{"name", "tier", "unit", "use"}));
     EXPECT_EQ(keys(j["stream"]).size(), 10u);
     EXPECT_EQ(keys(j["expert_cache"]).size(), 5u);
     EXPECT_EQ(keys(j["budgets"]).size(), 5u);

@@ -10,6 +10,8 @@ std::string_view stream_unit_name(StreamUnit u) {
             return "layer";
         case StreamUnit::Expert:
             return "expert";
+        case StreamUnit::Rows:
+            return "rows";
     }
     return "?";
 }
@@ -30,6 +32,26 @@ bool is_streamable(const ModelTensor& t, StreamSet set) {
 StreamUnit stream_unit(const ModelTensor& t, StreamSet set) {
     if (!is_streamable(t, set)) return StreamUnit::None;
     return set == StreamSet::RoutedExperts ? StreamUnit::Expert : StreamUnit::Layer;
+}
+
+bool is_head_tensor(const ModelTensor& t, bool tied_output) {
+    if (t.is_bias || t.layer >= 0) return false;
+    return t.role == TensorRole::Output || (tied_output && t.role == TensorRole::TokenEmbedding);
+}
+
+StreamUnit stream_unit(const ModelTensor& t, StreamSet set, const DeepStreaming& deep,
+                       bool tied_output) {
+    if (t.layer < 0) {
+        if (t.is_bias) return StreamUnit::None;
+        if (deep.head_rows && is_head_tensor(t, tied_output)) return StreamUnit::Rows;
+        if (deep.embedding_rows && !tied_output && t.role == TensorRole::TokenEmbedding) {
+            return StreamUnit::Rows;
+        }
+        return StreamUnit::None;
+    }
+    const StreamUnit unit = stream_unit(t, set);
+    if (unit != StreamUnit::None) return unit;
+    return deep.whole_layers ? StreamUnit::Layer : StreamUnit::None;
 }
 
 }  // namespace strata

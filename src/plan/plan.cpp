@@ -118,18 +118,47 @@ void set_layer_rows(Plan& plan, const ModelBytes& mb, const std::vector<TensorUs
     }
 }
 
-// Tier and use of every tensor from its layer's use of the streamed group.
-void place_tensors(Plan& plan, const Inputs& in, PlanMode group,
-                   const std::vector<TensorUse>& uses) {
+// Tier and use of every tensor from its layer's use of the streamed group; tensors read by rows
+// stream always.
+void place_tensors(Plan& plan, const Inputs& in, PlanMode group, const std::vector<TensorUse>& uses,
+                   const DeepStreaming& deep = {}) {
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const ModelTensor& t = in.model.tensors[i];
         TensorPlacement& p = plan.tensors[i];
-        const StreamUnit unit = stream_unit(t, plan_detail::stream_set(group));
-        if (unit != StreamUnit::None && static_cast<size_t>(t.layer) < uses.size()) {
+        const StreamUnit unit =
+            stream_unit(t, plan_detail::stream_set(group), deep, in.hp.tied_output);
+        if (unit == StreamUnit::Rows) {
+            p = {Tier::Disk, TensorUse::Streamed, unit};
+        } else if (unit != StreamUnit::None && static_cast<size_t>(t.layer) < uses.size()) {
             p.use = uses[t.layer];
             p.tier = p.use == TensorUse::Streamed ? Tier::Disk : Tier::Ram;
             if (p.use == TensorUse::Streamed) p.unit = unit;
         }
+    }
+}
+
+// What deeper streaming a plan uses, in words, for its notes.
+void note_deep_streaming(Plan& plan, const Inputs& in, const plan_detail::ModelBytes& mb) {
+    const DeepStreaming& d = plan.deep;
+    if (d.embedding_rows) {
+        plan.notes.push_back(
+            "the token-embedding table does not fit beside the rest: each batch reads the rows it "
+            "looks up from disk");
+    }
+    if (d.head_rows) {
+        plan.notes.push_back("the LM head does not fit either: it is read from disk in chunks of " +
+                             format_bytes(kHeadChunkBytes) + " at every generated token");
+    }
+    if (d.head_rows && in.hp.tied_output) {
+        plan.notes.push_back("the LM head is the token-embedding table (tied): lookups read rows");
+    }
+    if (d.whole_layers) {
+        plan.notes.push_back(
+            "attention and norms do not fit either: whole layers stream through the slots");
+    }
+    if (mb.rows_streamed > 0) {
+        plan.notes.push_back(format_bytes(mb.rows_streamed) + " read by rows into " +
+                             format_bytes(mb.row_buffers) + " of row buffers");
     }
 }
 
@@ -148,23 +177,58 @@ Result<void> place_resident(Plan& plan, const Inputs& in) {
 }
 
 Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
-    const ModelBytes mb =
-        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
-    const size_t n = mb.layers.size();
-    uint64_t slot = 0;
-    for (const auto& l : mb.layers) slot = std::max(slot, l.stream_widened);
-    const uint64_t fixed = mb.resident() + in.kv_bytes;
-    const uint64_t budget = plan.memory.budget;
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
-    const uint64_t minimum = fixed + min_slots * slot;
-    if (minimum > budget) {
-        return too_small(plan,
-                         "the resident tensors (attention, norms, embeddings, output head: " +
-                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + " and " +
-                             std::to_string(min_slots) + " FFN slots (" +
-                             format_bytes(min_slots * slot) + ")",
-                         minimum);
+    const uint64_t budget = plan.memory.budget;
+    // The shallowest streaming whose minimum fits the budget: FFN layers; then the embedding
+    // table by rows; then the LM head by chunks; then whole layers. Each step trades RAM for
+    // disk reads per token, so a step is taken only when the one before does not fit.
+    const DeepStreaming levels[] = {
+        {}, {true, false, false}, {true, true, false}, {true, true, true}};
+    struct Level {
+        DeepStreaming deep;
+        ModelBytes mb;
+        uint64_t slot = 0, fixed = 0, minimum = 0;
+    };
+    std::optional<Level> chosen, smallest;
+    for (const DeepStreaming& d : levels) {
+        if (in.hp.tied_output && d.embedding_rows && !d.head_rows) continue;  // one table
+        Level l{d, plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size, d)};
+        for (const auto& layer : l.mb.layers) l.slot = std::max(l.slot, layer.stream_widened);
+        l.fixed = l.mb.resident() + l.mb.row_buffers + in.kv_bytes;
+        l.minimum = l.fixed + min_slots * l.slot;
+        if (!smallest || l.minimum < smallest->minimum) smallest = l;
+        if (l.minimum <= budget) {
+            chosen = std::move(l);
+            break;
+        }
+    }
+    if (!chosen) {
+        const Level& l = *smallest;
+        return too_small(
+            plan,
+            "the resident tensors (" + format_bytes(l.mb.resident()) + "), " + kv_phrase(in) +
+                (l.mb.row_buffers ? ", row buffers (" + format_bytes(l.mb.row_buffers) + ")"
+                                  : std::string()) +
+                " and " + std::to_string(min_slots) +
+                (l.deep.whole_layers ? " slots of a whole layer (" : " FFN slots (") +
+                format_bytes(min_slots * l.slot) + ")",
+            l.minimum);
+    }
+    plan.deep = chosen->deep;
+    const ModelBytes& mb = chosen->mb;
+    const uint64_t slot = chosen->slot, fixed = chosen->fixed;
+    plan.memory.row_buffers = mb.row_buffers;
+    note_deep_streaming(plan, in, mb);
+    if (plan.deep.whole_layers || plan.deep.head_rows || plan.deep.embedding_rows) {
+        // choose_mode said what stays resident; deeper streaming keeps less.
+        const size_t cut = plan.reason.find(": attention, norms");
+        if (cut != std::string::npos) plan.reason.resize(cut);
+        plan.reason += plan.deep.whole_layers
+                           ? ": even attention does not fit, so whole layers stream, and the "
+                             "embedding table and LM head are read by rows"
+                           : ": the FFN weights stream and the embedding table (and LM head) are "
+                             "read by rows";
     }
 
     std::vector<bool> cached;
@@ -197,9 +261,9 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
         }
     }
 
-    std::vector<TensorUse> uses(n, TensorUse::Resident);
+    std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
     StreamPlan& s = plan.stream;
-    for (size_t l = 0; l < n; ++l) {
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
         if (mb.layers[l].stream == 0) continue;
         uses[l] = cached[l] ? TensorUse::Cached : TensorUse::Streamed;
         (cached[l] ? s.cached_layers : s.streamed_layers) += 1;
@@ -216,7 +280,7 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
         plan.notes.push_back("every FFN layer fits in the budget: nothing is streamed");
     }
     set_layer_rows(plan, mb, uses);
-    place_tensors(plan, in, PlanMode::FfnStream, uses);
+    place_tensors(plan, in, PlanMode::FfnStream, uses, plan.deep);
     return {};
 }
 
@@ -322,7 +386,8 @@ void count_memory(Plan& plan, const Inputs& in) {
     m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
     m.kv_cache = in.kv_bytes;
-    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.kv_cache;
+    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.row_buffers +
+              m.kv_cache;
 }
 
 }  // namespace

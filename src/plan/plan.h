@@ -130,6 +130,7 @@ struct MemoryPlan {
     uint64_t cached_weights = 0;  // cached FFN layers
     uint64_t expert_cache = 0;
     uint64_t slots = 0;
+    uint64_t row_buffers = 0;  // embedding rows and LM head chunks read by rows
     uint64_t kv_cache = 0;
     uint64_t total = 0;   // the sum of the above; never above budget
     uint64_t budget = 0;  // the RAM budget
@@ -153,6 +154,7 @@ struct Plan {
     KvType kv_type = KvType::F16;
 
     std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
+    DeepStreaming deep;                    // what ffn-stream streams beyond FFN layers
     std::vector<LayerPlan> layers;         // 0..n_layer-1
     StreamPlan stream;
     ExpertCachePlan expert_cache;  // expert-stream only

@@ -29,8 +29,12 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     std::vector<bool> held(info.tensors.size(), true);
     for (size_t i = 0; i < info.tensors.size(); ++i) {
         const ModelTensor& t = info.tensors[i];
-        if (layout.tensors[i] != Residence::Arena && t.layer < 0) {
-            return err("tensor " + info.info(t).name + " is outside the layers and cannot stream");
+        const bool rows_ok = t.layer < 0 && !t.is_bias &&
+                             (t.role == TensorRole::TokenEmbedding || t.role == TensorRole::Output);
+        if (layout.tensors[i] == Residence::Rows
+                ? !rows_ok
+                : layout.tensors[i] != Residence::Arena && t.layer < 0) {
+            return err("tensor " + info.info(t).name + " cannot stream as the layout says");
         }
         held[i] = layout.tensors[i] == Residence::Arena;
     }
@@ -39,12 +43,26 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     s->mode_ = layout.mode;
     if (layout.mapped) {
         STRATA_ASSIGN(s->arena_, Arena::map(info));
+        s->globals_ = s->arena_.views().globals;
         return s;
     }
     STRATA_ASSIGN(s->reader_, StreamReader::open(info.file.path, 32));
     STRATA_ASSIGN(s->ring_, SlotRing::create(info, groups_of(info, layout, Residence::Slot),
                                              layout.ring, s->reader_));
     STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
+    s->globals_ = s->arena_.views().globals;
+    size_t embedding = SIZE_MAX, head = SIZE_MAX;
+    for (size_t i = 0; i < info.tensors.size(); ++i) {
+        if (layout.tensors[i] != Residence::Rows) continue;
+        const ModelTensor& t = info.tensors[i];
+        TensorView shape = make_tensor_view(info.info(t), nullptr);
+        s->globals_.weights[size_t(t.role)] = shape;
+        const bool tied = info.hparams && info.hparams->tied_output;
+        if (t.role == TensorRole::TokenEmbedding) embedding = i;
+        if (t.role == TensorRole::Output || tied) head = i;
+    }
+    STRATA_ASSIGN(s->rows_, RowStream::create(info, embedding, head, layout.head_chunk_bytes,
+                                              s->reader_, s->stats_));
     if (layout.any(Residence::ExpertCache)) {
         STRATA_ASSIGN(s->cache_,
                       ExpertCache::create(info, groups_of(info, layout, Residence::ExpertCache),
@@ -59,7 +77,10 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
 ModelStore::~ModelStore() {
     // Reads into the ring's slots and the cache's entries end before their buffers go.
     cache_.reset();
-    if (reader_.io) ring_.drain(reader_);
+    if (reader_.io) {
+        ring_.drain(reader_);
+        rows_.drain(reader_);
+    }
 }
 
 Result<const LayerView*> ModelStore::acquire_layer(int layer) {
@@ -112,6 +133,25 @@ const TensorView* ModelStore::early_router(int layer) const {
     return r.present() ? &r : nullptr;
 }
 
+Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {
+    if (!rows_.embedding_streamed()) return WeightStore::embedding_rows(tokens);
+    STRATA_ASSIGN(const TensorView* table, rows_.embedding_rows(tokens));
+    return EmbeddingLookup{table, true};
+}
+
+int ModelStore::head_pieces() const {
+    return rows_.head_streamed() ? rows_.head_chunks() : 1;
+}
+
+Result<const TensorView*> ModelStore::acquire_head_piece(int piece, int64_t& first_row) {
+    if (!rows_.head_streamed()) return WeightStore::acquire_head_piece(piece, first_row);
+    return rows_.acquire_head_chunk(piece, first_row);
+}
+
+void ModelStore::release_head_piece(int piece) {
+    if (rows_.head_streamed()) rows_.release_head_chunk(piece);
+}
+
 void ModelStore::hint_experts(int layer, std::span<const int32_t> experts) {
     if (cache_) cache_->hint(layer, experts);
 }
@@ -122,7 +162,9 @@ void ModelStore::reset_stats() {
     if (cache_) cache_->reset_stats();
 }
 
-std::string ModelStore::mode_name() const { return mode_; }
+std::string ModelStore::mode_name() const {
+    return mode_;
+}
 
 StoreReport ModelStore::report() const {
     StoreReport r;

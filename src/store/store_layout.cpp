@@ -58,6 +58,7 @@ StoreLayout store_layout(const ModelInfo& info, const Plan& plan) {
         if (p.use != TensorUse::Streamed) continue;
         if (p.unit == StreamUnit::Layer) l.tensors[i] = Residence::Slot;
         if (p.unit == StreamUnit::Expert) l.tensors[i] = Residence::ExpertCache;
+        if (p.unit == StreamUnit::Rows) l.tensors[i] = Residence::Rows;
     }
     l.ring.lookahead = int(plan.stream.lookahead);
     l.ring.slots = int(plan.stream.slots);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/model_info.h"
+#include "model/streamable.h"
 #include "plan/plan.h"
 #include "store/expert_cache.h"
 #include "store/slot_ring.h"
@@ -21,12 +22,14 @@ enum class Residence : uint8_t {
     Arena,        // read at open, held for the whole run
     Slot,         // read with its layer's group into the slot ring before the layer runs
     ExpertCache,  // read expert by expert into the expert cache when the router picks it
+    Rows,         // token embedding / LM head: read by rows (store/row_stream.h)
 };
 
 struct StoreLayout {
     std::vector<Residence> tensors;  // parallel to ModelInfo::tensors
     SlotRingConfig ring;
     ExpertCacheConfig experts;
+    uint64_t head_chunk_bytes = kHeadChunkBytes;  // LM head read by rows: bytes per chunk
     bool mapped = false;  // the naive baseline: the whole file memory-mapped, no streaming
     std::string mode = "resident";  // what the store calls itself: the plan's mode, "mmap", ...
 
