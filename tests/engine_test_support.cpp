@@ -44,18 +44,20 @@ std::string test_name(std::string stem) {
     return stem;
 }
 
-const std::string& synth_test_model(const std::string& preset, TensorType weights, uint64_t seed) {
+const std::string& synth_test_model(const std::string& preset, TensorType weights, uint64_t seed,
+                                    uint32_t layers) {
     static TempDir dir;
-    static std::map<std::tuple<std::string, TensorType, uint64_t>, std::string> written;
-    auto [it, fresh] = written.try_emplace({preset, weights, seed});
+    static std::map<std::tuple<std::string, TensorType, uint64_t, uint32_t>, std::string> written;
+    auto [it, fresh] = written.try_emplace({preset, weights, seed, layers});
     if (fresh) {
         SynthConfig config;
         config.hparams = *synth_preset(preset);
+        if (layers > 0) config.hparams.n_layer = layers;
         config.weights = weights;
         config.seed = seed;
         config.threads = 2;
         it->second = dir.file(preset + "-" + std::string(tensor_type_name(weights)) + "-" +
-                              std::to_string(seed) + ".gguf");
+                              std::to_string(seed) + "-" + std::to_string(layers) + ".gguf");
         auto r = write_synthetic_model(config, it->second, /*overwrite=*/true);
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
     }

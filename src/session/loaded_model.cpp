@@ -4,14 +4,9 @@
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
+#include "util/clock.h"
 
 namespace strata {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
                                                        const ModelLoadOptions& options) {

@@ -15,7 +15,6 @@
 
 #include "util/progress.h"
 #include "util/units.h"
-
 namespace strata {
 
 namespace {
@@ -23,10 +22,6 @@ namespace {
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
 constexpr uint64_t kChunkBytes = 32u << 20;  // one read request
 constexpr size_t kChunksInFlight = 8;
-
-size_t round_up(size_t n, size_t a) {
-    return (n + a - 1) / a * a;
-}
 
 struct Run {
     uint64_t begin = 0, end = 0;  // file bytes of its tensors

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "store/tensor_views.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace strata {
@@ -13,12 +14,6 @@ namespace strata {
 namespace {
 
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
-size_t round_up(size_t n, size_t a) {
-    return (n + a - 1) / a * a;
-}
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 int piece_order(TensorRole r) {
     return r == TensorRole::ExpertGate ? 0 : r == TensorRole::ExpertUp ? 1 : 2;
 }

@@ -6,21 +6,10 @@
 
 #include "model/streamable.h"
 #include "store/tensor_views.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace strata {
-
-namespace {
-
-size_t round_up(size_t n, size_t a) {
-    return (n + a - 1) / a * a;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 Result<RowStream> RowStream::create(const ModelInfo& info, size_t embedding, size_t head,
                                     uint64_t head_chunk_bytes, StreamReader& reader,

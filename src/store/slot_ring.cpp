@@ -4,18 +4,10 @@
 #include <chrono>
 
 #include "store/tensor_views.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace strata {
-
-namespace {
-size_t round_up(size_t n, size_t a) {
-    return (n + a - 1) / a * a;
-}
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 Result<SlotRing> SlotRing::create(const ModelInfo& info,
                                   const std::vector<std::vector<size_t>>& groups,
