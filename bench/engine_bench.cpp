@@ -174,19 +174,17 @@ int main(int argc, char** argv) {
         ModelLoadOptions opt;
         opt.engine.threads = threads;
         opt.engine.n_ctx = uint32_t(prompt_tokens + gen_tokens + 1);
-        if (stream_lookahead >= 0) {
-            auto file = read_gguf(path);
-            auto hp = file ? load_hparams(*file) : Result<ModelHparams>(file.error());
-            if (!hp) {
-                std::fprintf(stderr, "strata_bench_engine: %s\n", hp.error().message.c_str());
-                return 1;
-            }
-            StreamingConfig sc;
-            sc.stream_ffn.assign(hp->n_layer, true);
-            sc.lookahead = stream_lookahead;
-            opt.streaming = sc;
+        auto file = read_gguf(path);
+        auto info = file ? load_model_info(std::move(*file)) : Result<ModelInfo>(file.error());
+        if (!info) {
+            std::fprintf(stderr, "strata_bench_engine: %s\n", info.error().message.c_str());
+            return 1;
         }
-        auto m = LoadedModel::load(path, opt);
+        if (stream_lookahead >= 0) {
+            const std::vector<bool> every_layer(info->hparams ? info->hparams->n_layer : 0, true);
+            opt.layout = layer_stream_layout(*info, every_layer, {.lookahead = stream_lookahead});
+        }
+        auto m = LoadedModel::load(std::move(*info), std::nullopt, opt);
         if (!m) {
             std::fprintf(stderr, "strata_bench_engine: %s\n", m.error().message.c_str());
             return 1;

@@ -2,7 +2,7 @@
 // routing traces rather than guessed.
 //
 // Traces: the routing a MoE model's own router produces (--model: a prompt, then greedy decode
-// steps, recorded by the expert-stream store), and a trace with temporal locality made by
+// steps, recorded by the expert cache), and a trace with temporal locality made by
 // engine::make_local_trace (--stay, --skew), which is how trained MoE routers behave and a
 // synthetic model's random router does not. For cache sizes from 5% to 50% of all experts, it
 // prints the hit rate of LRU and LFU-with-aging on each trace (the store's exact replacement
@@ -18,7 +18,7 @@
 #include "engine/routing_trace.h"
 #include "gguf/reader.h"
 #include "store/expert_cache_policy.h"
-#include "store/expert_stream_store.h"
+#include "store/model_store.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -57,11 +57,11 @@ std::vector<std::vector<uint32_t>> model_trace(const std::string& path, int toke
     n_layer = int(info->hparams->n_layer);
     n_expert = int(info->hparams->n_expert);
     k = int(info->hparams->n_expert_used);
-    ExpertStreamConfig cfg;
+    ExpertCacheConfig cfg;
     cfg.cache_entries = uint64_t(n_layer) * uint64_t(n_expert);
     cfg.prefetch = false;
     cfg.warm = false;
-    auto store = ExpertStreamStore::open(*info, cfg);
+    auto store = ModelStore::open(*info, expert_stream_layout(*info, cfg));
     if (!store) die(store.error().message);
     engine::EngineOptions opt;
     opt.threads = threads;
@@ -71,7 +71,7 @@ std::vector<std::vector<uint32_t>> model_trace(const std::string& path, int toke
     std::vector<float> logits;
     const std::vector<int32_t> prompt{1, 2, 3, 4};
     if (auto r = (*e)->eval(prompt, engine::LogitsWanted::Last, logits); !r) die(r.error().message);
-    (*store)->record_trace();
+    (*store)->expert_cache()->record_trace();
     for (int i = 0; i < tokens; ++i) {
         const int32_t next =
             int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -79,7 +79,7 @@ std::vector<std::vector<uint32_t>> model_trace(const std::string& path, int toke
             die(r.error().message);
         }
     }
-    return (*store)->trace();
+    return (*store)->expert_cache()->trace();
 }
 
 }  // namespace

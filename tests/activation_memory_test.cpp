@@ -13,7 +13,8 @@
 #include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "model/activation_memory.h"
-#include "store/resident_store.h"
+#include "store/model_store.h"
+#include "store/store_layout.h"
 
 namespace strata {
 namespace {
@@ -43,7 +44,7 @@ TEST_P(ActivationMemoryCount, EngineAllocatesWithinTheCount) {
     ASSERT_TRUE(file) << file.error().message;
     auto info = load_model_info(std::move(*file));
     ASSERT_TRUE(info) << info.error().message;
-    auto store = ResidentStore::load(*info);
+    auto store = ModelStore::open(*info, resident_layout(*info));
     ASSERT_TRUE(store) << store.error().message;
 
     engine::EngineOptions o;

@@ -32,14 +32,7 @@ TEST_P(DecodeAllocations, ThirtyTwoDecodeStepsAllocateNothing) {
     const Case c = GetParam();
     // Four layers: more than the two slots of the smallest ffn-stream plan, so streamed layers
     // are read again at every step.
-    static test::TempDir dir;
-    const std::string path = dir.file(c.preset + ".gguf");
-    SynthConfig config;
-    config.hparams = *synth_preset(c.preset);
-    config.hparams.n_layer = 4;
-    config.weights = TensorType::Q8_0;
-    config.threads = 2;
-    ASSERT_TRUE(write_synthetic_model(config, path, /*overwrite=*/true));
+    const std::string& path = test::synth_test_model(c.preset, TensorType::Q8_0, 1, 4);
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = 256;

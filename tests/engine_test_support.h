@@ -30,9 +30,10 @@ std::vector<GoldenModel> golden_models();
 std::string test_name(std::string stem);
 
 // A synthetic model of a preset written once per process (into a temporary directory removed
-// at exit) and shared by the tests that ask for the same preset, weights and seed.
+// at exit) and shared by the tests that ask for the same preset, weights, seed and layer count
+// (0: the preset's).
 const std::string& synth_test_model(const std::string& preset, TensorType weights,
-                                    uint64_t seed = 1);
+                                    uint64_t seed = 1, uint32_t layers = 0);
 
 // The logits of a fixed 6-token prompt evaluated as one batch, then of `steps` greedy steps (2
 // threads, a 64-token context), computed through `store`: what the store tests compare between

@@ -12,7 +12,7 @@
 #include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "store/expert_cache_policy.h"
-#include "store/expert_stream_store.h"
+#include "store/model_store.h"
 #include "test_support.h"
 
 namespace strata {
@@ -87,12 +87,12 @@ TEST(ExpertRouting, EngineReplaysAForcedTraceThroughTheStore) {
     const auto& hp = *info->hparams;
     auto trace = std::make_shared<RoutingTrace>(engine::make_local_trace(
         int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 12, 0.5, 1.0, 3));
-    ExpertStreamConfig cfg;
+    ExpertCacheConfig cfg;
     cfg.cache_entries = 4;
     cfg.prefetch = false;
-    auto store = ExpertStreamStore::open(*info, cfg);
+    auto store = ModelStore::open(*info, expert_stream_layout(*info, cfg));
     ASSERT_TRUE(store);
-    (*store)->record_trace();
+    (*store)->expert_cache()->record_trace();
     engine::EngineOptions opt;
     opt.threads = 2;
     opt.n_ctx = 32;
@@ -103,7 +103,7 @@ TEST(ExpertRouting, EngineReplaysAForcedTraceThroughTheStore) {
     for (int32_t tok = 0; tok < 12; ++tok) {
         ASSERT_TRUE((*e)->eval({&tok, 1}, engine::LogitsWanted::Last, logits));
     }
-    const auto& seen = (*store)->trace();
+    const auto& seen = (*store)->expert_cache()->trace();
     ASSERT_EQ(seen.size(), 12u * hp.n_layer);
     for (size_t i = 0; i < seen.size(); ++i) {
         const int layer = int(i % hp.n_layer);

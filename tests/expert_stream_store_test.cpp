@@ -1,5 +1,5 @@
-// The expert-stream store must change nothing but where expert bytes come from (design invariant
-// 1): bit-identical logits to the resident store for any cache size, policy and prefetch, on
+// The expert cache must change nothing but where expert bytes come from (design invariant
+// 1): bit-identical logits to a resident layout for any cache size, policy and prefetch, on
 // fused and shared-expert layouts; its counters must add up against a recorded routing trace
 // (hit rate equal to the cache-policy simulation of that trace, disk bytes = misses x expert
 // bytes); a poisoned cache entry is read again, never computed with; the routing statistics file
@@ -13,8 +13,7 @@
 #include "engine/engine.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
-#include "store/expert_stream_store.h"
-#include "store/resident_store.h"
+#include "store/model_store.h"
 #include "test_support.h"
 
 namespace strata {
@@ -51,7 +50,7 @@ TEST(ExpertStreamStore, GivesResidentLogitsForAnyCacheAndPrefetch) {
     for (const std::string& path : moe_models()) {
         SCOPED_TRACE(path);
         const ModelInfo info = load_info(path);
-        auto resident = ResidentStore::load(info);
+        auto resident = ModelStore::open(info, resident_layout(info));
         ASSERT_TRUE(resident) << resident.error().message;
         const Logits want = run_tokens(info, **resident);
         const uint64_t all = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
@@ -67,16 +66,16 @@ TEST(ExpertStreamStore, GivesResidentLogitsForAnyCacheAndPrefetch) {
             SCOPED_TRACE("entries " + std::to_string(c.entries) + " " +
                          std::string(cache_policy_name(c.policy)) +
                          (c.prefetch ? " prefetch" : ""));
-            ExpertStreamConfig cfg;
+            ExpertCacheConfig cfg;
             cfg.cache_entries = c.entries;
             cfg.policy = c.policy;
             cfg.prefetch = c.prefetch;
-            auto store = ExpertStreamStore::open(info, cfg);
+            auto store = ModelStore::open(info, expert_stream_layout(info, cfg));
             ASSERT_TRUE(store) << store.error().message;
             const Logits got = run_tokens(info, **store);
             ASSERT_EQ(got.size(), want.size());
             for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
-            const ExpertStreamStats& t = (*store)->totals();
+            const ExpertStreamStats& t = (*store)->expert_cache()->totals();
             EXPECT_EQ(t.hits + t.misses, t.requests);
             EXPECT_LE(t.prefetch_used, t.prefetches);
             EXPECT_GT(t.bytes_from_disk, 0u);
@@ -97,28 +96,28 @@ TEST(ExpertStreamStore, HitRateAndBytesMatchTheRecordedTrace) {
         const ModelInfo info = load_info(path);
         const uint64_t all = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
         for (CachePolicy policy : {CachePolicy::Lru, CachePolicy::Lfu}) {
-            ExpertStreamConfig cfg;
+            ExpertCacheConfig cfg;
             cfg.cache_entries = std::max<uint64_t>(info.hparams->n_expert, all / 3);
             cfg.policy = policy;
             cfg.prefetch = false;
-            auto store = ExpertStreamStore::open(info, cfg);
+            auto store = ModelStore::open(info, expert_stream_layout(info, cfg));
             ASSERT_TRUE(store) << store.error().message;
-            (*store)->record_trace();
+            (*store)->expert_cache()->record_trace();
             run_tokens(info, **store, 16);
-            const ExpertStreamStats& t = (*store)->totals();
+            const ExpertStreamStats& t = (*store)->expert_cache()->totals();
             uint64_t keys = 0;
-            for (const auto& b : (*store)->trace()) keys += b.size();
+            for (const auto& b : (*store)->expert_cache()->trace()) keys += b.size();
             EXPECT_EQ(keys, t.requests);
-            const double simulated = simulate_hit_rate((*store)->trace(), size_t(all),
-                                                       size_t(cfg.cache_entries), policy);
+            const double simulated = simulate_hit_rate(
+                (*store)->expert_cache()->trace(), size_t(all), size_t(cfg.cache_entries), policy);
             EXPECT_DOUBLE_EQ(double(t.hits) / double(t.requests), simulated)
                 << cache_policy_name(policy);
             // Every miss read one expert's three slices (their size depends on the layer in a
             // mixed-type file), nothing else was read.
-            const auto resident = ResidentStore::load(info);
+            const auto resident = ModelStore::open(info, resident_layout(info));
             ASSERT_TRUE(resident);
             uint64_t misses = 0, bytes = 0;
-            const auto& layers = (*store)->layer_stats();
+            const auto& layers = (*store)->expert_cache()->layer_stats();
             for (size_t l = 0; l < layers.size(); ++l) {
                 const auto ev = (*resident)->acquire_expert(int(l), 0);
                 ASSERT_TRUE(ev);
@@ -136,16 +135,16 @@ TEST(ExpertStreamStore, PoisonedEntriesAreReadAgainNotComputedWith) {
     for (const std::string& path : moe_models()) {
         SCOPED_TRACE(path);
         const ModelInfo info = load_info(path);
-        auto resident = ResidentStore::load(info);
+        auto resident = ModelStore::open(info, resident_layout(info));
         ASSERT_TRUE(resident);
         const Logits want = run_tokens(info, **resident);
-        ExpertStreamConfig cfg;
+        ExpertCacheConfig cfg;
         cfg.cache_entries = uint64_t(info.hparams->n_layer) * info.hparams->n_expert;
-        auto store = ExpertStreamStore::open(info, cfg);
+        auto store = ModelStore::open(info, expert_stream_layout(info, cfg));
         ASSERT_TRUE(store);
-        ExpertStreamStore& s = **store;
+        ExpertCache& s = *(*store)->expert_cache();
         uint64_t misses_before = 0;
-        const Logits got = run_tokens(info, s, 8, [&] {
+        const Logits got = run_tokens(info, **store, 8, [&] {
             misses_before = s.totals().misses;
             for (size_t i = 0; i < s.entries(); ++i) s.poison_entry_for_test(i);
         });
@@ -161,36 +160,36 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
     test::TempDir dir;
     const std::string stats = expert_statistics_path(dir.path().string(), a);
     EXPECT_NE(stats, expert_statistics_path(dir.path().string(), b));
-    ExpertStreamConfig cfg;
+    ExpertCacheConfig cfg;
     cfg.cache_entries = 8;
     cfg.stats_path = stats;
     {
-        auto store = ExpertStreamStore::open(a, cfg);
+        auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        EXPECT_TRUE((*store)->warnings().empty());
+        EXPECT_TRUE((*store)->expert_cache()->warnings().empty());
         run_tokens(a, **store);
     }  // saved on close
     ASSERT_TRUE(std::filesystem::exists(stats));
     {
-        auto store = ExpertStreamStore::open(a, cfg);
+        auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        EXPECT_TRUE((*store)->warnings().empty());
-        EXPECT_GT((*store)->coactivation().tokens_recorded(), 0u);
+        EXPECT_TRUE((*store)->expert_cache()->warnings().empty());
+        EXPECT_GT((*store)->expert_cache()->coactivation().tokens_recorded(), 0u);
         run_tokens(a, **store, 2);
-        EXPECT_GT((*store)->totals().hits, 0u);  // warmed with the favourites
+        EXPECT_GT((*store)->expert_cache()->totals().hits, 0u);  // warmed with the favourites
     }
     // Another model's statistics under b's name: ignored.
     const std::string b_stats = expert_statistics_path(dir.path().string(), b);
     std::filesystem::copy_file(stats, b_stats);
-    ExpertStreamConfig bcfg = cfg;
+    ExpertCacheConfig bcfg = cfg;
     bcfg.stats_path = b_stats;
     bcfg.warm = true;
     {
-        auto store = ExpertStreamStore::open(b, bcfg);
+        auto store = ModelStore::open(b, expert_stream_layout(b, bcfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->warnings().size(), 1u);
-        EXPECT_NE((*store)->warnings()[0].find("another model"), std::string::npos);
-        EXPECT_EQ((*store)->coactivation().tokens_recorded(), 0u);
+        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
+        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("another model"), std::string::npos);
+        EXPECT_EQ((*store)->expert_cache()->coactivation().tokens_recorded(), 0u);
     }
     // A damaged file: ignored, and replaced by good statistics at the end of the run.
     {
@@ -199,18 +198,19 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
         f.put('\x55');
     }
     {
-        auto store = ExpertStreamStore::open(a, cfg);
+        auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->warnings().size(), 1u);
-        EXPECT_NE((*store)->warnings()[0].find("damaged"), std::string::npos);
+        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
+        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("damaged"), std::string::npos);
         run_tokens(a, **store, 2);
     }
     {
         std::ofstream(stats, std::ios::trunc) << "not statistics";
-        auto store = ExpertStreamStore::open(a, cfg);
+        auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->warnings().size(), 1u);
-        EXPECT_NE((*store)->warnings()[0].find("not an expert statistics file"), std::string::npos);
+        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
+        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("not an expert statistics file"),
+                  std::string::npos);
     }
 }
 
@@ -270,11 +270,15 @@ TEST(ExpertStreamStats, SumAndDifferenceCoverEveryField) {
     EXPECT_EQ(d.stall_seconds, b.stall_seconds);
 }
 
-TEST(ExpertStreamStore, RefusesADenseModel) {
+TEST(ExpertStreamStore, ADenseModelHasNoExpertCache) {
     const ModelInfo info = load_info(test::synth_test_model("tiny", TensorType::Q8_0));
-    auto store = ExpertStreamStore::open(info, ExpertStreamConfig{});
-    ASSERT_FALSE(store);
-    EXPECT_NE(store.error().message.find("mixture-of-experts"), std::string::npos);
+    const StoreLayout layout = expert_stream_layout(info, ExpertCacheConfig{});
+    EXPECT_FALSE(layout.any(Residence::ExpertCache));
+    StreamReader reader;
+    StoreStats stats;
+    auto cache = ExpertCache::create(info, {}, ExpertCacheConfig{}, reader, stats);
+    ASSERT_FALSE(cache);
+    EXPECT_NE(cache.error().message.find("mixture-of-experts"), std::string::npos);
 }
 
 }  // namespace

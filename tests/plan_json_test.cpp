@@ -43,16 +43,20 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     const json j = plan_json(p, m);
 
     EXPECT_EQ(keys(j), (std::vector<std::string>{
-                           "batch", "bound", "budgets", "expert_cache", "kv_type", "layers",
+                           "batch", "bound", "budgets", "deep", "expert_cache", "kv_type", "layers",
                            "memory", "mode", "mode_forced", "n_ctx", "notes", "reason", "stream",
                            "tensors", "threads", "tiers", "tokens_per_second"}));
-    EXPECT_EQ(keys(j["memory"]),
-              (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
-                                        "cached_weights", "expert_cache", "io_buffers", "kv_cache",
-                                        "resident_weights", "slack", "slots", "total"}));
+    EXPECT_EQ(
+        keys(j["memory"]),
+        (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
+                                  "cached_weights", "expert_cache", "io_buffers", "kv_cache",
+                                  "resident_weights", "row_buffers", "slack", "slots", "total"}));
     EXPECT_EQ(j["batch"], 512);
     EXPECT_GT(j["memory"]["activations"].get<uint64_t>(), 0u);
     EXPECT_FALSE(j["memory"]["baseline_measured"].get<bool>());
+    EXPECT_EQ(keys(j["deep"]),
+              (std::vector<std::string>{"embedding_rows", "head_rows", "whole_layers"}));
+    EXPECT_EQ(keys(j["tensors"][0]), (std::vector<std::string>{"name", "tier", "unit", "use"}));
     EXPECT_EQ(keys(j["stream"]).size(), 10u);
     EXPECT_EQ(keys(j["expert_cache"]).size(), 5u);
     EXPECT_EQ(keys(j["budgets"]).size(), 5u);

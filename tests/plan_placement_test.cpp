@@ -231,8 +231,8 @@ TEST(PlanPlacement, MoeThatFitsIsResident) {
 
 TEST(PlanPlacement, TooSmallBudgetNamesTheMinimum) {
     const ModelInfo& m = llama8b();
-    // The minimum: resident tensors, KV cache, two slots, the engine, the process, I/O buffers,
-    // and the slack of a budget that small.
+    // The minimum of streaming FFN layers only: resident tensors, KV cache, two slots, the
+    // engine, the process, I/O buffers, and the slack of a budget that small.
     const Plan two_slots = plan_or_fail(m, ram(3 * GiB), [] {
         PlanOptions o = ctx(4096);
         o.slots = 2;
@@ -244,24 +244,36 @@ TEST(PlanPlacement, TooSmallBudgetNamesTheMinimum) {
     uint64_t minimum = need;
     while (minimum < need + kSlackBytes + minimum / kSlackPerBudget) ++minimum;
 
-    auto small = make_plan(m, test::plan_profile(), ram(GiB), ctx(4096));
-    ASSERT_FALSE(small.ok());
-    const std::string& e = small.error().message;
-    EXPECT_NE(e.find("1.00 GiB is too small for this model"), std::string::npos) << e;
-    EXPECT_NE(e.find("at least " + format_bytes(minimum)), std::string::npos) << e;
-    EXPECT_NE(e.find("KV cache (512.00 MiB for 4096 tokens)"), std::string::npos) << e;
-    EXPECT_NE(e.find("2 FFN slots"), std::string::npos) << e;
-    EXPECT_NE(e.find("--ram"), std::string::npos) << e;
-
-    // Exactly the minimum works, one byte less does not.
+    // Exactly the minimum of streaming FFN layers works, with everything else resident.
     const Plan at_minimum = plan_or_fail(m, ram(minimum), ctx(4096));
     EXPECT_EQ(at_minimum.mode, PlanMode::FfnStream);
     EXPECT_EQ(at_minimum.stream.slots, 2u);
     EXPECT_EQ(at_minimum.stream.cached_layers, 0u);
     EXPECT_EQ(at_minimum.memory.total, minimum);
-    EXPECT_FALSE(make_plan(m, test::plan_profile(), ram(minimum - 1), ctx(4096)).ok());
+    EXPECT_FALSE(at_minimum.deep.embedding_rows || at_minimum.deep.head_rows ||
+                 at_minimum.deep.whole_layers);
+    // One byte less: deeper streaming (with this small vocabulary the tables are smaller than
+    // their row buffers, so attention goes first: whole layers).
+    const Plan below = plan_or_fail(m, ram(minimum - 1), ctx(4096));
+    EXPECT_TRUE(below.deep.whole_layers);
+    EXPECT_LE(below.memory.total, minimum - 1);
+    EXPECT_GT(below.memory.row_buffers, 0u);
+    // 1 GiB: everything streams, whole layers included.
+    const Plan deepest = plan_or_fail(m, ram(GiB), ctx(4096));
+    EXPECT_TRUE(deepest.deep.whole_layers && deepest.deep.head_rows);
+    EXPECT_LE(deepest.memory.total, GiB);
+
+    // Below even that, the error names the smallest minimum and its parts.
+    auto small = make_plan(m, test::plan_profile(), ram(600ull << 20), ctx(4096));
+    ASSERT_FALSE(small.ok());
+    const std::string& e = small.error().message;
+    EXPECT_NE(e.find("600.00 MiB is too small for this model"), std::string::npos) << e;
+    EXPECT_NE(e.find("KV cache (512.00 MiB for 4096 tokens)"), std::string::npos) << e;
+    EXPECT_NE(e.find("row buffers"), std::string::npos) << e;
+    EXPECT_NE(e.find("2 slots of a whole layer"), std::string::npos) << e;
+    EXPECT_NE(e.find("--ram"), std::string::npos) << e;
     // A shorter context needs less.
-    EXPECT_TRUE(make_plan(m, test::plan_profile(), ram(minimum - 1), ctx(2048)).ok());
+    EXPECT_TRUE(make_plan(m, test::plan_profile(), ram(600ull << 20), ctx(1024)).ok());
 
     auto moe = make_plan(mixtral(), test::plan_profile(), ram(GiB / 4), ctx(4096));
     ASSERT_FALSE(moe.ok());

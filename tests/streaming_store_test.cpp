@@ -1,8 +1,8 @@
-// The ffn-stream store must change nothing but where the bytes come from (design invariant 1):
-// the same tokens give bit-identical logits with FFN layers streamed through any number of slots
-// and any prefetch depth as with everything resident, on io_uring and on the pread fallback;
-// its counters must add up (every streamed layer found ready, waited for or read on demand; disk
-// bytes = streamed bytes per load).
+// Layers streamed through the slot ring must change nothing but where the bytes come from
+// (design invariant 1): the same tokens give bit-identical logits with FFN layers streamed through
+// any number of slots and any prefetch depth as with everything resident, on io_uring and on the
+// pread fallback; its counters must add up (every streamed layer found ready, waited for or read on
+// demand; disk bytes = streamed bytes per load).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,8 +12,7 @@
 #include "engine/engine.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
-#include "store/resident_store.h"
-#include "store/streaming_store.h"
+#include "store/model_store.h"
 #include "test_support.h"
 
 namespace strata {
@@ -40,7 +39,7 @@ class StreamingStoreTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(StreamingStoreTest, StreamedFfnGivesResidentLogits) {
     STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info(GetParam());
-    auto resident = ResidentStore::load(info);
+    auto resident = ModelStore::open(info, resident_layout(info));
     ASSERT_TRUE(resident) << resident.error().message;
     const TokenRun want = run_tokens(info, **resident);
     const uint32_t n_layer = info.hparams->n_layer;
@@ -53,19 +52,19 @@ TEST_P(StreamingStoreTest, StreamedFfnGivesResidentLogits) {
                          Case{1, int(n_layer), false}, Case{1, 2, true}}) {
         SCOPED_TRACE("lookahead " + std::to_string(c.lookahead) + " slots " +
                      std::to_string(c.slots) + (c.every_other ? " every other layer" : ""));
-        StreamingConfig cfg;
-        for (uint32_t l = 0; l < n_layer; ++l) cfg.stream_ffn.push_back(!c.every_other || l % 2);
-        cfg.lookahead = c.lookahead;
-        cfg.slots = c.slots;
-        auto store = StreamingStore::open(info, cfg);
+        std::vector<bool> stream_layers;
+        for (uint32_t l = 0; l < n_layer; ++l) stream_layers.push_back(!c.every_other || l % 2);
+        const SlotRingConfig ring{.lookahead = c.lookahead, .slots = c.slots};
+        auto store = ModelStore::open(info, layer_stream_layout(info, stream_layers, ring));
         ASSERT_TRUE(store) << store.error().message;
         const TokenRun got = run_tokens(info, **store);
         ASSERT_EQ(got.logits.size(), want.logits.size());
         for (size_t i = 0; i < want.logits.size(); ++i) EXPECT_EQ(got.logits[i], want.logits[i]);
 
-        const StreamingStats& st = (*store)->streaming_stats();
+        EXPECT_EQ((*store)->mode_name(), "ffn-stream");
+        const SlotStats& st = (*store)->slot_ring().stats();
         uint32_t streamed = 0;
-        for (bool b : cfg.stream_ffn) streamed += b;
+        for (bool b : stream_layers) streamed += b;
         EXPECT_EQ(st.layer_loads, uint64_t(streamed) * want.logits.size());
         EXPECT_EQ(st.hits + st.waits + st.misses, st.layer_loads);
         EXPECT_GT((*store)->stats().bytes_from_disk, 0u);
@@ -101,28 +100,35 @@ INSTANTIATE_TEST_SUITE_P(Models, StreamingStoreTest,
 TEST(StreamingStore, PreadFallbackGivesTheSameLogits) {
     STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
-    auto resident = ResidentStore::load(info);
+    auto resident = ModelStore::open(info, resident_layout(info));
     ASSERT_TRUE(resident);
     const TokenRun want = run_tokens(info, **resident);
     ::setenv("STRATA_IO", "pread", 1);
-    StreamingConfig cfg;
-    cfg.stream_ffn.assign(info.hparams->n_layer, true);
-    cfg.lookahead = 1;
-    auto store = StreamingStore::open(info, cfg);
+    const std::vector<bool> every_layer(info.hparams->n_layer, true);
+    auto store = ModelStore::open(info, layer_stream_layout(info, every_layer, {.lookahead = 1}));
     ::unsetenv("STRATA_IO");
     ASSERT_TRUE(store) << store.error().message;
     const TokenRun got = run_tokens(info, **store);
     for (size_t i = 0; i < want.logits.size(); ++i) EXPECT_EQ(got.logits[i], want.logits[i]);
 }
 
-TEST(StreamingStore, RefusesAConfigurationForMoreLayersThanTheModelHas) {
+TEST(StreamingStore, RefusesALayoutThatDoesNotFitTheModel) {
     STRATA_REQUIRE_TESTDATA();
     const ModelInfo info = load_info("models/synthetic/llama-dense-Q8_0.gguf");
-    StreamingConfig cfg;
-    cfg.stream_ffn.assign(info.hparams->n_layer + 1, true);
-    auto store = StreamingStore::open(info, cfg);
+    StoreLayout longer = resident_layout(info);
+    longer.tensors.push_back(Residence::Arena);
+    auto store = ModelStore::open(info, longer);
     ASSERT_FALSE(store);
-    EXPECT_NE(store.error().message.find("layers"), std::string::npos);
+    EXPECT_NE(store.error().message.find("tensors"), std::string::npos);
+
+    // Tensors outside the layers have no layer to stream with.
+    StoreLayout global_streamed = resident_layout(info);
+    for (size_t i = 0; i < info.tensors.size(); ++i) {
+        if (info.tensors[i].layer < 0) global_streamed.tensors[i] = Residence::Slot;
+    }
+    store = ModelStore::open(info, global_streamed);
+    ASSERT_FALSE(store);
+    EXPECT_NE(store.error().message.find("cannot stream"), std::string::npos);
 }
 
 // A model file cut short while strata runs (a disk error, a copy still in progress): the next
@@ -138,11 +144,10 @@ TEST(StreamingStore, FileTruncatedMidRunIsAnErrorNotGarbage) {
     ASSERT_TRUE(f);
     auto info = load_model_info(std::move(*f));
     ASSERT_TRUE(info);
-    StreamingConfig cfg;
-    cfg.stream_ffn.assign(info->hparams->n_layer, true);
-    cfg.lookahead = 0;
-    cfg.slots = 1;  // one slot: every token reads every layer again
-    auto store = StreamingStore::open(*info, cfg);
+    const std::vector<bool> every_layer(info->hparams->n_layer, true);
+    // One slot: every token reads every layer again.
+    auto store = ModelStore::open(
+        *info, layer_stream_layout(*info, every_layer, {.lookahead = 0, .slots = 1}));
     ASSERT_TRUE(store) << store.error().message;
     engine::EngineOptions opt;
     opt.threads = 2;

@@ -138,6 +138,12 @@ class Backend {
     // head.rows()). The normalised rows are left in Normed.
     virtual void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
                              int64_t rows, float* logits) = 0;
+    // The same for a head the store hands out in pieces of rows: normalize_output leaves rows
+    // first_row.. of Hidden normalised in Normed; then head_logits, for each piece (vocabulary
+    // rows vocab_first.. of the head), writes those columns of the logits (rows x n_vocab).
+    virtual void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) = 0;
+    virtual void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab,
+                             int64_t rows, float* logits) = 0;
 };
 
 }  // namespace strata

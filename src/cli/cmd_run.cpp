@@ -63,8 +63,8 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
     const StoreStats& st = m.store->stats();
     if (st.bytes_from_disk > 0)
         line += " | " + format_bytes(st.bytes_from_disk, true) + " from disk";
-    if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
-        const ExpertStreamStats& e = x->totals();
+    if (const StoreReport report = m.store->report(); report.cache_entries > 0) {
+        const ExpertStreamStats& e = report.experts;
         if (e.requests > 0) {
             line += ", expert cache hit rate " +
                     format_fixed(100.0 * double(e.hits) / double(e.requests), 1) + "%";
@@ -95,8 +95,8 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
         j["memory_baseline"] = p.baseline;
         j["memory_baseline_measured"] = p.baseline_measured;
     }
-    if (const auto* x = dynamic_cast<const ExpertStreamStore*>(m.store.get())) {
-        const ExpertStreamStats& e = x->totals();
+    if (const StoreReport report = m.store->report(); report.cache_entries > 0) {
+        const ExpertStreamStats& e = report.experts;
         j["experts"] = {{"requests", e.requests},
                         {"hits", e.hits},
                         {"misses", e.misses},

@@ -32,14 +32,6 @@ const char* op_name(Op op) {
     return "?";
 }
 
-namespace {
-// The LM head: output.weight, or token_embd when the output is tied to it.
-const TensorView& lm_head(const LayerView& g) {
-    return g.weight(TensorRole::Output).present() ? g.weight(TensorRole::Output)
-                                                  : g.weight(TensorRole::TokenEmbedding);
-}
-}  // namespace
-
 template <typename F>
 void Engine::timed(Op op, F&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -65,9 +57,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     if (!fn) return err("strata cannot run architecture '" + hp.arch + "'");
     const LayerView& g = store.globals();
     const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
-    if (!embd.present()) return err("the model has no token_embd.weight");
+    if (embd.row_bytes == 0) return err("the model has no token_embd.weight");
     if (!g.weight(TensorRole::OutputNorm).present()) return err("the model has no output_norm");
-    const TensorView& head = lm_head(g);
+    const TensorView& head = store.head_view();
     if (head.ne[0] != hp.n_embd || embd.ne[0] != hp.n_embd) {
         return err("token_embd / output rows do not have n_embd = " + std::to_string(hp.n_embd) +
                    " values");
@@ -115,6 +107,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     e->be_ = e->layer_backend_.empty() ? e->backends_[0].get() : e->layer_backend_[0];
     if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
+    e->row_ids_.resize(e->max_batch_);
+    for (uint32_t i = 0; i < e->max_batch_; ++i) e->row_ids_[i] = int32_t(i);
     if (hp.is_moe()) {
         const size_t n_expert = hp.n_expert, k = hp.n_expert_used, rows = e->max_batch_;
         e->router_logits_.resize(rows * n_expert);
@@ -198,7 +192,10 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
     be_ = layer_backend_.empty() ? backends_[0].get() : layer_backend_[0];
     const LayerView& g = store_.globals();
     const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
-    timed(Op::Elementwise, [&] { be_->embed(embd, tokens); });
+    STRATA_ASSIGN(const WeightStore::EmbeddingLookup lookup, store_.embedding_rows(tokens));
+    const std::span<const int32_t> rows =
+        lookup.rows_in_order ? std::span<const int32_t>(row_ids_).first(tokens.size()) : tokens;
+    timed(Op::Elementwise, [&] { be_->embed(*lookup.table, rows); });
     dump("inp_embd", -1, Act::Hidden, n, d);
 
     for (int il = 0; il < int(hp_.n_layer); ++il) {
@@ -218,16 +215,35 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
         if (dump_.enabled()) dump_.write("result_norm", -1, out, n, d);
     } else if (out) {
         const int64_t first = wanted == LogitsWanted::All ? 0 : n - 1;
-        const TensorView& head = lm_head(g);
-        timed(Op::LmHead, [&] { be_->output_head(norm, head, first, n - first, out); });
+        STRATA_TRY(output_head(norm, first, n - first, out));
         dump("result_norm", -1, Act::Normed, n - first, d);
         if (dump_.enabled()) dump_.write("result_output", -1, out, n - first, n_vocab_);
+        const TensorView& head = store_.head_view();
         head_bytes = head.row_bytes * uint64_t(head.rows());
     }
     stats_.weight_bytes +=
         store_.stats().bytes_served - served_before + head_bytes + uint64_t(n) * embd.row_bytes;
     stats_.tokens += uint64_t(n);
     ++stats_.eval_calls;
+    return {};
+}
+
+Result<void> Engine::output_head(const TensorView& norm, int64_t first, int64_t rows, float* out) {
+    const int pieces = store_.head_pieces();
+    int64_t vocab_first = 0;
+    if (pieces == 1) {
+        STRATA_ASSIGN(const TensorView* head, store_.acquire_head_piece(0, vocab_first));
+        timed(Op::LmHead, [&] { be_->output_head(norm, *head, first, rows, out); });
+        store_.release_head_piece(0);
+        return {};
+    }
+    timed(Op::LmHead, [&] { be_->normalize_output(norm, first, rows); });
+    for (int p = 0; p < pieces; ++p) {
+        STRATA_ASSIGN(const TensorView* piece, store_.acquire_head_piece(p, vocab_first));
+        timed(Op::LmHead,
+              [&] { be_->head_logits(*piece, vocab_first, int64_t(n_vocab_), rows, out); });
+        store_.release_head_piece(p);
+    }
     return {};
 }
 

@@ -101,6 +101,8 @@ class Engine {
     // Pre-norm self-attention: norm, q/k/v (+biases), per-head q/k norms when the layer has
     // them, rope, cache, attention, output projection.
     Result<void> attention_block(const LayerArgs& a);
+    // Logits of `rows` rows of the hidden state from first: the head whole, or piece by piece.
+    Result<void> output_head(const TensorView& norm, int64_t first, int64_t rows, float* out);
     // Pre-norm SwiGLU FFN.
     Result<void> dense_ffn_block(const LayerArgs& a);
     // Pre-norm mixture of experts, plus the sigmoid-gated shared expert when the layer has one.
@@ -127,6 +129,7 @@ class Engine {
     uint32_t n_ctx_ = 0;
     uint32_t n_vocab_ = 0;
     uint32_t max_batch_ = 512;
+    std::vector<int32_t> row_ids_;  // 0..max_batch-1: rows of an embedding table in batch order
     uint32_t n_past_ = 0;
     int threads_ = 0;
     std::shared_ptr<const RoutingTrace> forced_routing_;

@@ -21,9 +21,9 @@ int32_t greedy(const std::vector<float>& logits) {
 }
 
 std::optional<ExpertStreamStats> expert_figures(const WeightStore& store) {
-    const auto* s = dynamic_cast<const ExpertStreamStore*>(&store);
-    if (!s) return std::nullopt;
-    return s->totals();
+    StoreReport report = store.report();
+    if (report.cache_entries == 0) return std::nullopt;
+    return report.experts;
 }
 
 uint64_t io_now() {

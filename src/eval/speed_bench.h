@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "session/loaded_model.h"
-#include "store/expert_stream_store.h"
+#include "store/weight_store.h"
 #include "util/result.h"
 
 namespace strata {

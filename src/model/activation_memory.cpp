@@ -26,7 +26,8 @@ TensorType kv_element_type(KvType t) {
 
 uint32_t widest_ffn(const ModelHparams& hp) {
     uint32_t widest = hp.is_moe() ? std::max(hp.n_ff_exp, hp.n_ff_shexp) : hp.n_ff;
-    const uint32_t dense_layers = hp.is_moe() ? std::min(hp.n_leading_dense, hp.n_layer) : hp.n_layer;
+    const uint32_t dense_layers =
+        hp.is_moe() ? std::min(hp.n_leading_dense, hp.n_layer) : hp.n_layer;
     for (uint32_t l = 0; l < dense_layers; ++l) widest = std::max(widest, hp.n_ff_at(l));
     return widest;
 }
@@ -54,7 +55,8 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
 
     ActivationMemory m;
     // Hidden, Normed, Out, Side; Q, K, V, AttnOut; a sigmoid gate per row; rope's angles.
-    m.rows = R * (4 * d + n_head * hp.head_dim_k + n_head_kv * (hp.head_dim_k + hp.head_dim_v) +
+    m.rows = R *
+                 (4 * d + n_head * hp.head_dim_k + n_head_kv * (hp.head_dim_k + hp.head_dim_v) +
                   n_head * hp.head_dim_v) *
                  f +
              R * f + uint64_t(hp.n_rot / 2) * 2 * f;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "quant/blocks.h"
+#include "util/units.h"
 
 namespace strata {
 
@@ -25,12 +26,6 @@ Result<KvType> parse_kv_type(std::string_view name) {
 size_t kv_row_bytes(KvType type, uint64_t n) {
     return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
 }
-
-namespace {
-uint64_t round_up(uint64_t n, uint64_t a) {
-    return (n + a - 1) / a * a;
-}
-}  // namespace
 
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
     uint64_t total = 0;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "io/direct_reader.h"
 #include "model/activation_memory.h"
 #include "model/kv_layout.h"
 #include "plan/plan_layers.h"
@@ -87,22 +86,13 @@ std::string kv_phrase(const Inputs& in) {
 }
 
 // The lines besides weights and KV cache, in words, for the errors that name a minimum.
-std::string overhead_phrase(const Inputs& in, uint64_t load_staging) {
+std::string overhead_phrase(const Inputs& in) {
     const MemoryPlan& o = in.overhead;
     return "the engine's activations (" + format_bytes(o.activations) + "), the process (" +
            format_bytes(o.baseline) + (o.baseline_measured ? ", measured" : ", estimated") +
-           "), I/O buffers (" + format_bytes(o.io_buffers + load_staging) + ") and slack (" +
+           "), I/O buffers (" + format_bytes(o.io_buffers) + ") and slack (" +
            format_bytes(kSlackBytes) + " and 1/" + std::to_string(kSlackPerBudget) +
            " of the budget)";
-}
-
-// What loading holds beyond what running will: the reader's staging, freed once the resident
-// weights are in, less what is allocated only after that (the KV cache, the activations, and
-// `later` bytes of slots). The resident weights themselves are held in both.
-uint64_t load_excess(const Inputs& in, uint64_t later) {
-    const uint64_t staging = DirectReader::Options{}.staging_bytes;
-    const uint64_t after = in.kv_bytes + in.overhead.activations + later;
-    return staging > after ? staging - after : 0;
 }
 
 // The lines of MemoryPlan that do not depend on the placement (plan.h says what each holds).
@@ -183,27 +173,57 @@ void set_layer_rows(Plan& plan, const ModelBytes& mb, const std::vector<TensorUs
     }
 }
 
-// Tier and use of every tensor from its layer's use of the streamed group.
-void place_tensors(Plan& plan, const Inputs& in, PlanMode group,
-                   const std::vector<TensorUse>& uses) {
+// Tier and use of every tensor from its layer's use of the streamed group; tensors read by rows
+// stream always.
+void place_tensors(Plan& plan, const Inputs& in, PlanMode group, const std::vector<TensorUse>& uses,
+                   const DeepStreaming& deep = {}) {
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const ModelTensor& t = in.model.tensors[i];
         TensorPlacement& p = plan.tensors[i];
-        if (plan_detail::is_streamable(t, group) && static_cast<size_t>(t.layer) < uses.size()) {
+        const StreamUnit unit =
+            stream_unit(t, plan_detail::stream_set(group), deep, in.hp.tied_output);
+        if (unit == StreamUnit::Rows) {
+            p = {Tier::Disk, TensorUse::Streamed, unit};
+        } else if (unit != StreamUnit::None && static_cast<size_t>(t.layer) < uses.size()) {
             p.use = uses[t.layer];
             p.tier = p.use == TensorUse::Streamed ? Tier::Disk : Tier::Ram;
+            if (p.use == TensorUse::Streamed) p.unit = unit;
         }
     }
 }
 
+// What deeper streaming a plan uses, in words, for its notes.
+void note_deep_streaming(Plan& plan, const Inputs& in, const plan_detail::ModelBytes& mb) {
+    const DeepStreaming& d = plan.deep;
+    if (d.embedding_rows) {
+        plan.notes.push_back(
+            "the token-embedding table does not fit beside the rest: each batch reads the rows it "
+            "looks up from disk");
+    }
+    if (d.head_rows) {
+        plan.notes.push_back("the LM head does not fit either: it is read from disk in chunks of " +
+                             format_bytes(kHeadChunkBytes) + " at every generated token");
+    }
+    if (d.head_rows && in.hp.tied_output) {
+        plan.notes.push_back("the LM head is the token-embedding table (tied): lookups read rows");
+    }
+    if (d.whole_layers) {
+        plan.notes.push_back(
+            "attention and norms do not fit either: whole layers stream through the slots");
+    }
+    if (mb.rows_streamed > 0) {
+        plan.notes.push_back(format_bytes(mb.rows_streamed) + " read by rows into " +
+                             format_bytes(mb.row_buffers) + " of row buffers");
+    }
+}
+
 Result<void> place_resident(Plan& plan, const Inputs& in) {
-    plan.memory.io_buffers = load_excess(in, 0);
-    const uint64_t need = in.model.totals.bytes + in.fixed() + plan.memory.io_buffers;
+    const uint64_t need = in.model.totals.bytes + in.fixed();
     if (need > plan.memory.budget) {
         return err("the RAM budget of ", format_bytes(plan.memory.budget),
                    " is too small for resident mode: the weights (",
                    format_bytes(in.model.totals.bytes), "), ", kv_phrase(in), ", ",
-                   overhead_phrase(in, plan.memory.io_buffers), " need ", format_bytes(need));
+                   overhead_phrase(in), " need ", format_bytes(need));
     }
     const ModelBytes mb =
         plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
@@ -212,25 +232,58 @@ Result<void> place_resident(Plan& plan, const Inputs& in) {
 }
 
 Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
-    const ModelBytes mb =
-        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
-    const size_t n = mb.layers.size();
-    uint64_t slot = 0;
-    for (const auto& l : mb.layers) slot = std::max(slot, l.stream_widened);
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
-    plan.memory.io_buffers = load_excess(in, min_slots * slot);
-    const uint64_t fixed = mb.resident() + in.fixed() + plan.memory.io_buffers;
     const uint64_t budget = plan.memory.budget;
-    const uint64_t minimum = smallest_budget(fixed - in.overhead.slack + min_slots * slot);
-    if (minimum > budget) {
-        return too_small(plan,
-                         "the resident tensors (attention, norms, embeddings, output head: " +
-                             format_bytes(mb.resident()) + "), " + kv_phrase(in) + ", " +
-                             std::to_string(min_slots) + " FFN slots (" +
-                             format_bytes(min_slots * slot) + "), " +
-                             overhead_phrase(in, plan.memory.io_buffers),
-                         minimum);
+    // The shallowest streaming whose minimum fits the budget: FFN layers; then the embedding
+    // table by rows; then the LM head by chunks; then whole layers. Each step trades RAM for
+    // disk reads per token, so a step is taken only when the one before does not fit.
+    const DeepStreaming levels[] = {
+        {}, {true, false, false}, {true, true, false}, {true, true, true}};
+    struct Level {
+        DeepStreaming deep;
+        ModelBytes mb;
+        uint64_t slot = 0, fixed = 0, minimum = 0;
+    };
+    std::optional<Level> chosen, smallest;
+    for (const DeepStreaming& d : levels) {
+        if (in.hp.tied_output && d.embedding_rows && !d.head_rows) continue;  // one table
+        Level l{d, plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size, d)};
+        for (const auto& layer : l.mb.layers) l.slot = std::max(l.slot, layer.stream_widened);
+        l.fixed = l.mb.resident() + l.mb.row_buffers + in.fixed();
+        l.minimum = smallest_budget(l.fixed - in.overhead.slack + min_slots * l.slot);
+        if (!smallest || l.minimum < smallest->minimum) smallest = l;
+        if (l.minimum <= budget) {
+            chosen = std::move(l);
+            break;
+        }
+    }
+    if (!chosen) {
+        const Level& l = *smallest;
+        return too_small(
+            plan,
+            "the resident tensors (" + format_bytes(l.mb.resident()) + "), " + kv_phrase(in) +
+                (l.mb.row_buffers ? ", row buffers (" + format_bytes(l.mb.row_buffers) + ")"
+                                  : std::string()) +
+                ", " + std::to_string(min_slots) +
+                (l.deep.whole_layers ? " slots of a whole layer (" : " FFN slots (") +
+                format_bytes(min_slots * l.slot) + "), " + overhead_phrase(in),
+            l.minimum);
+    }
+    plan.deep = chosen->deep;
+    const ModelBytes& mb = chosen->mb;
+    const uint64_t slot = chosen->slot, fixed = chosen->fixed;
+    plan.memory.row_buffers = mb.row_buffers;
+    note_deep_streaming(plan, in, mb);
+    if (plan.deep.whole_layers || plan.deep.head_rows || plan.deep.embedding_rows) {
+        // choose_mode said what stays resident; deeper streaming keeps less.
+        const size_t cut = plan.reason.find(": attention, norms");
+        if (cut != std::string::npos) plan.reason.resize(cut);
+        plan.reason += plan.deep.whole_layers
+                           ? ": even attention does not fit, so whole layers stream, and the "
+                             "embedding table and LM head are read by rows"
+                           : ": the FFN weights stream and the embedding table (and LM head) are "
+                             "read by rows";
     }
 
     std::vector<bool> cached;
@@ -263,9 +316,9 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
         }
     }
 
-    std::vector<TensorUse> uses(n, TensorUse::Resident);
+    std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
     StreamPlan& s = plan.stream;
-    for (size_t l = 0; l < n; ++l) {
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
         if (mb.layers[l].stream == 0) continue;
         uses[l] = cached[l] ? TensorUse::Cached : TensorUse::Streamed;
         (cached[l] ? s.cached_layers : s.streamed_layers) += 1;
@@ -282,7 +335,7 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
         plan.notes.push_back("every FFN layer fits in the budget: nothing is streamed");
     }
     set_layer_rows(plan, mb, uses);
-    place_tensors(plan, in, PlanMode::FfnStream, uses);
+    place_tensors(plan, in, PlanMode::FfnStream, uses, plan.deep);
     return {};
 }
 
@@ -293,8 +346,7 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
     const uint32_t per_slot = in.hp.n_expert_used;
     const uint64_t slot = per_slot * unit;
     const Sizes sizes = forced_sizes(in.options).value_or(Sizes{kMinSlots, 1});
-    plan.memory.io_buffers = load_excess(in, sizes.slots * slot);
-    const uint64_t fixed = mb.resident() + in.fixed() + plan.memory.io_buffers;
+    const uint64_t fixed = mb.resident() + in.fixed();
     const uint64_t minimum = smallest_budget(fixed - in.overhead.slack + sizes.slots * slot);
     if (minimum > plan.memory.budget) {
         return too_small(plan,
@@ -302,7 +354,7 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
                              format_bytes(mb.resident()) + "), " + kv_phrase(in) + ", " +
                              std::to_string(sizes.slots) + " slots of " + std::to_string(per_slot) +
                              " experts (" + format_bytes(sizes.slots * slot) + "), " +
-                             overhead_phrase(in, plan.memory.io_buffers),
+                             overhead_phrase(in),
                          minimum);
     }
     ExpertCachePlan& c = plan.expert_cache;
@@ -330,7 +382,7 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
 }
 
 PlanMode choose_mode(Plan& plan, const Inputs& in) {
-    const uint64_t need = in.model.totals.bytes + in.fixed() + load_excess(in, 0);
+    const uint64_t need = in.model.totals.bytes + in.fixed();
     const std::string figures = "the weights (" + format_bytes(in.model.totals.bytes) + "), " +
                                 kv_phrase(in) + " and what the process needs besides (" +
                                 format_bytes(in.overhead_bytes()) + ")";
@@ -353,9 +405,7 @@ PlanMode choose_mode(Plan& plan, const Inputs& in) {
 // Bytes per token from each tier, and the speed limit they imply.
 void predict_traffic(Plan& plan, const Inputs& in) {
     plan.tiers = {{Tier::Gpu, 0, 0, in.gpu.bandwidth,
-                   in.gpu.source + "; unused: the CPU engine "
-                                   "computes from RAM",
-                   0},
+                   in.gpu.source + "; unused: only the CPU backend exists, computing from RAM", 0},
                   {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
                   {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
@@ -395,12 +445,12 @@ void count_memory(Plan& plan, const Inputs& in) {
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
     m.kv_cache = in.kv_bytes;
     m.activations = in.overhead.activations;
-    m.io_buffers += in.overhead.io_buffers;  // beside the load's staging, set by the placement
+    m.io_buffers = in.overhead.io_buffers;
     m.baseline = in.overhead.baseline;
     m.baseline_measured = in.overhead.baseline_measured;
     m.slack = in.overhead.slack;
-    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.kv_cache +
-              m.activations + m.io_buffers + m.baseline + m.slack;
+    m.total = m.resident_weights + m.cached_weights + m.expert_cache + m.slots + m.row_buffers +
+              m.kv_cache + m.activations + m.io_buffers + m.baseline + m.slack;
 }
 
 }  // namespace

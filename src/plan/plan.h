@@ -41,8 +41,8 @@
 //    rate with blocks >= 1 MiB, then the best of any; 1.5 GB/s (a typical NVMe) when the disk was
 //    not measured, said so in the plan's notes.
 //  - The GPU tier is accounted for (its budget, a row in the traffic table) but not used yet: the
-//    CPU engine computes from RAM. A GPU backend will place tensors there by the same benefit
-//    per byte with GPU vs RAM bandwidth.
+//    only backend is the CPU's, computing from RAM. A GPU backend will place tensors there by
+//    the same benefit per byte with GPU vs RAM bandwidth.
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
 //  - The budget is a hard ceiling on the process, not on its weights: besides weights, caches,
@@ -64,6 +64,7 @@
 
 #include "model/kv_layout.h"
 #include "model/model_info.h"
+#include "model/streamable.h"
 #include "plan/budget.h"
 #include "profile/hardware_profile.h"
 #include "util/result.h"
@@ -92,10 +93,8 @@ std::string_view tensor_use_name(TensorUse u);  // "resident", "cached", "stream
 // tokenizer built from it (strings, merges, lookup tables).
 inline constexpr uint64_t kEstimatedProcessBytes = 16ull << 20;
 inline constexpr uint64_t kEstimatedBytesPerVocabToken = 640;
-// The direct reader's request tables and, where io_uring is refused, its pread threads. Its
-// staging for reads that cannot land in place (the resident tensors, packed more tightly than
-// disk blocks: DirectReader::Options::staging_bytes) is held only while loading, before the
-// slots, caches, KV cache and activations exist; the plan counts what it takes beyond them.
+// The direct reader's request tables and, where io_uring is refused, its pread threads. (It has
+// no staging to count: the store reads every range widened straight into its place.)
 inline constexpr uint64_t kReaderTableBytes = 256ull << 10;
 // Slack for what no line counts exactly: allocator rounding and free lists, code pages first
 // touched while running, and the kernel's page tables and I/O rings, which a memory cgroup
@@ -124,6 +123,7 @@ struct PlanOptions {
 struct TensorPlacement {
     Tier tier = Tier::Ram;
     TensorUse use = TensorUse::Resident;
+    StreamUnit unit = StreamUnit::None;  // how a Streamed tensor is read (model/streamable.h)
 };
 
 // One layer: the part always resident, and the part the mode streams or caches: the FFN weights
@@ -162,10 +162,10 @@ struct MemoryPlan {
     uint64_t cached_weights = 0;  // cached FFN layers
     uint64_t expert_cache = 0;
     uint64_t slots = 0;
+    uint64_t row_buffers = 0;  // embedding rows and LM head chunks read by rows
     uint64_t kv_cache = 0;
     uint64_t activations = 0;  // the engine's: activations, scratch, threads, logits
-    uint64_t io_buffers = 0;   // the direct reader's tables (and staging while loading beyond
-                               // what running holds), the store's bookkeeping
+    uint64_t io_buffers = 0;   // the direct reader's tables, the store's bookkeeping
     uint64_t baseline = 0;     // the process before the weights (code, tokenizer, ...)
     bool baseline_measured = false;
     uint64_t slack = 0;   // allocator rounding, page tables
@@ -197,6 +197,7 @@ struct Plan {
     int threads = 0;     // compute threads the engine runs with
 
     std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
+    DeepStreaming deep;                    // what ffn-stream streams beyond FFN layers
     std::vector<LayerPlan> layers;         // 0..n_layer-1
     StreamPlan stream;
     ExpertCachePlan expert_cache;  // expert-stream only

@@ -40,10 +40,23 @@ Result<Plan> from_json(const json& j) {
     p.batch = j.at("batch");
     p.threads = j.at("threads");
     const json& m = j.at("memory");
-    p.memory = {
-        m.at("resident_weights"),  m.at("cached_weights"), m.at("expert_cache"), m.at("slots"),
-        m.at("kv_cache"),          m.at("activations"),    m.at("io_buffers"),   m.at("baseline"),
-        m.at("baseline_measured"), m.at("slack"),          m.at("total"),        m.at("budget")};
+    p.memory = {m.at("resident_weights"),
+                m.at("cached_weights"),
+                m.at("expert_cache"),
+                m.at("slots"),
+                m.value("row_buffers", 0ull),
+                m.at("kv_cache"),
+                m.at("activations"),
+                m.at("io_buffers"),
+                m.at("baseline"),
+                m.at("baseline_measured"),
+                m.at("slack"),
+                m.at("total"),
+                m.at("budget")};
+    if (j.contains("deep")) {
+        const json& d = j.at("deep");
+        p.deep = {d.at("embedding_rows"), d.at("head_rows"), d.at("whole_layers")};
+    }
     const json& s = j.at("stream");
     p.stream = {s.at("slots"),
                 s.at("slot_bytes"),
@@ -84,6 +97,11 @@ Result<Plan> from_json(const json& j) {
         TensorPlacement x;
         STRATA_ASSIGN(x.tier, parse_tier(t.at("tier")));
         STRATA_ASSIGN(x.use, parse_use(t.at("use")));
+        const std::string unit = t.value("unit", "none");
+        for (StreamUnit u :
+             {StreamUnit::None, StreamUnit::Layer, StreamUnit::Expert, StreamUnit::Rows}) {
+            if (unit == stream_unit_name(u)) x.unit = u;
+        }
         p.tensors.push_back(x);
     }
     p.notes = j.at("notes").get<std::vector<std::string>>();
@@ -115,7 +133,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
         const std::string name = i < model.tensors.size() ? model.info(model.tensors[i]).name : "";
         tensors.push_back({{"name", name},
                            {"tier", std::string(tier_name(p.tensors[i].tier))},
-                           {"use", std::string(tensor_use_name(p.tensors[i].use))}});
+                           {"use", std::string(tensor_use_name(p.tensors[i].use))},
+                           {"unit", std::string(stream_unit_name(p.tensors[i].unit))}});
     }
     const MemoryPlan& m = p.memory;
     const StreamPlan& s = p.stream;
@@ -138,6 +157,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"cached_weights", m.cached_weights},
               {"expert_cache", m.expert_cache},
               {"slots", m.slots},
+              {"row_buffers", m.row_buffers},
               {"kv_cache", m.kv_cache},
               {"activations", m.activations},
               {"io_buffers", m.io_buffers},
@@ -157,6 +177,10 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"cached_layers", s.cached_layers},
               {"layer_read_seconds", s.layer_read_seconds},
               {"longest_gap_seconds", s.longest_gap_seconds}}},
+            {"deep",
+             {{"embedding_rows", p.deep.embedding_rows},
+              {"head_rows", p.deep.head_rows},
+              {"whole_layers", p.deep.whole_layers}}},
             {"expert_cache",
              {{"expert_bytes", c.expert_bytes},
               {"experts", c.experts},

@@ -17,18 +17,8 @@ uint64_t widened_bytes(uint64_t offset, uint64_t n, uint32_t block) {
     return end - begin;
 }
 
-bool is_streamable(const ModelTensor& t, PlanMode group) {
-    if (t.layer < 0) return false;
-    if (group == PlanMode::ExpertStream) return is_expert_role(t.role);
-    switch (t.role) {
-        // Routers pick the experts before anything of the layer's FFN can be read.
-        case TensorRole::MoeRouter:
-        case TensorRole::MoeRouterBias:
-        case TensorRole::SharedExpertGate:
-            return false;
-        default:
-            return is_ffn_role(t.role);
-    }
+StreamSet stream_set(PlanMode group) {
+    return group == PlanMode::ExpertStream ? StreamSet::RoutedExperts : StreamSet::LayerFfn;
 }
 
 uint64_t ModelBytes::resident() const {
@@ -43,19 +33,44 @@ uint64_t ModelBytes::stream() const {
     return sum;
 }
 
-ModelBytes model_bytes(const ModelInfo& model, PlanMode group, uint32_t block) {
+uint64_t embedding_row_buffer_bytes(uint64_t row_bytes, uint32_t block) {
+    const uint64_t b = block ? block : 1;
+    return kRowsPerLookup * ((row_bytes + b - 1) / b * b + b);
+}
+
+uint64_t head_chunk_buffer_bytes(uint64_t row_bytes, uint64_t rows, uint32_t block) {
+    const uint64_t b = block ? block : 1;
+    const uint64_t chunk = std::min<uint64_t>(rows, head_chunk_rows(row_bytes)) * row_bytes;
+    return kHeadChunks * ((chunk + b - 1) / b * b + b);
+}
+
+ModelBytes model_bytes(const ModelInfo& model, PlanMode group, uint32_t block,
+                       const DeepStreaming& deep) {
     ModelBytes mb;
     mb.layers.resize(model.hparams ? model.hparams->n_layer : 0);
+    const bool tied = model.hparams && model.hparams->tied_output;
     for (const ModelTensor& t : model.tensors) {
         const TensorInfo& ti = model.info(t);
         const double per_token = static_cast<double>(ti.n_bytes) * t.reads_per_token;
         if (t.layer < 0 || static_cast<size_t>(t.layer) >= mb.layers.size()) {
+            if (t.layer < 0 && stream_unit(t, stream_set(group), deep, tied) == StreamUnit::Rows) {
+                mb.rows_streamed += ti.n_bytes;
+                const uint64_t rows = ti.shape[1] ? ti.shape[1] : 1;
+                const uint64_t row_bytes = ti.n_bytes / rows;
+                if (t.role == TensorRole::TokenEmbedding) {
+                    mb.row_buffers += embedding_row_buffer_bytes(row_bytes, block);
+                }
+                if (is_head_tensor(t, tied)) {
+                    mb.row_buffers += head_chunk_buffer_bytes(row_bytes, rows, block);
+                }
+                continue;
+            }
             mb.non_layer += ti.n_bytes;
             mb.non_layer_per_token += per_token;
             continue;
         }
         LayerBytes& l = mb.layers[t.layer];
-        if (is_streamable(t, group)) {
+        if (stream_unit(t, stream_set(group), deep, tied) != StreamUnit::None) {
             l.stream += ti.n_bytes;
             l.stream_widened += widened_bytes(ti.offset, ti.n_bytes, block);
             l.stream_per_token += per_token;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/model_info.h"
+#include "model/streamable.h"
 #include "plan/plan.h"
 
 namespace strata::plan_detail {
@@ -14,9 +15,8 @@ namespace strata::plan_detail {
 // Bytes of [offset, offset + n) once widened to whole blocks, as an O_DIRECT read takes them.
 uint64_t widened_bytes(uint64_t offset, uint64_t n, uint32_t block);
 
-// The tensors `group` streams: dense FFN and shared-expert weights for FfnStream (not the
-// routers: they are tiny and needed before anything is read), routed experts for ExpertStream.
-bool is_streamable(const ModelTensor& t, PlanMode group);
+// The set of tensors a streaming mode streams (model/streamable.h says which tensors each takes).
+StreamSet stream_set(PlanMode group);
 
 struct LayerBytes {
     uint64_t resident = 0;        // bytes never streamed
@@ -28,14 +28,23 @@ struct LayerBytes {
 
 struct ModelBytes {
     std::vector<LayerBytes> layers;  // 0..n_layer-1
-    uint64_t non_layer = 0;          // token_embd, output, output_norm, ... (always resident)
+    uint64_t non_layer = 0;          // token_embd, output, output_norm, ... kept resident
     double non_layer_per_token = 0;
+    uint64_t rows_streamed = 0;  // token_embd / output read by rows (DeepStreaming)
+    uint64_t row_buffers = 0;    // the buffers those reads land in
 
     uint64_t resident() const;  // non_layer + every layer's resident part
     uint64_t stream() const;
 };
 
-ModelBytes model_bytes(const ModelInfo& model, PlanMode group, uint32_t block);
+ModelBytes model_bytes(const ModelInfo& model, PlanMode group, uint32_t block,
+                       const DeepStreaming& deep = {});
+
+// Bytes of the buffers rows are read into: the embedding rows of one batch (kRowsPerLookup
+// rows), and the LM head's chunk ring (kHeadChunks chunks of head_chunk_rows rows), every row or
+// chunk widened to whole blocks.
+uint64_t embedding_row_buffer_bytes(uint64_t row_bytes, uint32_t block);
+uint64_t head_chunk_buffer_bytes(uint64_t row_bytes, uint64_t rows, uint32_t block);
 
 // Layers 0..n-1 in bisection order: 0, n/2, n/4, 3n/4, n/8, ... Any prefix of it is spread
 // evenly over the depth (gaps at most twice the even spacing).

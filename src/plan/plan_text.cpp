@@ -37,6 +37,7 @@ std::string memory_line(const MemoryPlan& m, const StreamPlan& s) {
     if (m.slots) {
         line += " + slots " + std::to_string(s.slots) + " × " + format_bytes(s.slot_bytes);
     }
+    if (m.row_buffers) line += " + row buffers " + format_bytes(m.row_buffers);
     line += " + KV " + format_bytes(m.kv_cache) + " + engine " + format_bytes(m.activations) +
             " + I/O " + format_bytes(m.io_buffers) + " + process " + format_bytes(m.baseline) +
             " + slack " + format_bytes(m.slack) + " = " + format_bytes(m.total) + " of " +
@@ -64,8 +65,13 @@ std::string streaming_line(const Plan& p) {
     std::string line;
     if (p.mode == PlanMode::FfnStream) {
         line = std::to_string(s.streamed_layers) + " of " +
-               std::to_string(s.streamed_layers + s.cached_layers) + " FFN layers streamed, " +
+               std::to_string(s.streamed_layers + s.cached_layers) +
+               (p.deep.whole_layers ? " whole layers streamed, " : " FFN layers streamed, ") +
                std::to_string(s.cached_layers) + " cached";
+        if (p.deep.embedding_rows || p.deep.head_rows) {
+            line += p.deep.head_rows ? "; embedding and LM head read by rows"
+                                     : "; embedding read by rows";
+        }
         if (s.slots == 0) return line;
     } else {
         const ExpertCachePlan& c = p.expert_cache;

@@ -6,13 +6,11 @@
 
 #include "session/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
+#include "util/clock.h"
 
 namespace strata {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // The log-softmax of `logits` at `id`, and the `top` most likely tokens with theirs.
 TokenLogprob token_logprob(const std::vector<float>& logits, TokenId id, int32_t top) {

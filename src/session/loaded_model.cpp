@@ -4,14 +4,9 @@
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
+#include "util/clock.h"
 
 namespace strata {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 Result<std::unique_ptr<LoadedModel>> LoadedModel::load(const std::string& path,
                                                        const ModelLoadOptions& options) {
@@ -57,52 +52,32 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
     auto m = std::make_unique<LoadedModel>(LoadedModel{
         std::move(d.info), std::move(d.tokenizer), nullptr, nullptr, std::nullopt, {}, 0, 0});
     engine::EngineOptions engine_options = options.engine;
-    std::optional<StreamingConfig> streaming = options.streaming;
-    std::optional<ExpertStreamConfig> experts;
+    StoreLayout layout = options.layout.value_or(resident_layout(m->info));
     if (plan && !options.mapped) {
-        switch (plan->mode) {
-            case PlanMode::Resident:
-                streaming.reset();
-                break;
-            case PlanMode::FfnStream:
-                streaming = streaming_config(*plan);
-                break;
-            case PlanMode::ExpertStream:
-                streaming.reset();
-                experts = expert_stream_config(*plan);
-                break;
-        }
+        layout = store_layout(m->info, *plan);
         engine_options.n_ctx = plan->n_ctx;
         engine_options.kv_type = plan->kv_type;
         if (plan->batch) engine_options.max_batch = plan->batch;
         if (plan->threads) engine_options.threads = plan->threads;
         m->plan = std::move(plan);
     }
-    if (options.mapped) {
-        STRATA_ASSIGN(m->store, ResidentStore::map(m->info));
-    } else if (experts) {
-        experts->prefetch = options.expert_prefetch;
+    if (options.mapped) layout = mapped_layout(m->info);
+    if (layout.any(Residence::ExpertCache)) {
+        ExpertCacheConfig& experts = layout.experts;
+        experts.prefetch = options.expert_prefetch;
         const ModelHparams& hp = *m->info.hparams;
-        experts->policy = options.expert_policy.value_or(
-            default_cache_policy(experts->cache_entries, uint64_t(hp.n_layer) * hp.n_expert_used));
+        experts.policy = options.expert_policy.value_or(
+            default_cache_policy(experts.cache_entries, uint64_t(hp.n_layer) * hp.n_expert_used));
         if (options.expert_statistics) {
             if (auto dir = profile_cache_dir()) {
-                experts->stats_path = expert_statistics_path(*dir, m->info);
+                experts.stats_path = expert_statistics_path(*dir, m->info);
             }
         }
-        STRATA_ASSIGN(auto store, ExpertStreamStore::open(m->info, *experts, ro));
-        m->loaded_bytes = store->resident_bytes();
-        m->warnings = store->warnings();
-        m->store = std::move(store);
-    } else if (streaming) {
-        STRATA_ASSIGN(auto store, StreamingStore::open(m->info, *streaming, ro));
-        m->loaded_bytes = store->resident_bytes();
-        m->store = std::move(store);
-    } else {
-        STRATA_ASSIGN(auto store, ResidentStore::load(m->info, ro));
-        m->loaded_bytes = store->loaded_bytes();
-        m->store = std::move(store);
     }
+    STRATA_ASSIGN(auto store, ModelStore::open(m->info, layout, ro));
+    m->loaded_bytes = store->resident_bytes();
+    m->warnings = store->report().warnings;
+    m->store = std::move(store);
     STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, engine_options));
     m->load_seconds = seconds_since(t0);
     return m;

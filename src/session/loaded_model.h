@@ -1,4 +1,4 @@
-// A model ready to run: its description, tokenizer, weights in a store and a CPU engine over
+// A model ready to run: its description, tokenizer, weights in a store and the engine over
 // them. What `run`, `perplexity`, `bench` and the server start from.
 #pragma once
 
@@ -9,9 +9,8 @@
 #include "engine/engine.h"
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "store/expert_stream_store.h"
-#include "store/resident_store.h"
-#include "store/streaming_store.h"
+#include "store/model_store.h"
+#include "store/store_layout.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {
@@ -19,9 +18,9 @@ namespace strata {
 struct ModelLoadOptions {
     engine::EngineOptions engine;
     bool progress = false;  // progress line on stderr while the weights load
-    // Set, and no plan given: stream the FFN layers it names from disk (store/streaming_store.h)
-    // instead of loading every tensor.
-    std::optional<StreamingConfig> streaming;
+    // Set, and no plan given: the store keeps the tensors where this layout says (experiments
+    // and benchmarks; store/store_layout.h) instead of loading every tensor.
+    std::optional<StoreLayout> layout;
     // The naive approach benchmarks compare with: the whole file memory-mapped; a plan given is
     // not followed.
     bool mapped = false;

@@ -1,6 +1,6 @@
 // Routing statistics of a MoE model, learnt while it runs and kept between runs: how often each
 // (layer, expert) is chosen, and which experts of layer L+1 follow the experts chosen in layer L
-// for the same token (counted once per token per layer pair). The expert-stream store predicts
+// for the same token (counted once per token per layer pair). The expert cache predicts
 // the next layer's experts from them and warms its cache at start with the most chosen ones.
 //
 // Kept per model in the cache directory under the file's identity (file size, tensor table and

@@ -57,7 +57,7 @@ class ExpertCachePolicy {
 
 // Hit rate of a cache of `capacity` entries under `policy` over a routing trace: batches of keys
 // (layer * n_expert + expert), each the union one layer of one batch of tokens chose, all
-// present together. It does what the expert-stream store does without prefetch — members
+// present together. It does what the expert cache does without prefetch — members
 // already cached held, missing ones placed in ascending order, then all used — so on a trace the
 // store recorded it gives the store's hit rate exactly.
 double simulate_hit_rate(const std::vector<std::vector<uint32_t>>& batches, size_t keys,

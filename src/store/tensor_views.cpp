@@ -66,6 +66,17 @@ Result<void> bind_experts(const ModelTensor& mt, const TensorInfo& t, const std:
 
 }  // namespace
 
+Result<void> bind_tensor(const ModelTensor& mt, const TensorInfo& t, const std::byte* data,
+                         LayerView& layer, std::vector<ExpertView>& experts) {
+    if (mt.is_routed_expert()) {
+        // Routed-expert biases are used by no family yet; binding one would shadow a matrix.
+        if (mt.is_bias) return {};
+        return bind_experts(mt, t, data, experts);
+    }
+    (mt.is_bias ? layer.biases : layer.weights)[size_t(mt.role)] = make_tensor_view(t, data);
+    return {};
+}
+
 Result<BoundViews> bind_tensor_views(const ModelInfo& info,
                                      const std::function<const std::byte*(size_t)>& where) {
     const uint32_t n_layer = info.hparams ? info.hparams->n_layer : 0;
@@ -73,6 +84,7 @@ Result<BoundViews> bind_tensor_views(const ModelInfo& info,
     v.layers.assign(n_layer, LayerView{});
     v.experts.assign(n_layer, {});
     v.layer_bytes.assign(n_layer, 0);
+    std::vector<ExpertView> no_experts;
     for (const ModelTensor& mt : info.tensors) {
         const TensorInfo& t = info.info(mt);
         if (mt.layer >= int(n_layer)) {
@@ -81,13 +93,10 @@ Result<BoundViews> bind_tensor_views(const ModelInfo& info,
         }
         const std::byte* base = where(mt.index);
         if (!base) continue;
-        if (mt.is_routed_expert()) {
-            STRATA_TRY(bind_experts(mt, t, base, v.experts[size_t(mt.layer)]));
-            continue;
-        }
-        LayerView& lv = mt.layer < 0 ? v.globals : v.layers[size_t(mt.layer)];
-        (mt.is_bias ? lv.biases : lv.weights)[size_t(mt.role)] = make_tensor_view(t, base);
-        if (mt.layer >= 0) v.layer_bytes[size_t(mt.layer)] += t.n_bytes;
+        const bool global = mt.layer < 0;
+        STRATA_TRY(bind_tensor(mt, t, base, global ? v.globals : v.layers[size_t(mt.layer)],
+                               global ? no_experts : v.experts[size_t(mt.layer)]));
+        if (!global && !mt.is_routed_expert()) v.layer_bytes[size_t(mt.layer)] += t.n_bytes;
     }
     return v;
 }

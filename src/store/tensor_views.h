@@ -19,9 +19,14 @@ struct BoundViews {
 };
 
 // Binds every tensor for which `where(tensor index)` gives an address; tensors it gives nullptr
-// for are left out (a streaming store fills them in later).
+// for are left out (streamed ones are bound when their reads land).
 Result<BoundViews> bind_tensor_views(const ModelInfo& info,
                                      const std::function<const std::byte*(size_t)>& where);
+
+// Binds tensor `mt` (with bytes at `data`) into its layer's views, or, for a routed-expert
+// tensor, into the views of the experts it holds.
+Result<void> bind_tensor(const ModelTensor& mt, const TensorInfo& t, const std::byte* data,
+                         LayerView& layer, std::vector<ExpertView>& experts);
 
 // A view of tensor `t` whose bytes start at `data`.
 TensorView make_tensor_view(const TensorInfo& t, const std::byte* data);

@@ -14,23 +14,44 @@
 #include <string>
 
 #include "model/tensor_view.h"
+#include "store/store_report.h"
 #include "util/result.h"
 
 namespace strata {
-
-// Bytes the store moved to serve the engine, for run summaries and benchmarks.
-struct StoreStats {
-    uint64_t bytes_served = 0;     // weight bytes handed to the engine (resident or not)
-    uint64_t bytes_from_disk = 0;  // of which read from the model file during the run
-    double stall_seconds = 0;      // time the engine waited for the store
-};
 
 class WeightStore {
   public:
     virtual ~WeightStore() = default;
 
-    // Tensors outside the blocks: token embedding, output norm, LM head, rope factors.
+    // Tensors outside the blocks: token embedding, output norm, LM head, rope factors. A tensor
+    // the store reads by rows has its shape here but no data (present() is false).
     virtual const LayerView& globals() const = 0;
+
+    // The LM head: output.weight, or token_embd when the output is tied to it.
+    const TensorView& head_view() const {
+        const LayerView& g = globals();
+        const TensorView& out = g.weight(TensorRole::Output);
+        return out.row_bytes > 0 ? out : g.weight(TensorRole::TokenEmbedding);
+    }
+
+    // The embedding rows of a batch: a table and, per token, the row of it that is the token's.
+    // Resident: the whole table and the tokens themselves; read by rows: a table of just these
+    // rows, in order. Valid until the next call.
+    struct EmbeddingLookup {
+        const TensorView* table = nullptr;
+        bool rows_in_order = false;  // row i of `table` is token i's (else: row tokens[i])
+    };
+    virtual Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> /*tokens*/) {
+        return EmbeddingLookup{&globals().weight(TensorRole::TokenEmbedding), false};
+    }
+
+    // The LM head in head_pieces() pieces of consecutive rows, each valid until released.
+    virtual int head_pieces() const { return 1; }
+    virtual Result<const TensorView*> acquire_head_piece(int /*piece*/, int64_t& first_row) {
+        first_row = 0;
+        return &head_view();
+    }
+    virtual void release_head_piece(int /*piece*/) {}
 
     // A layer's non-expert tensors, valid until release_layer(layer).
     virtual Result<const LayerView*> acquire_layer(int layer) = 0;
@@ -54,6 +75,8 @@ class WeightStore {
     virtual void reset_stats() = 0;
     // "resident", "ffn-stream", ...
     virtual std::string mode_name() const = 0;
+    // Everything the store has to say about its set-up and its work so far.
+    virtual StoreReport report() const = 0;
 };
 
 }  // namespace strata

@@ -9,6 +9,11 @@
 
 namespace strata {
 
+// n rounded up to a multiple of a (a > 0).
+constexpr uint64_t round_up(uint64_t n, uint64_t a) {
+    return (n + a - 1) / a * a;
+}
+
 // 1536 -> "1.50 KiB"; decimal=true gives powers of 1000 ("1.54 kB").
 std::string format_bytes(uint64_t bytes, bool decimal = false);
 // 1234567 -> "1.23 M" (parameter counts and the like).

@@ -224,6 +224,20 @@ class CpuBackend final : public Backend {
         cpu::linear(head, nullptr, normed, logits, rows, pool_);
     }
 
+    void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override {
+        output_norm(norm, first_row, rows, act(Act::Normed));
+    }
+
+    void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab, int64_t rows,
+                     float* logits) override {
+        // One row at a time: a piece's columns are not contiguous in a row-major logits block.
+        const float* normed = act(Act::Normed);
+        for (int64_t r = 0; r < rows; ++r) {
+            cpu::linear(piece, nullptr, normed + r * hp_.n_embd, logits + r * n_vocab + vocab_first,
+                        1, pool_);
+        }
+    }
+
   private:
     float* act(Act a) { return acts_[size_t(a)].data(); }
 

@@ -2,18 +2,11 @@
 
 #include "quant/quant.h"
 #include "util/units.h"
-
 namespace strata::cpu {
 
 TensorType KvCache::element_type() const {
     return type_ == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
 }
-
-namespace {
-uint64_t round_up(uint64_t n, uint64_t a) {
-    return (n + a - 1) / a * a;
-}
-}  // namespace
 
 Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
                                 const std::vector<bool>& held) {

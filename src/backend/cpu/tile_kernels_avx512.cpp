@@ -45,9 +45,8 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
 }
 
 #include "backend/cpu/x86_tile_kernels.inc"
+// After the tile kernels, whose block types it uses (a blank line keeps the order).
 
-// After the tile kernels, whose helpers it uses (a block of its own keeps clang-format from
-// sorting it first).
 #include "backend/cpu/x86_activation_quantizers.inc"
 
 // ---- Q4_K on 512-bit registers ----------------------------------------------------------------

@@ -1,11 +1,12 @@
-#include "store/expert_stream_store.h"
+#include "store/expert_cache.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 
-#include "store/resident_part.h"
+#include "store/tensor_views.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace strata {
@@ -13,58 +14,30 @@ namespace strata {
 namespace {
 
 constexpr size_t kAlign = AlignedBuffer::kAlignment;
-size_t round_up(size_t n, size_t a) {
-    return (n + a - 1) / a * a;
-}
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 int piece_order(TensorRole r) {
     return r == TensorRole::ExpertGate ? 0 : r == TensorRole::ExpertUp ? 1 : 2;
 }
 
 }  // namespace
 
-ExpertStreamConfig expert_stream_config(const Plan& plan) {
-    ExpertStreamConfig c;
-    c.cache_entries = plan.expert_cache.capacity +
-                      uint64_t(plan.stream.slots) * plan.expert_cache.experts_per_slot;
-    return c;
-}
-
-ExpertStreamStore::~ExpertStreamStore() {
-    if (reader_) (void)reader_->wait_all();  // reads into entries end before the pool goes
+ExpertCache::~ExpertCache() {
+    for (Entry& e : entries_) (void)e.reads.wait(reader_);  // reads end before the pool goes
     if (!config_.stats_path.empty() && coact_.tokens_recorded() > 0) (void)save_statistics();
 }
 
-Result<std::unique_ptr<ExpertStreamStore>> ExpertStreamStore::open(
-    const ModelInfo& info, const ExpertStreamConfig& config, const ResidentLoadOptions& options) {
+Result<std::unique_ptr<ExpertCache>> ExpertCache::create(
+    const ModelInfo& info, const std::vector<std::vector<size_t>>& groups,
+    const ExpertCacheConfig& config, StreamReader& reader, StoreStats& store_stats) {
     if (!info.hparams || !info.hparams->is_moe()) {
-        return err("expert streaming needs a mixture-of-experts model");
+        return err("an expert cache needs a mixture-of-experts model");
     }
-    std::unique_ptr<ExpertStreamStore> s(new ExpertStreamStore());
+    std::unique_ptr<ExpertCache> s(new ExpertCache(reader, store_stats));
     s->config_ = config;
     s->n_layer_ = int(info.hparams->n_layer);
     s->n_expert_ = int(info.hparams->n_expert);
     s->n_used_ = int(info.hparams->n_expert_used);
     if (s->config_.prefetch_limit == 0) s->config_.prefetch_limit = uint32_t(s->n_used_);
-    DirectReader::Options ro;
-    ro.queue_depth = 32;
-    STRATA_ASSIGN(s->reader_, DirectReader::open(info.file.path, ro));
-    STRATA_TRY(s->layout(info));
-
-    std::vector<bool> streamed(info.tensors.size(), false);
-    for (const auto& pieces : s->pieces_) {
-        for (const Piece& p : pieces) streamed[p.tensor] = true;
-    }
-    for (const ModelTensor& mt : info.tensors) {
-        if (mt.is_routed_expert()) streamed[mt.index] = true;  // expert biases: not used
-    }
-    STRATA_ASSIGN(ResidentPart part,
-                  load_resident_part(info, streamed, *s->reader_, s->next_tag_, options));
-    s->resident_ = std::move(part.buffer);
-    s->views_ = std::move(part.views);
-    s->resident_bytes_ = part.bytes;
+    STRATA_TRY(s->layout(info, groups));
 
     const uint64_t n_entries = std::max<uint64_t>(config.cache_entries, 2);
     auto pool = AlignedBuffer::allocate(n_entries * s->entry_bytes_);
@@ -74,7 +47,7 @@ Result<std::unique_ptr<ExpertStreamStore>> ExpertStreamStore::open(
                    "): " + pool.error().message);
     }
     s->pool_ = std::move(*pool);
-    s->entries_.assign(n_entries, Entry{});
+    s->entries_.resize(n_entries);
     const size_t keys = size_t(s->n_layer_) * size_t(s->n_expert_);
     s->where_.assign(keys, -1);
     s->policy_.reset(config.policy, n_entries, keys);
@@ -90,35 +63,39 @@ Result<std::unique_ptr<ExpertStreamStore>> ExpertStreamStore::open(
     return s;
 }
 
-Result<void> ExpertStreamStore::layout(const ModelInfo& info) {
-    tensor_infos_ = info.file.tensors;
+Result<void> ExpertCache::layout(const ModelInfo& info,
+                                 const std::vector<std::vector<size_t>>& groups) {
     pieces_.assign(size_t(n_layer_), {});
-    for (const ModelTensor& mt : info.tensors) {
-        if (!mt.is_routed_expert() || mt.is_bias || mt.layer < 0 || mt.layer >= n_layer_) continue;
-        const TensorInfo& t = info.info(mt);
-        auto& pieces = pieces_[size_t(mt.layer)];
-        if (mt.expert < 0) {
-            if (mt.n_expert_slices != uint32_t(n_expert_)) {
-                return err("tensor " + t.name + " holds " + std::to_string(mt.n_expert_slices) +
-                           " experts, not " + std::to_string(n_expert_));
+    for (const auto& group : groups) {
+        for (size_t i : group) {
+            const ModelTensor& mt = info.tensors[i];
+            if (!mt.is_routed_expert() || mt.is_bias || mt.layer < 0 || mt.layer >= n_layer_)
+                continue;
+            const TensorInfo& t = info.info(mt);
+            auto& pieces = pieces_[size_t(mt.layer)];
+            if (mt.expert < 0) {
+                if (mt.n_expert_slices != uint32_t(n_expert_)) {
+                    return err("tensor " + t.name + " holds " + std::to_string(mt.n_expert_slices) +
+                               " experts, not " + std::to_string(n_expert_));
+                }
+                pieces.push_back({t, mt.role, t.offset, mt.expert_slice_bytes, true, {}, 0});
+                continue;
             }
-            pieces.push_back({mt.index, mt.role, t.offset, mt.expert_slice_bytes, true, {}, 0});
-            continue;
+            // Old layout: one tensor per expert and matrix; group them by matrix.
+            auto it = std::find_if(pieces.begin(), pieces.end(),
+                                   [&](const Piece& p) { return p.role == mt.role; });
+            if (it == pieces.end()) {
+                pieces.push_back({t, mt.role, 0, t.n_bytes, false,
+                                  std::vector<uint64_t>(size_t(n_expert_), UINT64_MAX), 0});
+                it = pieces.end() - 1;
+            }
+            if (mt.expert >= n_expert_ || t.n_bytes != it->slice_bytes) {
+                return err("tensor " + t.name + " does not match its layer's other experts");
+            }
+            it->per_expert[size_t(mt.expert)] = t.offset;
         }
-        // Old layout: one tensor per expert and matrix; group them by matrix.
-        auto it = std::find_if(pieces.begin(), pieces.end(),
-                               [&](const Piece& p) { return p.role == mt.role; });
-        if (it == pieces.end()) {
-            pieces.push_back({mt.index, mt.role, 0, t.n_bytes, false,
-                              std::vector<uint64_t>(size_t(n_expert_), UINT64_MAX), 0});
-            it = pieces.end() - 1;
-        }
-        if (mt.expert >= n_expert_ || t.n_bytes != it->slice_bytes) {
-            return err("tensor " + t.name + " does not match its layer's other experts");
-        }
-        it->per_expert[size_t(mt.expert)] = t.offset;
     }
-    const size_t block = reader_->block_size();
+    const size_t block = reader_.io->block_size();
     for (int l = 0; l < n_layer_; ++l) {
         auto& pieces = pieces_[size_t(l)];
         if (pieces.empty()) continue;
@@ -140,33 +117,19 @@ Result<void> ExpertStreamStore::layout(const ModelInfo& info) {
         }
         entry_bytes_ = std::max(entry_bytes_, at);
     }
-    if (entry_bytes_ == 0) return err("the model has no routed experts to stream");
+    if (entry_bytes_ == 0) return err("the plan streams no routed experts");
     return {};
 }
 
-uint64_t ExpertStreamStore::expert_offset(const Piece& p, int expert) const {
+uint64_t ExpertCache::expert_offset(const Piece& p, int expert) const {
     return p.fused ? p.base + uint64_t(expert) * p.slice_bytes : p.per_expert[size_t(expert)];
 }
 
-int ExpertStreamStore::find(int layer, int expert) const {
+int ExpertCache::find(int layer, int expert) const {
     return where_[size_t(layer) * size_t(n_expert_) + size_t(expert)];
 }
 
-const TensorView* ExpertStreamStore::early_router(int layer) const {
-    if (!config_.prefetch || layer < 0 || layer >= n_layer_) return nullptr;
-    const TensorView& r = views_.layers[size_t(layer)].weight(TensorRole::MoeRouter);
-    return r.present() ? &r : nullptr;
-}
-
-Result<const LayerView*> ExpertStreamStore::acquire_layer(int layer) {
-    if (layer < 0 || layer >= n_layer_) {
-        return err("layer " + std::to_string(layer) + " does not exist");
-    }
-    stats_.bytes_served += views_.layer_bytes[size_t(layer)];
-    return &views_.layers[size_t(layer)];
-}
-
-Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
+Result<size_t> ExpertCache::claim_entry(int /*layer*/) {
     candidates_.clear();
     key_of_.assign(entries_.size(), SIZE_MAX);
     for (size_t i = 0; i < entries_.size(); ++i) {
@@ -181,7 +144,7 @@ Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
     }
     const size_t v = policy_.victim(candidates_, key_of_);
     Entry& e = entries_[v];
-    if (!e.pending.empty()) (void)finish_reads(v);         // a guess still arriving: let it land
+    if (e.reads.in_flight()) (void)finish_reads(v);        // a guess still arriving: let it land
     if (e.speculative && e.layer >= 0) note_guess(false);  // evicted before anyone used it
     if (e.layer >= 0) where_[size_t(e.layer) * size_t(n_expert_) + size_t(e.expert)] = -1;
     e.reset();
@@ -189,7 +152,7 @@ Result<size_t> ExpertStreamStore::claim_entry(int /*layer*/) {
     return v;
 }
 
-Result<void> ExpertStreamStore::start_reads(size_t i, int layer, int expert, bool speculative) {
+Result<void> ExpertCache::start_reads(size_t i, int layer, int expert, bool speculative) {
     Entry& e = entries_[i];
     e.layer = layer;
     e.expert = expert;
@@ -201,17 +164,14 @@ Result<void> ExpertStreamStore::start_reads(size_t i, int layer, int expert, boo
     std::byte* base = pool_.data() + i * entry_bytes_;
     ExpertStreamStats& ls = per_layer_[size_t(layer)];
     for (const Piece& p : pieces_[size_t(layer)]) {
-        const uint64_t offset = expert_offset(p, expert);
-        e.slice.push_back(reader_->widen(offset, size_t(p.slice_bytes)).slice);
-        const uint64_t tag = next_tag_++;
-        ReadRequest r{offset, size_t(p.slice_bytes), base + p.entry_offset, tag,
-                      ReadPlacement::Widened};
-        if (auto st = reader_->submit(r); !st) {
+        auto slice = e.reads.submit(reader_, expert_offset(p, expert), size_t(p.slice_bytes),
+                                    base + p.entry_offset);
+        if (!slice) {
             (void)finish_reads(i);
-            return st;
+            return slice.take_error();
         }
-        e.pending.push_back(tag);
-        stats_.bytes_from_disk += p.slice_bytes;
+        e.slice.push_back(*slice);
+        store_stats_.bytes_from_disk += p.slice_bytes;
         total_.bytes_from_disk += p.slice_bytes;
         ls.bytes_from_disk += p.slice_bytes;
         if (speculative) {
@@ -227,15 +187,11 @@ Result<void> ExpertStreamStore::start_reads(size_t i, int layer, int expert, boo
     return {};
 }
 
-Result<void> ExpertStreamStore::finish_reads(size_t i) {
+Result<void> ExpertCache::finish_reads(size_t i) {
     Entry& e = entries_[i];
-    Result<void> first;
-    for (uint64_t tag : e.pending) {
-        auto r = reader_->wait(tag);
-        if (!r && first) first = std::move(r);
-    }
-    if (!e.pending.empty() && e.speculative && speculative_in_flight_ > 0) --speculative_in_flight_;
-    e.pending.clear();
+    const bool was_in_flight = e.reads.in_flight();
+    auto first = e.reads.wait(reader_);
+    if (was_in_flight && e.speculative && speculative_in_flight_ > 0) --speculative_in_flight_;
     if (!first) {  // never keep an entry whose bytes did not all arrive
         if (e.layer >= 0) where_[size_t(e.layer) * size_t(n_expert_) + size_t(e.expert)] = -1;
         e.reset();
@@ -245,7 +201,7 @@ Result<void> ExpertStreamStore::finish_reads(size_t i) {
     return {};
 }
 
-void ExpertStreamStore::prepare_experts(int layer, std::span<const int32_t> choices, int k) {
+void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k) {
     if (layer < 0 || layer >= n_layer_ || pieces_[size_t(layer)].empty()) return;
     coact_.record(layer, choices, k);
     for (Entry& e : entries_) e.held = false;  // a new batch: earlier holds are over
@@ -292,12 +248,12 @@ void ExpertStreamStore::prepare_experts(int layer, std::span<const int32_t> choi
     prefetch(layer + 1, candidates);
 }
 
-void ExpertStreamStore::hint_experts(int layer, std::span<const int32_t> experts) {
+void ExpertCache::hint(int layer, std::span<const int32_t> experts) {
     hinted_layer_ = layer;
     hinted_.assign(experts.begin(), experts.end());
 }
 
-void ExpertStreamStore::note_guess(bool used) {
+void ExpertCache::note_guess(bool used) {
     (used ? guesses_used_ : guesses_wasted_) += 1;
     if (guesses_used_ + guesses_wasted_ > 64) {  // decay: the accuracy of recent guesses
         guesses_used_ /= 2;
@@ -305,7 +261,7 @@ void ExpertStreamStore::note_guess(bool used) {
     }
 }
 
-void ExpertStreamStore::prefetch(int layer, std::span<const int32_t> candidates) {
+void ExpertCache::prefetch(int layer, std::span<const int32_t> candidates) {
     const double judged = guesses_used_ + guesses_wasted_;
     const bool accurate = judged < 8 || guesses_used_ >= kMinPrefetchAccuracy * judged;
     size_t allowed = candidates.size();
@@ -319,11 +275,7 @@ void ExpertStreamStore::prefetch(int layer, std::span<const int32_t> candidates)
     // Collect guesses that have landed, so the bound counts only reads still in flight.
     for (size_t i = 0; i < entries_.size(); ++i) {
         Entry& e = entries_[i];
-        if (!e.speculative || e.pending.empty()) continue;
-        if (std::all_of(e.pending.begin(), e.pending.end(),
-                        [&](uint64_t t) { return reader_->ready(t); })) {
-            (void)finish_reads(i);
-        }
+        if (e.speculative && e.reads.in_flight() && e.reads.landed(reader_)) (void)finish_reads(i);
     }
     for (int32_t x : candidates) {
         if (speculative_in_flight_ >= config_.prefetch_limit) break;
@@ -334,7 +286,7 @@ void ExpertStreamStore::prefetch(int layer, std::span<const int32_t> candidates)
     }
 }
 
-Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
+Result<ExpertView> ExpertCache::acquire(int layer, int expert) {
     if (layer < 0 || layer >= n_layer_ || expert < 0 || expert >= n_expert_ ||
         pieces_[size_t(layer)].empty()) {
         return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
@@ -345,7 +297,7 @@ Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
     ++total_.requests;
     ++ls.requests;
     int at = find(layer, expert);
-    if (at >= 0 && !entries_[size_t(at)].valid && entries_[size_t(at)].pending.empty()) {
+    if (at >= 0 && !entries_[size_t(at)].valid && !entries_[size_t(at)].reads.in_flight()) {
         // Mapped but not whole (it never is after finish_reads; a poisoned entry in tests):
         // read it again rather than compute with it.
         where_[size_t(layer) * size_t(n_expert_) + size_t(expert)] = -1;
@@ -370,7 +322,7 @@ Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
             note_guess(true);
         }
     }
-    if (!e.pending.empty()) {
+    if (e.reads.in_flight()) {
         ++total_.waits;
         ++ls.waits;
         STRATA_TRY(finish_reads(size_t(at)));
@@ -380,7 +332,7 @@ Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
     e.held = true;
     policy_.used(size_t(at));
     const double stall = seconds_since(t0);
-    stats_.stall_seconds += stall;
+    store_stats_.stall_seconds += stall;
     total_.stall_seconds += stall;
     ls.stall_seconds += stall;
 
@@ -389,25 +341,24 @@ Result<ExpertView> ExpertStreamStore::acquire_expert(int layer, int expert) {
     ExpertView v;
     TensorView* dst[3] = {&v.gate, &v.up, &v.down};
     for (size_t j = 0; j < pieces.size(); ++j) {
-        TensorView t = make_tensor_view(tensor_infos_[pieces[j].tensor],
-                                        base + pieces[j].entry_offset + e.slice[j]);
+        TensorView t = make_tensor_view(pieces[j].info, base + pieces[j].entry_offset + e.slice[j]);
         t.ne = {t.ne[0], t.ne[1], 1, 1};
         *dst[piece_order(pieces[j].role)] = t;
     }
     const uint64_t bytes = expert_bytes(v);
-    stats_.bytes_served += bytes;
+    store_stats_.bytes_served += bytes;
     total_.bytes_requested += bytes;
     ls.bytes_requested += bytes;
     return v;
 }
 
-void ExpertStreamStore::release_expert(int layer, int expert) {
+void ExpertCache::release(int layer, int expert) {
     if (layer < 0 || layer >= n_layer_ || expert < 0 || expert >= n_expert_) return;
     const int at = find(layer, expert);
     if (at >= 0) entries_[size_t(at)].held = false;
 }
 
-void ExpertStreamStore::warm_up() {
+void ExpertCache::warm_up() {
     // The most chosen experts of earlier runs, as many as the cache holds, read in one go.
     const auto favourites = coact_.most_frequent(entries_.size());
     for (const auto& [layer, expert] : favourites) {
@@ -417,24 +368,23 @@ void ExpertStreamStore::warm_up() {
         entries_[*slot].fresh_demand = false;
     }
     for (size_t i = 0; i < entries_.size(); ++i) {
-        if (!entries_[i].pending.empty()) (void)finish_reads(i);
+        if (entries_[i].reads.in_flight()) (void)finish_reads(i);
     }
     reset_stats();
 }
 
-void ExpertStreamStore::reset_stats() {
-    stats_ = {};
+void ExpertCache::reset_stats() {
     total_ = {};
     per_layer_.assign(size_t(n_layer_), {});
 }
 
-Result<void> ExpertStreamStore::save_statistics() const {
+Result<void> ExpertCache::save_statistics() const {
     if (config_.stats_path.empty()) return {};
     return coact_.save(config_.stats_path, identity_);
 }
 
-void ExpertStreamStore::poison_entry_for_test(size_t i) {
-    if (i >= entries_.size() || !entries_[i].pending.empty()) return;
+void ExpertCache::poison_entry_for_test(size_t i) {
+    if (i >= entries_.size() || entries_[i].reads.in_flight()) return;
     std::memset(pool_.data() + i * entry_bytes_, 0x7f, entry_bytes_);
     entries_[i].valid = false;
 }

@@ -1,0 +1,56 @@
+// The resident arena: the tensors a store keeps in memory for the whole run, read once at open
+// into one owned buffer, with views bound for each of them. The one resident loader of strata:
+// resident mode is an arena holding every tensor, a streaming layout an arena holding the rest.
+//
+// Consecutive resident tensors of the file form a run, and a run is read as one widened range
+// straight into its place (direct I/O, 32 MiB requests several in flight, a progress line in
+// GB/s), so loading runs at the disk's speed, copies nothing and leaves nothing in the page
+// cache. Every tensor sits at the same offset modulo the disk block as in the file.
+//
+// `map` is the naive approach strata is compared against (`strata bench --baseline`): the whole
+// file memory-mapped, the kernel's page cache deciding what stays in memory.
+#pragma once
+
+#include <cstdio>
+#include <vector>
+
+#include "io/aligned_buffer.h"
+#include "model/model_info.h"
+#include "store/read_set.h"
+#include "store/tensor_views.h"
+
+namespace strata {
+
+struct ResidentLoadOptions {
+    bool progress = false;  // print a progress line while loading
+    std::FILE* progress_out = stderr;
+};
+
+class Arena {
+  public:
+    // Reads every tensor i of `info` with held[i] into a new arena.
+    static Result<Arena> load(const ModelInfo& info, const std::vector<bool>& held,
+                              StreamReader& reader, const ResidentLoadOptions& options);
+    // Maps the whole file read-only instead; every tensor is held, read on first touch.
+    static Result<Arena> map(const ModelInfo& info);
+
+    Arena() = default;
+    Arena(Arena&& o) noexcept;
+    Arena& operator=(Arena&& o) noexcept;
+    ~Arena();
+
+    const BoundViews& views() const { return views_; }
+    uint64_t weight_bytes() const { return weight_bytes_; }  // tensor bytes held
+    bool mapped() const { return mapping_ != nullptr; }
+    double load_seconds() const { return load_seconds_; }
+
+  private:
+    AlignedBuffer buffer_;
+    void* mapping_ = nullptr;
+    size_t mapping_bytes_ = 0;
+    BoundViews views_;
+    uint64_t weight_bytes_ = 0;
+    double load_seconds_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,188 @@
+#include "store/model_store.h"
+
+namespace strata {
+
+namespace {
+
+// Tensor indices per layer whose residence is `r`.
+std::vector<std::vector<size_t>> groups_of(const ModelInfo& info, const StoreLayout& layout,
+                                           Residence r) {
+    std::vector<std::vector<size_t>> groups(info.hparams ? info.hparams->n_layer : 0);
+    for (size_t i = 0; i < info.tensors.size() && i < layout.tensors.size(); ++i) {
+        const ModelTensor& t = info.tensors[i];
+        if (layout.tensors[i] == r && t.layer >= 0 && size_t(t.layer) < groups.size()) {
+            groups[size_t(t.layer)].push_back(i);
+        }
+    }
+    return groups;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
+                                                     const StoreLayout& layout,
+                                                     const ResidentLoadOptions& options) {
+    if (layout.tensors.size() != info.tensors.size()) {
+        return err("the store layout names " + std::to_string(layout.tensors.size()) +
+                   " tensors but the model has " + std::to_string(info.tensors.size()));
+    }
+    std::vector<bool> held(info.tensors.size(), true);
+    for (size_t i = 0; i < info.tensors.size(); ++i) {
+        const ModelTensor& t = info.tensors[i];
+        const bool rows_ok = t.layer < 0 && !t.is_bias &&
+                             (t.role == TensorRole::TokenEmbedding || t.role == TensorRole::Output);
+        if (layout.tensors[i] == Residence::Rows
+                ? !rows_ok
+                : layout.tensors[i] != Residence::Arena && t.layer < 0) {
+            return err("tensor " + info.info(t).name + " cannot stream as the layout says");
+        }
+        held[i] = layout.tensors[i] == Residence::Arena;
+    }
+    std::unique_ptr<ModelStore> s(new ModelStore());
+    s->n_layer_ = info.hparams ? int(info.hparams->n_layer) : 0;
+    s->mode_ = layout.mode;
+    if (layout.mapped) {
+        STRATA_ASSIGN(s->arena_, Arena::map(info));
+        s->globals_ = s->arena_.views().globals;
+        return s;
+    }
+    STRATA_ASSIGN(s->reader_, StreamReader::open(info.file.path, 32));
+    STRATA_ASSIGN(s->ring_, SlotRing::create(info, groups_of(info, layout, Residence::Slot),
+                                             layout.ring, s->reader_));
+    STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
+    s->globals_ = s->arena_.views().globals;
+    size_t embedding = SIZE_MAX, head = SIZE_MAX;
+    for (size_t i = 0; i < info.tensors.size(); ++i) {
+        if (layout.tensors[i] != Residence::Rows) continue;
+        const ModelTensor& t = info.tensors[i];
+        TensorView shape = make_tensor_view(info.info(t), nullptr);
+        s->globals_.weights[size_t(t.role)] = shape;
+        const bool tied = info.hparams && info.hparams->tied_output;
+        if (t.role == TensorRole::TokenEmbedding) embedding = i;
+        if (t.role == TensorRole::Output || tied) head = i;
+    }
+    STRATA_ASSIGN(s->rows_, RowStream::create(info, embedding, head, layout.head_chunk_bytes,
+                                              s->reader_, s->stats_));
+    if (layout.any(Residence::ExpertCache)) {
+        STRATA_ASSIGN(s->cache_,
+                      ExpertCache::create(info, groups_of(info, layout, Residence::ExpertCache),
+                                          layout.experts, s->reader_, s->stats_));
+    }
+    s->active_.assign(size_t(s->n_layer_), LayerView{});
+    s->active_experts_.assign(size_t(s->n_layer_), {});
+    s->reset_stats();  // the cache's warm-up is part of opening, not of the run
+    return s;
+}
+
+ModelStore::~ModelStore() {
+    // Reads into the ring's slots and the cache's entries end before their buffers go.
+    cache_.reset();
+    if (reader_.io) {
+        ring_.drain(reader_);
+        rows_.drain(reader_);
+    }
+}
+
+Result<const LayerView*> ModelStore::acquire_layer(int layer) {
+    if (layer < 0 || layer >= n_layer_) {
+        return err("layer " + std::to_string(layer) + " does not exist");
+    }
+    const BoundViews& v = arena_.views();
+    stats_.bytes_served += v.layer_bytes[size_t(layer)];
+    if (!ring_.streams(layer)) return &v.layers[size_t(layer)];
+    LayerView& out = active_[size_t(layer)];
+    out = v.layers[size_t(layer)];
+    std::vector<ExpertView>& experts = active_experts_[size_t(layer)];
+    experts.assign(v.experts[size_t(layer)].begin(), v.experts[size_t(layer)].end());
+    STRATA_TRY(ring_.acquire(layer, reader_, out, experts, stats_));
+    return &out;
+}
+
+void ModelStore::release_layer(int layer) {
+    ring_.release(layer);
+}
+
+Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
+    if (cache_ && cache_->serves(layer)) return cache_->acquire(layer, expert);
+    const auto& experts = ring_.streams(layer) ? active_experts_ : arena_.views().experts;
+    if (layer < 0 || size_t(layer) >= experts.size() || expert < 0 ||
+        size_t(expert) >= experts[size_t(layer)].size()) {
+        return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
+                   " does not exist");
+    }
+    const ExpertView& ev = experts[size_t(layer)][size_t(expert)];
+    if (!ev.gate.present() || !ev.up.present() || !ev.down.present()) {
+        return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
+                   " lacks one of its gate, up and down matrices");
+    }
+    stats_.bytes_served += expert_bytes(ev);
+    return ev;
+}
+
+void ModelStore::release_expert(int layer, int expert) {
+    if (cache_ && cache_->serves(layer)) cache_->release(layer, expert);
+}
+
+void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k) {
+    if (cache_) cache_->prepare(layer, choices, k);
+}
+
+const TensorView* ModelStore::early_router(int layer) const {
+    if (!cache_ || !cache_->prefetching() || !cache_->serves(layer)) return nullptr;
+    const TensorView& r = arena_.views().layers[size_t(layer)].weight(TensorRole::MoeRouter);
+    return r.present() ? &r : nullptr;
+}
+
+Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {
+    if (!rows_.embedding_streamed()) return WeightStore::embedding_rows(tokens);
+    STRATA_ASSIGN(const TensorView* table, rows_.embedding_rows(tokens));
+    return EmbeddingLookup{table, true};
+}
+
+int ModelStore::head_pieces() const {
+    return rows_.head_streamed() ? rows_.head_chunks() : 1;
+}
+
+Result<const TensorView*> ModelStore::acquire_head_piece(int piece, int64_t& first_row) {
+    if (!rows_.head_streamed()) return WeightStore::acquire_head_piece(piece, first_row);
+    return rows_.acquire_head_chunk(piece, first_row);
+}
+
+void ModelStore::release_head_piece(int piece) {
+    if (rows_.head_streamed()) rows_.release_head_chunk(piece);
+}
+
+void ModelStore::hint_experts(int layer, std::span<const int32_t> experts) {
+    if (cache_) cache_->hint(layer, experts);
+}
+
+void ModelStore::reset_stats() {
+    stats_ = {};
+    ring_.reset_stats();
+    if (cache_) cache_->reset_stats();
+}
+
+std::string ModelStore::mode_name() const {
+    return mode_;
+}
+
+StoreReport ModelStore::report() const {
+    StoreReport r;
+    r.mode = mode_name();
+    r.resident_bytes = arena_.weight_bytes();
+    r.load_seconds = arena_.load_seconds();
+    r.totals = stats_;
+    r.slots = ring_.slot_count();
+    r.slot_bytes = ring_.slot_bytes();
+    r.slot_stats = ring_.stats();
+    if (cache_) {
+        r.cache_entries = cache_->entries();
+        r.entry_bytes = cache_->entry_bytes();
+        r.experts = cache_->totals();
+        r.expert_layers = cache_->layer_stats();
+        r.warnings = cache_->warnings();
+    }
+    return r;
+}
+
+}  // namespace strata

@@ -1,0 +1,76 @@
+// The store: one class, set up from a StoreLayout (store/store_layout.h, made from the plan),
+// that serves the engine every tensor of the model wherever the layout put it:
+//   - the resident arena (store/arena.h): tensors read once at open and held;
+//   - the slot ring (store/slot_ring.h): layer groups read just before their layer runs;
+//   - the expert cache (store/expert_cache.h): routed experts read when the router picks them;
+//   - the row stream (store/row_stream.h): embedding rows and LM head chunks read on demand.
+// Resident mode is a layout with everything in the arena, ffn-stream one with FFN groups in the
+// ring, expert-stream one with routed experts in the cache; any mixture a plan asks for works
+// the same way. One DirectReader serves the arena's load and all streaming.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model_info.h"
+#include "store/arena.h"
+#include "store/expert_cache.h"
+#include "store/read_set.h"
+#include "store/row_stream.h"
+#include "store/slot_ring.h"
+#include "store/store_layout.h"
+#include "store/weight_store.h"
+
+namespace strata {
+
+class ModelStore final : public WeightStore {
+  public:
+    // Sets up the store for `info` (a runnable model) as `layout` says, reading the arena. The
+    // store keeps what it needs from `info`; `info` may go away afterwards.
+    static Result<std::unique_ptr<ModelStore>> open(const ModelInfo& info,
+                                                    const StoreLayout& layout,
+                                                    const ResidentLoadOptions& options = {});
+    ~ModelStore() override;
+
+    const LayerView& globals() const override { return globals_; }
+    Result<const LayerView*> acquire_layer(int layer) override;
+    void release_layer(int layer) override;
+    Result<ExpertView> acquire_expert(int layer, int expert) override;
+    void release_expert(int layer, int expert) override;
+    void prepare_experts(int layer, std::span<const int32_t> choices, int k) override;
+    const TensorView* early_router(int layer) const override;
+    Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
+    int head_pieces() const override;
+    Result<const TensorView*> acquire_head_piece(int piece, int64_t& first_row) override;
+    void release_head_piece(int piece) override;
+    void hint_experts(int layer, std::span<const int32_t> experts) override;
+    const StoreStats& stats() const override { return stats_; }
+    void reset_stats() override;
+    std::string mode_name() const override;
+    StoreReport report() const override;
+
+    // The parts, for tests and benchmarks that look inside; null / empty when not set up.
+    ExpertCache* expert_cache() { return cache_.get(); }
+    const ExpertCache* expert_cache() const { return cache_.get(); }
+    const SlotRing& slot_ring() const { return ring_; }
+    uint64_t resident_bytes() const { return arena_.weight_bytes(); }
+
+  private:
+    ModelStore() = default;
+
+    int n_layer_ = 0;
+    std::string mode_;
+    StreamReader reader_;
+    Arena arena_;
+    SlotRing ring_;
+    RowStream rows_;
+    LayerView globals_;  // the arena's, with the shapes of tensors read by rows
+    std::unique_ptr<ExpertCache> cache_;
+    // Views handed out for layers the ring serves: the arena's views with the slot's bound over.
+    std::vector<LayerView> active_;
+    std::vector<std::vector<ExpertView>> active_experts_;
+    StoreStats stats_;
+};
+
+}  // namespace strata
