@@ -135,7 +135,10 @@ TEST(BenchCli, ExpertStreamReportsTheExpertCache) {
     STRATA_REQUIRE_TESTDATA();
     const std::string model =
         (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string();
-    const auto [r, lines] = bench(model, "--prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2 --ram 2M");
+    const std::string flags = "--prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2";
+    const uint64_t smallest = test::smallest_ram("bench " + shell_quote(model) + " " + flags);
+    const auto [r, lines] =
+        bench(model, flags + " --ram " + std::to_string((smallest >> 10) + 256) + "K");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("hit rate"), std::string::npos) << r.out;
     ASSERT_EQ(lines.size(), 1u);

@@ -44,18 +44,20 @@ std::string test_name(std::string stem) {
     return stem;
 }
 
-const std::string& synth_test_model(const std::string& preset, TensorType weights, uint64_t seed) {
+const std::string& synth_test_model(const std::string& preset, TensorType weights, uint64_t seed,
+                                    uint32_t layers) {
     static TempDir dir;
-    static std::map<std::tuple<std::string, TensorType, uint64_t>, std::string> written;
-    auto [it, fresh] = written.try_emplace({preset, weights, seed});
+    static std::map<std::tuple<std::string, TensorType, uint64_t, uint32_t>, std::string> written;
+    auto [it, fresh] = written.try_emplace({preset, weights, seed, layers});
     if (fresh) {
         SynthConfig config;
         config.hparams = *synth_preset(preset);
+        if (layers > 0) config.hparams.n_layer = layers;
         config.weights = weights;
         config.seed = seed;
         config.threads = 2;
         it->second = dir.file(preset + "-" + std::string(tensor_type_name(weights)) + "-" +
-                              std::to_string(seed) + ".gguf");
+                              std::to_string(seed) + "-" + std::to_string(layers) + ".gguf");
         auto r = write_synthetic_model(config, it->second, /*overwrite=*/true);
         EXPECT_TRUE(r) << (r ? "" : r.error().message);
     }
@@ -105,12 +107,19 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
         EXPECT_TRUE(pm) << mode;
         if (!pm) return nullptr;
         po.mode = *pm;
+        // The smallest budget with a plan (the one that streams the most), by bisection: a
+        // larger budget always has one too.
         Budgets budgets;
-        Result<Plan> made = err("no budget up to 16 GiB fits");
-        for (uint64_t ram = 1 << 20; ram < (1ull << 34); ram += ram / 8) {
-            budgets.ram = ram;
+        budgets.ram = 1ull << 34;
+        Result<Plan> made = make_plan(*info, HardwareProfile{}, budgets, po);
+        uint64_t lo = 0, hi = budgets.ram;  // no plan at lo, one at hi
+        while (made && hi - lo > 1) {
+            budgets.ram = lo + (hi - lo) / 2;
+            (make_plan(*info, HardwareProfile{}, budgets, po) ? hi : lo) = budgets.ram;
+        }
+        if (made) {
+            budgets.ram = hi;
             made = make_plan(*info, HardwareProfile{}, budgets, po);
-            if (made) break;
         }
         EXPECT_TRUE(made) << (made ? "" : made.error().message);
         if (!made) return nullptr;

@@ -160,15 +160,18 @@ namespace strata {
 namespace {
 
 // A RAM budget below the model's size streams its FFN layers from disk (the plan's ffn-stream
-// mode: 1000K leaves room for the resident part of the 1 MiB real model, its KV cache, two slots
-// and one cached FFN layer) and changes nothing in the answer.
+// mode: 64K above the smallest budget leaves room for the resident part of the 1 MiB real model,
+// its KV cache, two slots, what the process needs besides and a cached FFN layer or two) and
+// changes nothing in the answer.
 TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
     STRATA_REQUIRE_TESTDATA();
     const std::string model =
         test::shell_quote((test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
-    const auto streamed = test::run_strata("run " + model + args + " --ram 1000K");
+    const uint64_t smallest = test::smallest_ram("run " + model + args);
+    const auto streamed = test::run_strata("run " + model + args + " --ram " +
+                                           std::to_string((smallest >> 10) + 64) + "K");
     ASSERT_EQ(resident.exit_code, 0) << resident.err;
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
     const auto a = nlohmann::json::parse(resident.out);
@@ -192,10 +195,11 @@ TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
         test::shell_quote((test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
-    const auto streamed = test::run_strata("run " + model + args + " --ram 2M");
-    const auto no_guess = test::run_strata("run " + model + args +
-                                           " --ram 2M --no-prefetch "
-                                           "--cache-policy lfu");
+    const std::string ram =
+        " --ram " + std::to_string((test::smallest_ram("run " + model + args) >> 10) + 256) + "K";
+    const auto streamed = test::run_strata("run " + model + args + ram);
+    const auto no_guess =
+        test::run_strata("run " + model + args + ram + " --no-prefetch --cache-policy lfu");
     ASSERT_EQ(resident.exit_code, 0) << resident.err;
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
     ASSERT_EQ(no_guess.exit_code, 0) << no_guess.err;

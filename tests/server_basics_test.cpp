@@ -270,7 +270,7 @@ TEST(ServerModels, ThePlanCountsWhatAModelTakesOfTheBudget) {
         auto plan = make_plan(*info, HardwareProfile{}, b, o);
         ASSERT_TRUE(plan.ok()) << plan.error().message;
         EXPECT_EQ(plan->mode, PlanMode::Resident);
-        plan->memory.total = budget / 2 + 1;
+        plan->memory.total = plan->memory.process() + budget / 2 + 1;  // the model's share
         plans.push_back(std::move(*plan));
     }
     TestServer srv(server::ServerOptions{}, paths, {}, budget, plans);

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
@@ -135,6 +137,23 @@ HardwareProfile fixed_profile() {
 }
 
 }  // namespace
+
+uint64_t smallest_ram(const std::string& args) {
+    const CommandResult r = run_strata(args + " --ram 1K");
+    std::smatch m;
+    if (r.exit_code != 1 ||
+        !std::regex_search(r.err, m, std::regex("need at least ([0-9.]+) (B|KiB|MiB|GiB)"))) {
+        ADD_FAILURE() << "strata named no minimum budget for " << args << ":\n" << r.err;
+        return 0;
+    }
+    const std::string unit = m[2].str();
+    const double scale = unit == "GiB"   ? double(1ull << 30)
+                         : unit == "MiB" ? double(1u << 20)
+                         : unit == "KiB" ? 1024.0
+                                         : 1.0;
+    // Two decimals are printed: the figure is at most half a hundredth of the unit low.
+    return uint64_t(std::ceil((std::stod(m[1].str()) + 0.005) * scale));
+}
 
 const std::string& test_cache_dir() {
     static const TempDir dir;

@@ -46,6 +46,11 @@ CommandResult run_command(const std::string& command_line);
 // set to test_cache_dir(): commands that need the hardware profile (inspect's plan) find a fixed
 // one instead of measuring the machine and writing to the user's cache.
 CommandResult run_strata(const std::string& args);
+// The smallest --ram strata accepts for `args` (a run or bench command line with the model and
+// the flags that decide the plan), as its own error names it ("need at least 15.58 MiB"),
+// rounded up; 0 when the command does not fail that way. The process's baseline is measured by
+// strata, so this is the only way a test can know it.
+uint64_t smallest_ram(const std::string& args);
 // A directory, removed at exit, holding profile.json with test_profile(): the same fixed figures
 // on every machine, with disk entries for the temp directory, the golden data and the working
 // directory so nothing is measured.
