@@ -4,9 +4,9 @@
 //
 // Defaults, and why:
 //  - RAM: the available RAM (MemAvailable, within a cgroup limit) minus kRamHeadroom (4 GiB) for
-//    the system, the page cache the rest of the machine lives on, and strata's own small buffers
-//    (activations, logits, I/O queues) that the plan does not count. When less than the headroom
-//    is available, that is an error naming both figures: a plan into swap is worse than none.
+//    the system and the page cache the rest of the machine lives on (strata's own activations,
+//    buffers and code are lines of the plan, inside the budget). When less than the headroom is
+//    available, that is an error naming both figures: a plan into swap is worse than none.
 //  - GPU memory: the free memory of GPU 0 (the one device the engine uses) minus a reserve of
 //    max(1 GiB, 5% of its total) for the CUDA context, cuBLAS workspaces and fragmentation; 0
 //    without a GPU.
