@@ -235,31 +235,39 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
     const uint64_t budget = plan.memory.budget;
-    // The shallowest streaming whose minimum fits the budget: FFN layers; then the embedding
-    // table by rows; then the LM head by chunks; then whole layers. Each step trades RAM for
-    // disk reads per token, so a step is taken only when the one before does not fit.
-    const DeepStreaming levels[] = {
-        {}, {true, false, false}, {true, true, false}, {true, true, true}};
+    // The shallowest streaming whose minimum fits the budget. From FFN layers alone, each step
+    // goes one deeper (the embedding table by rows, then the LM head by chunks, then whole
+    // layers) and is kept only when it lowers the minimum: a table smaller than its row buffers
+    // stays resident. Steps trade RAM for disk reads per token, so none is taken once one fits.
     struct Level {
         DeepStreaming deep;
         ModelBytes mb;
         uint64_t slot = 0, fixed = 0, minimum = 0;
     };
-    std::optional<Level> chosen, smallest;
-    for (const DeepStreaming& d : levels) {
-        if (in.hp.tied_output && d.embedding_rows && !d.head_rows) continue;  // one table
+    const auto measure = [&](const DeepStreaming& d) {
         Level l{d, plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size, d)};
         for (const auto& layer : l.mb.layers) l.slot = std::max(l.slot, layer.stream_widened);
         l.fixed = l.mb.resident() + l.mb.row_buffers + in.fixed();
         l.minimum = smallest_budget(l.fixed - in.overhead.slack + min_slots * l.slot);
-        if (!smallest || l.minimum < smallest->minimum) smallest = l;
-        if (l.minimum <= budget) {
-            chosen = std::move(l);
-            break;
-        }
+        return l;
+    };
+    std::optional<Level> chosen;
+    Level best = measure({});
+    if (best.minimum <= budget) chosen = best;
+    for (bool DeepStreaming::*step : {&DeepStreaming::embedding_rows, &DeepStreaming::head_rows,
+                                      &DeepStreaming::whole_layers}) {
+        if (chosen) break;
+        DeepStreaming d = best.deep;
+        d.*step = true;
+        // A tied table is the head: it streams with the head's step.
+        if (in.hp.tied_output && step == &DeepStreaming::embedding_rows) continue;
+        Level l = measure(d);
+        if (l.minimum >= best.minimum) continue;
+        best = std::move(l);
+        if (best.minimum <= budget) chosen = best;
     }
     if (!chosen) {
-        const Level& l = *smallest;
+        const Level& l = best;  // the smallest minimum any depth reaches
         return too_small(
             plan,
             "the resident tensors (" + format_bytes(l.mb.resident()) + "), " + kv_phrase(in) +
