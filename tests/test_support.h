@@ -51,6 +51,8 @@ CommandResult run_strata(const std::string& args);
 // rounded up; 0 when the command does not fail that way. The process's baseline is measured by
 // strata, so this is the only way a test can know it.
 uint64_t smallest_ram(const std::string& args);
+// The minimum a "too small" error names ("need at least 15.58 MiB"), rounded up; 0 without one.
+uint64_t named_minimum(const std::string& error);
 // A directory, removed at exit, holding profile.json with test_profile(): the same fixed figures
 // on every machine, with disk entries for the temp directory, the golden data and the working
 // directory so nothing is measured.
