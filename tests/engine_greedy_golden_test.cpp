@@ -30,15 +30,15 @@ int32_t argmax(const std::vector<float>& v) {
 
 class GreedyGolden : public ::testing::TestWithParam<test::GoldenModel> {};
 
-TEST_P(GreedyGolden, MatchesReferenceContinuations) {
-    STRATA_REQUIRE_TESTDATA();
-    const test::GoldenModel& gm = GetParam();
+// On the CPU backend (gpu < 0) or every layer on that GPU.
+void check(const test::GoldenModel& gm, int gpu) {
     const auto dir = test::testdata_dir();
     std::ifstream in(dir / "golden/greedy" / (gm.stem + ".json"));
     ASSERT_TRUE(in) << gm.stem;
     const json golden = json::parse(in);
 
     ModelLoadOptions opt;
+    opt.gpu = gpu;
     opt.engine.threads = 2;
     opt.engine.n_ctx = 128;
     auto loaded = LoadedModel::load((dir / gm.path).string(), opt);
@@ -83,7 +83,18 @@ TEST_P(GreedyGolden, MatchesReferenceContinuations) {
             ASSERT_TRUE(m.engine->eval({&next, 1}, engine::LogitsWanted::Last, logits));
         }
     }
-    RecordProperty("steps_matched", exact_steps);
+    ::testing::Test::RecordProperty("steps_matched", exact_steps);
+}
+
+TEST_P(GreedyGolden, MatchesReferenceContinuations) {
+    STRATA_REQUIRE_TESTDATA();
+    check(GetParam(), -1);
+}
+
+TEST_P(GreedyGolden, MatchesReferenceContinuationsOnGpu) {
+    STRATA_REQUIRE_TESTDATA();
+    STRATA_REQUIRE_GPU();
+    check(GetParam(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GreedyGolden, ::testing::ValuesIn(test::golden_models()),

@@ -26,15 +26,15 @@ namespace {
 
 class KldGolden : public ::testing::TestWithParam<test::GoldenModel> {};
 
-TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
-    STRATA_REQUIRE_TESTDATA();
-    const test::GoldenModel& gm = GetParam();
+// On the CPU backend (gpu < 0) or every layer on that GPU.
+void check(const test::GoldenModel& gm, int gpu) {
     const auto dir = test::testdata_dir();
     const nlohmann::json golden =
         nlohmann::json::parse(std::ifstream(dir / "golden/perplexity" / (gm.stem + ".json")));
     const int n_ctx = golden["n_ctx"].get<int>();
 
     ModelLoadOptions opt;
+    opt.gpu = gpu;
     opt.engine.threads = 2;
     opt.engine.n_ctx = uint32_t(n_ctx);
     auto loaded = LoadedModel::load((dir / gm.path).string(), opt);
@@ -67,6 +67,17 @@ TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
     const double want = std::log(golden["ppl_final"].get<double>());
     EXPECT_NEAR(std::log(ppl->ppl), want, 0.01 * std::abs(want));
     EXPECT_EQ(ppl->n_chunk, golden["n_chunks"].get<int>());
+}
+
+TEST_P(KldGolden, MatchesReferenceLogProbabilities) {
+    STRATA_REQUIRE_TESTDATA();
+    check(GetParam(), -1);
+}
+
+TEST_P(KldGolden, MatchesReferenceLogProbabilitiesOnGpu) {
+    STRATA_REQUIRE_TESTDATA();
+    STRATA_REQUIRE_GPU();
+    check(GetParam(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, KldGolden, ::testing::ValuesIn(test::golden_models()),

@@ -2,6 +2,8 @@
 // strata binary.
 #pragma once
 
+#include "gpu/gpu.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,6 +65,14 @@ std::string shell_quote(const std::string& s);
 std::string read_text_file(const std::filesystem::path& p);
 
 }  // namespace strata::test
+
+// In a test that needs a GPU: skipped, with the reason, where there is none (CI has none).
+#define STRATA_REQUIRE_GPU()                                               \
+    do {                                                                   \
+        if (::strata::gpu::devices().list.empty()) {                       \
+            GTEST_SKIP() << "no GPU: " << ::strata::gpu::devices().reason; \
+        }                                                                  \
+    } while (0)
 
 // The first line of every test that needs the golden data: without it the test is skipped, or
 // fails when the data must be present (testdata_required()).

@@ -61,6 +61,14 @@ struct LinearJob {
     Act out;
 };
 
+// Which backend to create: the CPU's, or CUDA's on a GPU.
+enum class BackendKind : uint8_t { Cpu, Cuda };
+struct BackendSpec {
+    BackendKind kind = BackendKind::Cpu;
+    int device = 0;  // the GPU, for Cuda
+    bool operator==(const BackendSpec&) const = default;
+};
+
 // What a backend sizes itself from.
 struct BackendConfig {
     ModelHparams hp;

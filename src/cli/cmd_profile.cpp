@@ -66,8 +66,8 @@ std::string memory_line(const MemoryProfile& m) {
 
 std::string gpu_line(const GpuProfile& g) {
     std::string s = g.name + ", " + format_bytes(g.memory_total) + " (" +
-                    format_bytes(g.memory_free) + " free); device copy " +
-                    rate(g.device_copy_bandwidth) + ", host to device " +
+                    format_bytes(g.memory_free) + " free); read " + rate(g.read_bandwidth) +
+                    ", device copy " + rate(g.device_copy_bandwidth) + ", host to device " +
                     rate(g.host_to_device_pinned_bandwidth) + " pinned, " +
                     rate(g.host_to_device_pageable_bandwidth) + " pageable";
     if (!g.note.empty()) s += "; " + g.note;

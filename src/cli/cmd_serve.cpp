@@ -85,6 +85,7 @@ uint64_t plan_served_models(server::ModelCatalog& catalog, PlanFlags flags,
     flags.embeddings = true;  // /api/embed hands out a context's hidden states
     auto plans = plan_models(targets, flags, served_baseline(catalog, so));
     if (!plans) fail(plans.error().message);
+    if (!plans->empty()) say_where_it_runs(plans->front());
     for (size_t i = 0; i < plans->size(); ++i) catalog.set_plan(i, std::move((*plans)[i]));
     return catalog.models().front().plan->budgets.ram;
 }

@@ -120,7 +120,14 @@ Result<Plan> plan_for_model(const ModelInfo& info, const std::string& model_path
 Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& flags) {
     STRATA_ASSIGN(ModelDescription model, ModelDescription::read(model_path));
     STRATA_ASSIGN(Plan plan, plan_for_model(model.info, model_path, flags, measure_baseline()));
+    say_where_it_runs(plan);
     return PlannedModel{std::move(model), std::move(plan)};
+}
+
+void say_where_it_runs(const Plan& plan) {
+    if (!plan.gpu_resident()) {
+        std::fprintf(stderr, "strata: running on the CPU: %s\n", plan.gpu_note.c_str());
+    }
 }
 
 void describe_plan(const Plan& plan) {
@@ -130,7 +137,16 @@ void describe_plan(const Plan& plan) {
     const std::string memory = format_bytes(m.total) + " of the " + format_bytes(m.budget) +
                                " budget (process " + format_bytes(m.baseline) +
                                (m.baseline_measured ? " measured" : " estimated") + ")";
-    if (plan.mode == PlanMode::ExpertStream) {
+    if (plan.gpu_resident()) {
+        const GpuMemoryPlan& g = plan.gpu_memory;
+        std::fprintf(stderr,
+                     "strata: plan: resident on GPU %d: weights %s, KV cache %s, buffers %s of the "
+                     "%s GPU budget; RAM %s; limit %.2f tok/s (bound by %s)\n",
+                     plan.gpu_device, format_bytes(g.weights).c_str(),
+                     format_bytes(g.kv_cache).c_str(), format_bytes(g.activations).c_str(),
+                     format_bytes(g.budget).c_str(), memory.c_str(), plan.tokens_per_second,
+                     bound.c_str());
+    } else if (plan.mode == PlanMode::ExpertStream) {
         std::fprintf(stderr,
                      "strata: plan: %s, expert cache of %llu experts (%s), %s, limit %.2f "
                      "tok/s (bound by %s)\n",

@@ -82,5 +82,8 @@ Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& 
 // One line on stderr about a plan that streams (what, through how much memory, what it counts of
 // the budget, and the speed limit it implies); nothing for a resident one.
 void describe_plan(const Plan& plan);
+// One line on stderr when the plan runs on the CPU, saying why no GPU is used ("no GPU (no
+// NVIDIA driver is loaded)"); nothing when it runs on a GPU (describe_plan says so).
+void say_where_it_runs(const Plan& plan);
 
 }  // namespace strata::cli

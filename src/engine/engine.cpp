@@ -7,6 +7,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "util/thread_pool.h"
+#if STRATA_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace strata::engine {
 
@@ -31,6 +34,25 @@ const char* op_name(Op op) {
     }
     return "?";
 }
+
+namespace {
+
+Result<std::unique_ptr<Backend>> make_backend(const BackendSpec& spec,
+                                              const BackendConfig& config) {
+    switch (spec.kind) {
+        case BackendKind::Cpu:
+            return make_cpu_backend(config);
+        case BackendKind::Cuda:
+#if STRATA_HAVE_CUDA
+            return make_cuda_backend(config, spec.device);
+#else
+            return err("this strata was built without CUDA: it cannot run layers on a GPU");
+#endif
+    }
+    return err("unknown backend");
+}
+
+}  // namespace
 
 template <typename F>
 void Engine::timed(Op op, F&& f) {
@@ -84,6 +106,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         if (b < 0) return err("layer_backend: backend index " + std::to_string(b) + " is negative");
     }
     const int n_backends = assign.empty() ? 1 : *std::max_element(assign.begin(), assign.end()) + 1;
+    if (!options.backends.empty() && size_t(n_backends) > options.backends.size()) {
+        return err("layer_backend names backend " + std::to_string(n_backends - 1) + " of " +
+                   std::to_string(options.backends.size()));
+    }
 
     std::unique_ptr<Engine> e(new Engine(hp, store, options));
     e->layer_fn_ = fn;
@@ -99,7 +125,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         config.threads = e->threads_;
         config.layers.assign(hp.n_layer, false);
         for (uint32_t l = 0; l < hp.n_layer; ++l) config.layers[l] = assign[l] == b;
-        STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_cpu_backend(config));
+        const BackendSpec spec =
+            options.backends.empty() ? BackendSpec{} : options.backends[size_t(b)];
+        STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(spec, config));
         e->backends_.push_back(std::move(backend));
     }
     for (uint32_t l = 0; l < hp.n_layer; ++l) {

@@ -39,9 +39,10 @@ struct EngineOptions {
     // Benchmarks of expert streaming: replay this routing instead of the router's (the output is
     // then not the model's; routing_trace.h).
     std::shared_ptr<const RoutingTrace> forced_routing;
-    // Which backend runs each layer: an index per layer into the backends the engine creates
-    // (empty: every layer on backend 0). The embedding runs on the first layer's backend and the
-    // output head on the last layer's. Every backend is a CPU backend for now.
+    // The backends the engine creates (empty: one CPU backend), and which runs each layer: an
+    // index per layer into them (empty: every layer on backend 0). The embedding runs on the
+    // first layer's backend and the output head on the last layer's.
+    std::vector<BackendSpec> backends;
     std::vector<int> layer_backend;
 };
 

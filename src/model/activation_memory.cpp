@@ -110,4 +110,33 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     return m;
 }
 
+uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& shape) {
+    const uint64_t n_ctx = shape.n_ctx ? shape.n_ctx : default_context(hp);
+    const uint64_t R = batch_rows(shape.max_batch, uint32_t(n_ctx));
+    const uint64_t f = sizeof(float);
+    const uint64_t d = hp.n_embd;
+    uint64_t n_head = 0, n_head_kv = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        n_head = std::max<uint64_t>(n_head, hp.n_head_at(l));
+        n_head_kv = std::max<uint64_t>(n_head_kv, hp.n_head_kv_at(l));
+    }
+    const uint64_t q = n_head * hp.head_dim_k, k = n_head_kv * hp.head_dim_k,
+                   v = n_head_kv * hp.head_dim_v, attn = n_head * hp.head_dim_v;
+    const uint64_t ff = widest_ffn(hp);
+    const uint64_t used = std::max(1u, hp.n_expert_used);
+    uint64_t bytes = R * (4 * d + q + k + v + attn) * f;  // the activations
+    bytes += 2 * R * ff * f + R * f;                      // gate, up, a scalar per row
+    bytes += std::max<uint64_t>(uint64_t(kGpuLogitRowsPerChunk) * hp.n_vocab,
+                                R * std::max(1u, hp.n_expert)) *
+             f;  // results read back
+    if (hp.is_moe()) bytes += R * used * d * f + 2 * R * d * f + R * used * (8 + 4);
+    const uint64_t max_cols = std::max({d, ff, attn});
+    const uint64_t max_weight = d * std::max({ff, q, k, v, d});
+    bytes += 2 * max_weight + 2 * R * max_cols + kGpuLibraryWorkspace;  // fp16 GEMM staging
+    // Flash-decoding partials: up to 64 splits of every query head of a batch's rows, each an
+    // output row and its running maximum and sum.
+    bytes += std::min<uint64_t>(R, 64) * n_head * 64 * (hp.head_dim_v + 2) * f;
+    return bytes;
+}
+
 }  // namespace strata

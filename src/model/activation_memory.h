@@ -73,4 +73,16 @@ uint32_t batch_rows(uint32_t max_batch, uint32_t n_ctx);
 // PRECONDITION: model.hparams is set.
 ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape& shape);
 
+// What a GPU backend holds in device memory besides weights and KV cache, for the plan's GPU
+// budget: the batch's activations (the rows above), the FFN and expert intermediates, the
+// logits of a chunk of rows, the fp16 staging of prompt GEMMs (the largest layer matrix and a
+// batch of activations), cuBLAS's workspace and flash-decoding's partial results.
+struct GpuActivationShape {
+    uint32_t max_batch = 512;
+    uint32_t n_ctx = 0;
+};
+inline constexpr uint64_t kGpuLibraryWorkspace = 64ull << 20;  // cuBLAS workspace and the like
+inline constexpr int64_t kGpuLogitRowsPerChunk = 16;
+uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& shape);
+
 }  // namespace strata

@@ -389,6 +389,69 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
     return {};
 }
 
+// Resident on GPU 0 when the weights, the KV cache and the GPU backend's buffers fit its budget
+// and RAM holds the rest of the process; false (nothing changed) otherwise.
+bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) {
+    if (profile.gpus.empty()) {
+        plan.gpu_note = "no GPU (" +
+                        (profile.gpu_note.empty() ? std::string("none found") : profile.gpu_note) +
+                        ")";
+        return false;
+    }
+    if (!in.options.gpu) {
+        plan.gpu_note = "the plan was asked for the CPU";
+        return false;
+    }
+    if (plan.budgets.gpu_mem == 0) {
+        plan.gpu_note = "a GPU budget of 0";
+        return false;
+    }
+    GpuMemoryPlan g;
+    g.budget = plan.budgets.gpu_mem;
+    g.weights = in.model.totals.bytes;
+    g.kv_cache = in.kv_bytes;
+    g.activations = gpu_activation_bytes(in.hp, {in.options.max_batch, in.n_ctx});
+    g.total = g.weights + g.kv_cache + g.activations;
+    const std::string gpu = profile.gpus.front().name;
+    if (g.total > g.budget) {
+        plan.notes.push_back(
+            "the weights (" + format_bytes(g.weights) + "), KV cache (" + format_bytes(g.kv_cache) +
+            ") and GPU buffers (" + format_bytes(g.activations) +
+            ") need more than the GPU budget (" + format_bytes(g.budget) + " of " + gpu +
+            "): planned for the CPU (GPU tiers for larger models are not built yet)");
+        return false;
+    }
+    // RAM: the process, its host-side buffers (logits, routing) and the load's pinned staging.
+    MemoryPlan host = in.overhead;
+    ActivationShape shape;
+    shape.max_batch = in.options.max_batch;
+    shape.n_ctx = in.n_ctx;
+    shape.threads = 1;
+    shape.logit_rows = in.options.logit_rows;
+    const ActivationMemory act = activation_memory(in.model, shape);
+    host.activations = act.engine + act.logits + act.threads + kDeviceStagingHostBytes;
+    const uint64_t ram_need = host.activations + host.io_buffers + host.baseline + host.slack;
+    if (ram_need > plan.memory.budget) {
+        plan.gpu_note = "the GPU holds the model but the RAM budget (" +
+                        format_bytes(plan.memory.budget) + ") is too small for the process (" +
+                        format_bytes(ram_need) + ")";
+        plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
+        return false;
+    }
+    plan.gpu_device = profile.gpus.front().index;
+    plan.gpu_memory = g;
+    plan.mode = PlanMode::Resident;
+    plan.reason = "the weights (" + format_bytes(g.weights) + "), KV cache (" +
+                  format_bytes(g.kv_cache) + ") and GPU buffers (" + format_bytes(g.activations) +
+                  ") fit in the GPU budget (" + format_bytes(g.budget) + " of " + gpu +
+                  "): every layer runs on the GPU";
+    for (TensorPlacement& t : plan.tensors) t = {Tier::Gpu, TensorUse::Resident, StreamUnit::None};
+    const ModelBytes mb =
+        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
+    set_layer_rows(plan, mb, std::vector<TensorUse>(mb.layers.size(), TensorUse::Resident));
+    return true;
+}
+
 PlanMode choose_mode(Plan& plan, const Inputs& in) {
     const uint64_t need = in.model.totals.bytes + in.fixed();
     const std::string figures = "the weights (" + format_bytes(in.model.totals.bytes) + "), " +
@@ -412,10 +475,13 @@ PlanMode choose_mode(Plan& plan, const Inputs& in) {
 
 // Bytes per token from each tier, and the speed limit they imply.
 void predict_traffic(Plan& plan, const Inputs& in) {
-    plan.tiers = {{Tier::Gpu, 0, 0, in.gpu.bandwidth,
-                   in.gpu.source + "; unused: only the CPU backend exists, computing from RAM", 0},
-                  {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
-                  {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
+    plan.tiers = {
+        {Tier::Gpu, 0, 0, in.gpu.bandwidth,
+         plan.gpu_resident() ? in.gpu.source
+                             : in.gpu.source + "; unused: the model is planned for the CPU",
+         0},
+        {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
+        {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const ModelTensor& t = in.model.tensors[i];
         const uint64_t bytes = in.model.info(t).n_bytes;
@@ -444,6 +510,22 @@ void predict_traffic(Plan& plan, const Inputs& in) {
 
 void count_memory(Plan& plan, const Inputs& in) {
     MemoryPlan& m = plan.memory;
+    if (plan.gpu_resident()) {
+        // Weights and KV cache are the GPU's; RAM holds the process and its host-side buffers.
+        ActivationShape shape;
+        shape.max_batch = in.options.max_batch;
+        shape.n_ctx = in.n_ctx;
+        shape.threads = 1;
+        shape.logit_rows = in.options.logit_rows;
+        const ActivationMemory act = activation_memory(in.model, shape);
+        m.activations = act.engine + act.logits + act.threads + kDeviceStagingHostBytes;
+        m.io_buffers = in.overhead.io_buffers;
+        m.baseline = in.overhead.baseline;
+        m.baseline_measured = in.overhead.baseline_measured;
+        m.slack = in.overhead.slack;
+        m.total = m.activations + m.io_buffers + m.baseline + m.slack;
+        return;
+    }
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const uint64_t bytes = in.model.info(in.model.tensors[i]).n_bytes;
         if (plan.tensors[i].use == TensorUse::Resident) m.resident_weights += bytes;
@@ -498,6 +580,12 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
         if (!r->measured) plan.notes.push_back(r->source);
     }
 
+    if ((!options.mode || *options.mode == PlanMode::Resident) && place_on_gpu(plan, in, profile)) {
+        plan.stream.block_size = in.disk.block_size;
+        count_memory(plan, in);
+        predict_traffic(plan, in);
+        return plan;
+    }
     if (options.mode) {
         if (*options.mode == PlanMode::ExpertStream && !hp.is_moe()) {
             return err("--mode expert-stream needs a mixture-of-experts model; ", model.arch,

@@ -40,9 +40,13 @@
 //    model with 1-4 MiB blocks at queue depth >= 4 (the store's reads); failing that, the best
 //    rate with blocks >= 1 MiB, then the best of any; 1.5 GB/s (a typical NVMe) when the disk was
 //    not measured, said so in the plan's notes.
-//  - The GPU tier is accounted for (its budget, a row in the traffic table) but not used yet: the
-//    only backend is the CPU's, computing from RAM. A GPU backend will place tensors there by
-//    the same benefit per byte with GPU vs RAM bandwidth.
+//  - GPU. When the machine has a GPU and every weight, the KV cache and the GPU backend's
+//    activations and scratch (model/activation_memory.h, gpu_activation_bytes) fit in the GPU
+//    budget, the plan is resident on the GPU: every tensor in its memory, every layer computed
+//    there, and RAM holds only the process, its host-side buffers and the pinned staging the
+//    load reads through. The speed limit is then the weights read per token over the GPU's
+//    measured read bandwidth. A model that does not fit is planned for the CPU as before
+//    (splitting a model across GPU and RAM is the GPU tiers' work, not built yet).
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
 //  - The budget is a hard ceiling on the process, not on its weights: besides weights, caches,
@@ -96,6 +100,8 @@ inline constexpr uint64_t kEstimatedBytesPerVocabToken = 640;
 // The direct reader's request tables and, where io_uring is refused, its pread threads. (It has
 // no staging to count: the store reads every range widened straight into its place.)
 inline constexpr uint64_t kReaderTableBytes = 256ull << 10;
+// Pinned host memory a load onto the GPU reads through (store/arena.h's staging chunks).
+inline constexpr uint64_t kDeviceStagingHostBytes = 68ull << 20;
 // Slack for what no line counts exactly: allocator rounding and free lists, code pages first
 // touched while running, and the kernel's page tables and I/O rings, which a memory cgroup
 // charges too: a fixed part and a share of the budget.
@@ -117,7 +123,8 @@ struct PlanOptions {
     std::optional<PlanMode> mode;       // force a mode
     std::optional<uint32_t> slots;      // force the pool slot count (>= 2)
     std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
-    int disk = -1;  // index in profile.disks of the disk holding the model (LoadedProfile::disk)
+    bool gpu = true;  // false: plan for the CPU only, whatever GPU the profile has
+    int disk = -1;    // index in profile.disks of the disk holding the model (LoadedProfile::disk)
 };
 
 struct TensorPlacement {
@@ -177,6 +184,15 @@ struct MemoryPlan {
     uint64_t model() const { return total - process(); }
 };
 
+// GPU memory of a plan resident on the GPU (all zero otherwise).
+struct GpuMemoryPlan {
+    uint64_t weights = 0;
+    uint64_t kv_cache = 0;
+    uint64_t activations = 0;  // the GPU backend's activations, staging and scratch
+    uint64_t total = 0;        // never above budget
+    uint64_t budget = 0;       // the GPU budget
+};
+
 struct TierTraffic {
     Tier tier = Tier::Ram;
     uint64_t stored_bytes = 0;   // weights living in the tier (slots and caches not counted)
@@ -202,7 +218,12 @@ struct Plan {
     StreamPlan stream;
     ExpertCachePlan expert_cache;  // expert-stream only
     MemoryPlan memory;
+    int gpu_device = -1;  // the GPU every tensor lives and every layer runs on; -1: the CPU
+    GpuMemoryPlan gpu_memory;
+    std::string gpu_note;            // why the plan does not use a GPU (empty when it does)
     std::vector<TierTraffic> tiers;  // gpu, ram, disk
+
+    bool gpu_resident() const { return gpu_device >= 0; }
 
     double tokens_per_second = 0;  // the speed limit
     Tier bound = Tier::Ram;        // the tier with the largest time per token

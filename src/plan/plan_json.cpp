@@ -53,6 +53,13 @@ Result<Plan> from_json(const json& j) {
                 m.at("slack"),
                 m.at("total"),
                 m.at("budget")};
+    p.gpu_device = j.value("gpu_device", -1);
+    p.gpu_note = j.value("gpu_note", std::string());
+    if (j.contains("gpu_memory")) {
+        const json& g = j.at("gpu_memory");
+        p.gpu_memory = {g.at("weights"), g.at("kv_cache"), g.at("activations"), g.at("total"),
+                        g.at("budget")};
+    }
     if (j.contains("deep")) {
         const json& d = j.at("deep");
         p.deep = {d.at("embedding_rows"), d.at("head_rows"), d.at("whole_layers")};
@@ -166,6 +173,14 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"slack", m.slack},
               {"total", m.total},
               {"budget", m.budget}}},
+            {"gpu_device", p.gpu_device},
+            {"gpu_note", p.gpu_note},
+            {"gpu_memory",
+             {{"weights", p.gpu_memory.weights},
+              {"kv_cache", p.gpu_memory.kv_cache},
+              {"activations", p.gpu_memory.activations},
+              {"total", p.gpu_memory.total},
+              {"budget", p.gpu_memory.budget}}},
             {"stream",
              {{"slots", s.slots},
               {"slot_bytes", s.slot_bytes},

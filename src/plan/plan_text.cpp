@@ -101,7 +101,7 @@ std::string where(const Plan& p, const LayerPlan& l) {
     if (l.ffn_bytes == 0) return "-";
     switch (l.ffn_use) {
         case TensorUse::Resident:
-            return "ram";
+            return p.gpu_resident() ? "gpu" : "ram";
         case TensorUse::Cached:
             return "ram (cached)";
         case TensorUse::Streamed:
@@ -144,6 +144,13 @@ std::string plan_text(const Plan& p) {
     TextTable kv({{""}, {""}});
     kv.add_row({"mode", std::string(plan_mode_name(p.mode)) + ": " + p.reason});
     kv.add_row({"budget", budget_line(p)});
+    if (p.gpu_resident()) {
+        const GpuMemoryPlan& g = p.gpu_memory;
+        kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": weights " +
+                               format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
+                               ", buffers " + format_bytes(g.activations) + ": " +
+                               format_bytes(g.total) + " of " + format_bytes(g.budget)});
+    }
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"engine", engine_line(p)});
     kv.add_row({"process", process_line(p.memory)});

@@ -41,6 +41,8 @@ TierRate ram_rate(const HardwareProfile& p) {
 TierRate gpu_rate(const HardwareProfile& p) {
     if (p.gpus.empty()) return {0, "no GPU", false};
     const GpuProfile& g = p.gpus.front();
+    if (g.read_bandwidth > 0)
+        return {g.read_bandwidth, "measured: kernel reads on " + g.name, true};
     if (g.device_copy_bandwidth <= 0) return {0, g.name + ": not measured", false};
     return {g.device_copy_bandwidth / 2, "measured: half the device copy rate of " + g.name, true};
 }

@@ -1,6 +1,6 @@
-// GPUs, through the CUDA runtime loaded with dlopen: strata has no link-time CUDA dependency and
-// runs the same binary on machines without a GPU or without CUDA installed, where the probe says
-// why there is no GPU instead of failing.
+// GPUs, through the GPU runtime (gpu/gpu.h: the CUDA runtime linked statically, so the same
+// binary runs on machines without a GPU or an NVIDIA driver, where the probe says why there is
+// no GPU instead of failing).
 #pragma once
 
 #include <functional>

@@ -100,6 +100,7 @@ json profile_to_json(const HardwareProfile& p) {
                         {"memory_total", g.memory_total},
                         {"memory_free", g.memory_free},
                         {"device_copy_bandwidth", g.device_copy_bandwidth},
+                        {"read_bandwidth", g.read_bandwidth},
                         {"host_to_device_pinned_bandwidth", g.host_to_device_pinned_bandwidth},
                         {"host_to_device_pageable_bandwidth", g.host_to_device_pageable_bandwidth},
                         {"note", g.note}});
@@ -163,6 +164,7 @@ Result<HardwareProfile> profile_from_json(const json& j) {
             gp.memory_total = g.at("memory_total").get<uint64_t>();
             gp.memory_free = g.at("memory_free").get<uint64_t>();
             gp.device_copy_bandwidth = g.at("device_copy_bandwidth").get<double>();
+            gp.read_bandwidth = g.value("read_bandwidth", 0.0);  // absent before it was measured
             gp.host_to_device_pinned_bandwidth =
                 g.at("host_to_device_pinned_bandwidth").get<double>();
             gp.host_to_device_pageable_bandwidth =

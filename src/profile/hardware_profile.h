@@ -62,6 +62,7 @@ struct GpuProfile {
     uint64_t memory_total = 0;
     uint64_t memory_free = 0;
     double device_copy_bandwidth = 0;  // read + write bytes per second of a device-to-device copy
+    double read_bandwidth = 0;         // bytes per second a kernel reads device memory at
     double host_to_device_pinned_bandwidth = 0;
     double host_to_device_pageable_bandwidth = 0;
     std::string note;  // what could not be measured, if anything

@@ -8,11 +8,14 @@
 // multiplier, then per sub-block the best floor/ceil multipliers, and finally each element's
 // nearest code under the scales exactly as stored. Q8_K follows ggml's reference quantizer bit
 // for bit (it has to: it is what activations become before a K-quant dot product).
+// How a super-block's scales and codes are packed into each layout (namespace kq below) is shared
+// with the lane-parallel fast path (fast_quantize.h), which replaces only the search.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "quant/float_formats.h"
+#include "quant/k_quant_parts.h"
 #include "quant/reference.h"
 #include "quant/scale_search.h"
 
@@ -124,15 +127,16 @@ void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t nb) {
     }
 }
 
+}  // namespace strata::quant::ref
+
 // ---- quantization -----------------------------------------------------------------------------
 
-namespace {
+namespace strata::quant::kq {
 
-// fp16 bits of the super-block scale d = largest / end, where `end` is the multiplier the
-// largest sub-block scale should get. Rounded to nearest, except when that would push the
-// largest multiplier more than half a step past the end of its range: then the next fp16 away
-// from zero. Only happens when d is an fp16 subnormal (few significant bits); without it the
-// largest sub-block of a small-valued block would be clipped by up to half of d's precision.
+// Rounded to nearest, except when that would push the largest multiplier more than half a step
+// past the end of its range: then the next fp16 away from zero. Only happens when d is an fp16
+// subnormal (few significant bits); without it the largest sub-block of a small-valued block
+// would be clipped by up to half of d's precision.
 uint16_t super_block_scale(float largest, float end) {
     const float d = largest / end;
     uint16_t h = fp32_to_fp16(d);
@@ -142,15 +146,103 @@ uint16_t super_block_scale(float largest, float end) {
     return h;
 }
 
-// Affine super-block (Q2_K: 16 x 16, 4-bit multipliers; Q4_K / Q5_K: 8 x 32, 6-bit): fits every
-// sub-block, stores d and dmin as fp16, picks the multipliers, and gives every element its code
-// under the stored scales. codes[e] in [0, nmax], in element order.
-struct AffineSuperBlock {
-    uint16_t d = 0, dmin = 0;
-    uint8_t scale_mult[16] = {};
-    uint8_t min_mult[16] = {};
-    uint8_t codes[kQK_K] = {};
-};
+namespace {
+
+// The packing loops run over l, the byte index, and gather each byte's fields, so that they
+// compile to vector code (written per element, Q6_K's took a fifth of the fast path's time).
+
+// 2-bit fields of Q2_K / Q3_K: element 128h + 32j + l in bits 2j of qs[32h + l].
+void pack_2bit(const uint8_t* codes, uint8_t* qs) {
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t* c = codes + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+            qs[32 * h + l] = uint8_t((c[l] & 3) | ((c[32 + l] & 3) << 2) | ((c[64 + l] & 3) << 4) |
+                                     ((c[96 + l] & 3) << 6));
+        }
+    }
+}
+
+// Nibbles of Q4_K / Q5_K: element 64j + l low nibble of qs[32j + l], 64j + 32 + l high nibble.
+void pack_4bit_k(const uint8_t* codes, uint8_t* qs) {
+    for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 32; ++l) {
+            qs[32 * j + l] =
+                uint8_t((codes[64 * j + l] & 0x0f) | ((codes[64 * j + 32 + l] & 0x0f) << 4));
+        }
+    }
+}
+
+}  // namespace
+
+void store_q2_k(const AffineSuperBlock& b, BlockQ2_K& y) {
+    y.d = b.d;
+    y.dmin = b.dmin;
+    for (int s = 0; s < 16; ++s) y.scales[s] = uint8_t(b.scale_mult[s] | (b.min_mult[s] << 4));
+    pack_2bit(b.codes, y.qs);
+}
+
+// hmask: bit 2 of element 128h + 32j + l in bit 4h + j of hmask[l].
+void store_q3_k(const SymmetricSuperBlock& b, BlockQ3_K& y) {
+    y.d = b.d;
+    uint8_t stored[16];
+    for (int s = 0; s < 16; ++s) stored[s] = uint8_t(b.mult[s] + 32);
+    q3k_pack_scales(stored, y.scales);
+    pack_2bit(b.codes, y.qs);
+    for (int l = 0; l < 32; ++l) {
+        unsigned m = 0;
+        for (int k = 0; k < 8; ++k) m |= unsigned((b.codes[32 * k + l] >> 2) & 1) << k;
+        y.hmask[l] = uint8_t(m);
+    }
+}
+
+void store_q4_k(const AffineSuperBlock& b, BlockQ4_K& y) {
+    y.d = b.d;
+    y.dmin = b.dmin;
+    k4_pack_scale_min(b.scale_mult, b.min_mult, y.scales);
+    pack_4bit_k(b.codes, y.qs);
+}
+
+// qh: bit 4 of element 32s + l in bit s of qh[l].
+void store_q5_k(const AffineSuperBlock& b, BlockQ5_K& y) {
+    y.d = b.d;
+    y.dmin = b.dmin;
+    k4_pack_scale_min(b.scale_mult, b.min_mult, y.scales);
+    pack_4bit_k(b.codes, y.qs);
+    for (int l = 0; l < 32; ++l) {
+        unsigned m = 0;
+        for (int s = 0; s < 8; ++s) m |= unsigned((b.codes[32 * s + l] >> 4) & 1) << s;
+        y.qh[l] = uint8_t(m);
+    }
+}
+
+// Element 128h + 32k + l: low nibble in ql[64h + 32(k % 2) + l] (low half for k < 2, high half
+// for k >= 2), top 2 bits in bits 2k of qh[32h + l].
+void store_q6_k(const SymmetricSuperBlock& b, BlockQ6_K& y) {
+    y.d = b.d;
+    for (int s = 0; s < 16; ++s) y.scales[s] = int8_t(b.mult[s]);
+    for (int h = 0; h < 2; ++h) {
+        const uint8_t* c = b.codes + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+            y.ql[64 * h + l] = uint8_t((c[l] & 0x0f) | ((c[64 + l] & 0x0f) << 4));
+            y.ql[64 * h + 32 + l] = uint8_t((c[32 + l] & 0x0f) | ((c[96 + l] & 0x0f) << 4));
+            y.qh[32 * h + l] = uint8_t((c[l] >> 4) | ((c[32 + l] >> 4) << 2) |
+                                       ((c[64 + l] >> 4) << 4) | ((c[96 + l] >> 4) << 6));
+        }
+    }
+}
+
+}  // namespace strata::quant::kq
+
+namespace strata::quant::ref {
+
+namespace {
+
+using kq::AffineSuperBlock;
+using kq::super_block_scale;
+using kq::SymmetricSuperBlock;
+
+// Affine super-block: fits every sub-block, stores d and dmin as fp16, picks the multipliers,
+// and gives every element its code under the stored scales.
 AffineSuperBlock quantize_affine_super_block(const float* x, int sub_size, int nmax, int max_mult) {
     const int n_sub = kQK_K / sub_size;
     search::AffineFit fit[16];
@@ -181,12 +273,7 @@ AffineSuperBlock quantize_affine_super_block(const float* x, int sub_size, int n
 
 // Symmetric super-block of 16 sub-blocks of 16 (Q3_K: codes [-4, 3], multipliers [-32, 31];
 // Q6_K: codes [-32, 31], multipliers [-128, 127]). The largest sub-block scale gets the most
-// negative multiplier, so d = largest / (most negative). codes[e] + qneg in [0, qneg + qpos].
-struct SymmetricSuperBlock {
-    uint16_t d = 0;
-    int mult[16] = {};
-    uint8_t codes[kQK_K] = {};
-};
+// negative multiplier, so d = largest / (most negative).
 SymmetricSuperBlock quantize_symmetric_super_block(const float* x, int qneg, int qpos, int mult_lo,
                                                    int mult_hi) {
     constexpr int kSub = 16;
@@ -214,95 +301,35 @@ SymmetricSuperBlock quantize_symmetric_super_block(const float* x, int qneg, int
     return b;
 }
 
-// 2-bit fields of Q2_K / Q3_K: element 128h + 32j + l in bits 2j of qs[32h + l].
-void pack_2bit(const uint8_t* codes, uint8_t* qs) {
-    std::memset(qs, 0, kQK_K / 4);
-    for (int e = 0; e < kQK_K; ++e) {
-        const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-        qs[32 * h + l] = uint8_t(qs[32 * h + l] | ((codes[e] & 3) << (2 * j)));
-    }
-}
-
-// Nibbles of Q4_K / Q5_K: element 64j + l low nibble of qs[32j + l], 64j + 32 + l high nibble.
-void pack_4bit_k(const uint8_t* codes, uint8_t* qs) {
-    for (int j = 0; j < 4; ++j) {
-        for (int l = 0; l < 32; ++l) {
-            qs[32 * j + l] =
-                uint8_t((codes[64 * j + l] & 0x0f) | ((codes[64 * j + 32 + l] & 0x0f) << 4));
-        }
-    }
-}
-
 }  // namespace
 
 void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        const AffineSuperBlock b = quantize_affine_super_block(x, 16, 3, 15);
-        y[i].d = b.d;
-        y[i].dmin = b.dmin;
-        for (int s = 0; s < 16; ++s) {
-            y[i].scales[s] = uint8_t(b.scale_mult[s] | (b.min_mult[s] << 4));
-        }
-        pack_2bit(b.codes, y[i].qs);
+        kq::store_q2_k(quantize_affine_super_block(x, 16, 3, 15), y[i]);
     }
 }
 
 void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        const SymmetricSuperBlock b = quantize_symmetric_super_block(x, 4, 3, -32, 31);
-        y[i].d = b.d;
-        uint8_t stored[16];
-        for (int s = 0; s < 16; ++s) stored[s] = uint8_t(b.mult[s] + 32);
-        q3k_pack_scales(stored, y[i].scales);
-        pack_2bit(b.codes, y[i].qs);
-        std::memset(y[i].hmask, 0, sizeof y[i].hmask);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, l = e % 32;
-            y[i].hmask[l] = uint8_t(y[i].hmask[l] | (((b.codes[e] >> 2) & 1) << (4 * h + j)));
-        }
+        kq::store_q3_k(quantize_symmetric_super_block(x, 4, 3, -32, 31), y[i]);
     }
 }
 
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        const AffineSuperBlock b = quantize_affine_super_block(x, 32, 15, 63);
-        y[i].d = b.d;
-        y[i].dmin = b.dmin;
-        k4_pack_scale_min(b.scale_mult, b.min_mult, y[i].scales);
-        pack_4bit_k(b.codes, y[i].qs);
+        kq::store_q4_k(quantize_affine_super_block(x, 32, 15, 63), y[i]);
     }
 }
 
 void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        const AffineSuperBlock b = quantize_affine_super_block(x, 32, 31, 63);
-        y[i].d = b.d;
-        y[i].dmin = b.dmin;
-        k4_pack_scale_min(b.scale_mult, b.min_mult, y[i].scales);
-        pack_4bit_k(b.codes, y[i].qs);
-        std::memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int s = 0; s < 8; ++s) {
-            for (int l = 0; l < 32; ++l) {
-                y[i].qh[l] = uint8_t(y[i].qh[l] | (((b.codes[32 * s + l] >> 4) & 1) << s));
-            }
-        }
+        kq::store_q5_k(quantize_affine_super_block(x, 32, 31, 63), y[i]);
     }
 }
 
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        const SymmetricSuperBlock b = quantize_symmetric_super_block(x, 32, 31, -128, 127);
-        y[i].d = b.d;
-        for (int s = 0; s < 16; ++s) y[i].scales[s] = int8_t(b.mult[s]);
-        std::memset(y[i].ql, 0, sizeof y[i].ql);
-        std::memset(y[i].qh, 0, sizeof y[i].qh);
-        for (int e = 0; e < kQK_K; ++e) {
-            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
-            uint8_t& ql = y[i].ql[64 * h + l + 32 * (k % 2)];
-            ql = uint8_t(ql | ((b.codes[e] & 0x0f) << (k < 2 ? 0 : 4)));
-            uint8_t& qh = y[i].qh[32 * h + l];
-            qh = uint8_t(qh | ((b.codes[e] >> 4) << (2 * k)));
-        }
+        kq::store_q6_k(quantize_symmetric_super_block(x, 32, 31, -128, 127), y[i]);
     }
 }
 

@@ -38,9 +38,6 @@ int nearest_iq4nl_index(float v) {
     return v - float(g[hi - 1]) < float(g[hi]) - v ? hi - 1 : hi;
 }
 
-// Below this block maximum a sub-block is treated as all zero (scale 0).
-constexpr float kZeroBlockMax = 1e-15f;
-
 // Steps 1-3 above for one 32-element sub-block: the best scale (0 for an all-zero block).
 float iq4_subblock_scale(const float* x) {
     float weight[kQK];
@@ -52,7 +49,7 @@ float iq4_subblock_scale(const float* x) {
             max = x[j];
         }
     }
-    if (amax < kZeroBlockMax) return 0;
+    if (amax < kIq4ZeroBlockMax) return 0;
 
     // Weighted fit of a scale to the codes that inverse scale `id` assigns.
     struct Fit {

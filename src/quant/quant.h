@@ -5,7 +5,9 @@
 //
 // These are the scalar reference implementations: plain loops, written for clarity and exact
 // numerics. Fast kernels (SIMD dequantization, fused dot products) live beside them in the
-// backends and are tested against them.
+// backends and are tested against them. The one fast path kept here, fast_quantize.h, is this
+// reference run on SIMD lanes: it gives quantize_row's bytes, bit for bit, only faster (for
+// writers of large files, such as strata synth).
 //
 // Numerics, relative to the reference engine (llama.cpp / ggml):
 // - dequantize_row follows ggml's dequantizers operation for operation (same float products in

@@ -50,6 +50,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb);
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb);
 
 // nonlinear_quants.cpp
+// Below this block maximum an IQ4_NL / IQ4_XS sub-block is treated as all zero (scale 0).
+inline constexpr float kIq4ZeroBlockMax = 1e-15f;
 void dequantize_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t nb);
 void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb);
 void dequantize_mxfp4(const BlockMXFP4* x, float* y, int64_t nb);

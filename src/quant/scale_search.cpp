@@ -14,12 +14,6 @@ namespace strata::quant::search {
 
 namespace {
 
-// Candidate grid: the largest value is put on code (last code + kGridStep * k).
-constexpr float kGridStep = 0.1f;
-constexpr int kGridLow = -10, kGridHigh = 10;
-// Rounds of "assign nearest codes, refit" after the grid.
-constexpr int kRefineRounds = 4;
-
 // Sums over a sub-block that do not depend on the codes.
 struct DataSums {
     double n = 0, x = 0, xx = 0;
@@ -186,12 +180,7 @@ float fit_symmetric(const float* x, int n, int qneg, int qpos) {
     return best;
 }
 
-namespace {
-// floor(target / unit) and the next integer, both clamped to [lo, hi].
-struct Neighbours {
-    int down, up;
-};
-Neighbours neighbours(float target, float unit, int lo, int hi) {
+Neighbours multiplier_neighbours(float target, float unit, int lo, int hi) {
     if (unit == 0 || !std::isfinite(target / unit)) {
         const int z = std::clamp(0, lo, hi);
         return {z, z};
@@ -200,12 +189,11 @@ Neighbours neighbours(float target, float unit, int lo, int hi) {
     const int down = f <= float(lo) ? lo : (f >= float(hi) ? hi : int(f));
     return {down, std::min(down + 1, hi)};
 }
-}  // namespace
 
 AffineMultipliers best_affine_multipliers(const float* x, int n, int nmax, AffineFit fit, float d,
                                           float dmin, int max_mult) {
-    const Neighbours s = neighbours(fit.scale, d, 0, max_mult);
-    const Neighbours m = neighbours(fit.min, dmin, 0, max_mult);
+    const Neighbours s = multiplier_neighbours(fit.scale, d, 0, max_mult);
+    const Neighbours m = multiplier_neighbours(fit.min, dmin, 0, max_mult);
     const int scale_mults[2] = {s.down, s.up};
     const int min_mults[2] = {m.down, m.up};
     AffineMultipliers best{s.down, m.down};
@@ -225,7 +213,7 @@ AffineMultipliers best_affine_multipliers(const float* x, int n, int nmax, Affin
 
 int best_symmetric_multiplier(const float* x, int n, int qneg, int qpos, float scale, float d,
                               int lo, int hi) {
-    const Neighbours c = neighbours(scale, d, lo, hi);
+    const Neighbours c = multiplier_neighbours(scale, d, lo, hi);
     if (c.down == c.up) return c.down;
     const double err_down = symmetric_error(x, n, qneg, qpos, d * float(c.down));
     const double err_up = symmetric_error(x, n, qneg, qpos, d * float(c.up));

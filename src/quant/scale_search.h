@@ -12,6 +12,13 @@
 
 namespace strata::quant::search {
 
+// Candidate grid of fit_affine / fit_symmetric: the largest value is put on code
+// (last code + kGridStep * k), k = kGridLow..kGridHigh; then up to kRefineRounds rounds of
+// "assign nearest codes, refit".
+inline constexpr float kGridStep = 0.1f;
+inline constexpr int kGridLow = -10, kGridHigh = 10;
+inline constexpr int kRefineRounds = 4;
+
 // x ~ scale * q - min with integer q in [0, nmax], scale >= 0 and min >= 0 (the K-quant formats
 // store the minimum as an unsigned multiple of a positive dmin, so the offset is never > 0).
 struct AffineFit {
@@ -33,6 +40,13 @@ int symmetric_code(float x, int qneg, int qpos, float scale);
 // in float the way the dequantizers compute values.
 double affine_error(const float* x, int n, int nmax, float scale, float min);
 double symmetric_error(const float* x, int n, int qneg, int qpos, float scale);
+
+// The two stored multipliers nearest a scale: floor(target / unit) and the next integer, both
+// clamped to [lo, hi]; both the clamped 0 when unit is 0 or the quotient is not finite.
+struct Neighbours {
+    int down, up;
+};
+Neighbours multiplier_neighbours(float target, float unit, int lo, int hi);
 
 // The stored form of an affine fit: scale = d * scale_mult, min = dmin * min_mult, multipliers in
 // [0, max_mult]. Of the floor/ceil neighbours of fit.scale / d and fit.min / dmin, the pair with

@@ -59,9 +59,18 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
         engine_options.kv_type = plan->kv_type;
         if (plan->batch) engine_options.max_batch = plan->batch;
         if (plan->threads) engine_options.threads = plan->threads;
+        if (plan->gpu_resident()) {
+            engine_options.backends = {BackendSpec{BackendKind::Cuda, plan->gpu_device}};
+            engine_options.layer_backend.clear();
+        }
         m->plan = std::move(plan);
     }
     if (options.mapped) layout = mapped_layout(m->info);
+    if (!m->plan && !options.mapped && options.gpu >= 0) {
+        layout.arena_place = MemoryPlace{MemoryKind::Device, options.gpu};
+        engine_options.backends = {BackendSpec{BackendKind::Cuda, options.gpu}};
+        engine_options.layer_backend.clear();
+    }
     if (layout.any(Residence::ExpertCache)) {
         ExpertCacheConfig& experts = layout.experts;
         experts.prefetch = options.expert_prefetch;

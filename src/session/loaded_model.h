@@ -24,6 +24,9 @@ struct ModelLoadOptions {
     // The naive approach benchmarks compare with: the whole file memory-mapped; a plan given is
     // not followed.
     bool mapped = false;
+    // No plan given and >= 0: every tensor in the memory of this GPU and every layer run there
+    // (tests and benchmarks of the GPU backend; a plan decides this by itself).
+    int gpu = -1;
     // Expert-stream experiments: no speculative reads, the cache policy (default: the measured
     // choice, default_cache_policy), and whether routing statistics are read from and kept in
     // the cache directory.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "gpu/gpu.h"
 #include "io/aligned_buffer.h"
 #include "model/model_info.h"
 #include "store/read_set.h"
@@ -26,11 +27,24 @@ struct ResidentLoadOptions {
     std::FILE* progress_out = stderr;
 };
 
+// Where the arena's bytes live: host RAM, or a GPU's memory (the plan's GPU tier). A device
+// arena reads through a few pinned staging chunks, each copied to the GPU while the disk fills
+// the next, so loading still runs at the disk's speed and the host holds only the chunks.
+inline constexpr uint64_t kDeviceStagingChunk = 16u << 20;
+inline constexpr size_t kDeviceStagingChunks = 4;
+// Pinned host memory a device arena's load holds (the plan counts it while loading).
+inline constexpr uint64_t kDeviceStagingBytes =
+    kDeviceStagingChunks * (kDeviceStagingChunk + (1u << 20));
+
 class Arena {
   public:
     // Reads every tensor i of `info` with held[i] into a new arena.
     static Result<Arena> load(const ModelInfo& info, const std::vector<bool>& held,
                               StreamReader& reader, const ResidentLoadOptions& options);
+    // The same into the memory of GPU `device`; the views say where (MemoryKind::Device).
+    static Result<Arena> load_to_device(const ModelInfo& info, const std::vector<bool>& held,
+                                        StreamReader& reader, const ResidentLoadOptions& options,
+                                        int device);
     // Maps the whole file read-only instead; every tensor is held, read on first touch.
     static Result<Arena> map(const ModelInfo& info);
 
@@ -46,6 +60,7 @@ class Arena {
 
   private:
     AlignedBuffer buffer_;
+    gpu::DeviceBuffer device_buffer_;
     void* mapping_ = nullptr;
     size_t mapping_bytes_ = 0;
     BoundViews views_;

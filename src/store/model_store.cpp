@@ -49,7 +49,18 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     STRATA_ASSIGN(s->reader_, StreamReader::open(info.file.path, 32));
     STRATA_ASSIGN(s->ring_, SlotRing::create(info, groups_of(info, layout, Residence::Slot),
                                              layout.ring, s->reader_));
-    STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
+    if (layout.arena_place.kind == MemoryKind::Device) {
+        if (layout.any(Residence::Slot) || layout.any(Residence::ExpertCache) ||
+            layout.any(Residence::Rows)) {
+            return err(
+                "a store with its arena on the GPU streams nothing (GPU tiers of streamed "
+                "weights are not built yet)");
+        }
+        STRATA_ASSIGN(s->arena_, Arena::load_to_device(info, held, s->reader_, options,
+                                                       layout.arena_place.device));
+    } else {
+        STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
+    }
     s->globals_ = s->arena_.views().globals;
     size_t embedding = SIZE_MAX, head = SIZE_MAX;
     for (size_t i = 0; i < info.tensors.size(); ++i) {

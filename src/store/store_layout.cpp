@@ -60,6 +60,7 @@ StoreLayout store_layout(const ModelInfo& info, const Plan& plan) {
         if (p.unit == StreamUnit::Expert) l.tensors[i] = Residence::ExpertCache;
         if (p.unit == StreamUnit::Rows) l.tensors[i] = Residence::Rows;
     }
+    if (plan.gpu_resident()) l.arena_place = MemoryPlace{MemoryKind::Device, plan.gpu_device};
     l.ring.lookahead = int(plan.stream.lookahead);
     l.ring.slots = int(plan.stream.slots);
     l.experts.cache_entries = plan.expert_cache.capacity +

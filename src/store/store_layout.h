@@ -31,6 +31,8 @@ struct StoreLayout {
     ExpertCacheConfig experts;
     uint64_t head_chunk_bytes = kHeadChunkBytes;  // LM head read by rows: bytes per chunk
     bool mapped = false;  // the naive baseline: the whole file memory-mapped, no streaming
+    // Where the arena lives: host RAM, or a GPU's memory when the plan puts the weights there.
+    MemoryPlace arena_place;
     std::string mode = "resident";  // what the store calls itself: the plan's mode, "mmap", ...
 
     bool any(Residence r) const;

@@ -2,8 +2,9 @@
 // of one tensor type, and a type recipe decides which type each tensor gets.
 //
 // The generator only ever calls these two. Every type the quant module can write has an encoder
-// (quant::quantize_row, and quant's fp16 / bf16 row converters); the mixes of llama-quantize
-// (Q4_K_M, ...) are decided tensor by tensor in synth_tensor_type().
+// (quant::quantize_row's bytes through quant::quantize_row_fast, its SIMD twin, and quant's
+// fp16 / bf16 row converters); the mixes of llama-quantize (Q4_K_M, ...) are decided tensor by
+// tensor in synth_tensor_type().
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,609 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/kv_cache_gpu.h"
+#include "backend/cuda/op_profile.h"
+#include "backend/cuda/quant_matmul.h"
+#include "backend/cuda/rope_kv.h"
+#include "gpu/gpu.h"
+#include "model/activation_memory.h"
+
+namespace strata {
+
+namespace {
+
+using namespace cuda;
+
+// Logit rows computed and copied back at a time: bounds the device buffer for the head's output
+// (rows x n_vocab floats) when a whole batch's logits are asked for.
+constexpr int64_t kLogitRowsPerChunk = 16;
+
+struct GpuShapes {
+    int64_t rows = 0;  // batch rows
+    int64_t d = 0, q = 0, k = 0, v = 0, attn = 0, ff = 0;
+    int64_t n_expert_used = 0;
+    int64_t max_cols = 0, max_weight = 0;
+};
+
+GpuShapes shapes_of(const BackendConfig& c) {
+    const ModelHparams& hp = c.hp;
+    GpuShapes s;
+    s.rows = batch_rows(c.max_batch, c.n_ctx);
+    uint32_t n_head = 0, n_head_kv = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        n_head = std::max(n_head, hp.n_head_at(l));
+        n_head_kv = std::max(n_head_kv, hp.n_head_kv_at(l));
+    }
+    s.d = hp.n_embd;
+    s.q = int64_t(n_head) * hp.head_dim_k;
+    s.k = int64_t(n_head_kv) * hp.head_dim_k;
+    s.v = int64_t(n_head_kv) * hp.head_dim_v;
+    s.attn = int64_t(n_head) * hp.head_dim_v;
+    s.ff = widest_ffn(hp);
+    s.n_expert_used = std::max<int64_t>(1, hp.n_expert_used);
+    s.max_cols = std::max({s.d, s.ff, s.attn});
+    // The largest matrix of a layer (the head is multiplied in tiles of this size).
+    s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d});
+    return s;
+}
+
+// The operations a decode step is made of, recorded instead of launched (see CudaBackend's
+// comment on graphs). A record holds everything its launch needs; position and token are read
+// from device memory, so a recorded step replays unchanged at any position.
+enum class OpKind : uint8_t {
+    Embed,
+    RmsNorm,
+    Linear,
+    RopeStoreKv,
+    Attention,
+    Ffn,
+    SigmoidGate,
+    Add,
+    Head
+};
+
+struct Record {
+    OpKind kind{};
+    Act a{}, b{};  // input and output activations
+    int layer = 0;
+    int64_t n = 0;
+    TensorView w0, w1, w2;  // weights (zeroed when unused)
+    const float* bias = nullptr;
+};
+
+bool same(const Record& x, const Record& y) {
+    const auto view_eq = [](const TensorView& p, const TensorView& q) {
+        return p.data == q.data && p.type == q.type && p.ne == q.ne && p.row_bytes == q.row_bytes;
+    };
+    return x.kind == y.kind && x.a == y.a && x.b == y.b && x.layer == y.layer && x.n == y.n &&
+           view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) && view_eq(x.w2, y.w2) && x.bias == y.bias;
+}
+
+// The device-side parameters of a step: what changes from one decode step to the next.
+struct StepParams {
+    int32_t pos = 0;    // position of the batch's first token
+    int32_t token = 0;  // the token of a one-token step
+};
+
+// Ops a decode step may hold before it must run (a guard against a caller that never syncs).
+constexpr size_t kMaxTape = 16384;
+
+// CUDA graphs: a decode step (a batch of one token) is a few hundred small kernels, and
+// launching them one by one costs more than some of them take. So a one-token batch is recorded
+// (the ops append to a tape and launch nothing) until the host needs a result (logits, router
+// logits, the hidden state); then the tape runs. When it is the same tape as the last one (the
+// same ops on the same weights, which every decode step of a resident model is), the graph
+// captured from it is replayed with a new position and token; otherwise the tape is captured
+// into a new graph first. STRATA_CUDA_GRAPHS=0 launches every op directly instead.
+bool graphs_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("STRATA_CUDA_GRAPHS");
+        return !(e && std::string_view(e) == "0") && !OpProfile::requested();
+    }();
+    return on;
+}
+
+class CudaBackend final : public Backend {
+  public:
+    CudaBackend(const BackendConfig& config, int device) : hp_(config.hp), device_(device) {
+        name_ = "cuda:" + std::to_string(device);
+    }
+
+    Result<void> init(const BackendConfig& config) {
+        STRATA_CUDA(cudaSetDevice(device_));
+        STRATA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        STRATA_CUDA(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
+        shapes_ = shapes_of(config);
+        const GpuShapes& s = shapes_;
+        STRATA_ASSIGN(kv_, GpuKvCache::create(hp_, config.n_ctx, config.kv_type, config.layers));
+        STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
+        STRATA_ASSIGN(attention_, GpuAttention::create(hp_, config.n_ctx, uint32_t(s.rows)));
+        STRATA_ASSIGN(matmul_, Matmul::create(s.max_weight, s.rows, s.max_cols, stream_));
+
+        const std::array<int64_t, size_t(Act::Count)> cols = {s.d, s.d,    s.q, s.k,
+                                                              s.v, s.attn, s.d, s.d};
+        for (size_t a = 0; a < cols.size(); ++a) {
+            STRATA_ASSIGN(acts_[a], floats(s.rows * cols[a]));
+        }
+        STRATA_ASSIGN(gate_, floats(s.rows * s.ff));
+        STRATA_ASSIGN(up_, floats(s.rows * s.ff));
+        STRATA_ASSIGN(scalar_, floats(s.rows));
+        const int64_t out_rows = std::max<int64_t>(kLogitRowsPerChunk * hp_.n_vocab,
+                                                   s.rows * std::max<int64_t>(1, hp_.n_expert));
+        STRATA_ASSIGN(host_out_, floats(out_rows));
+        STRATA_ASSIGN(ids_, gpu::DeviceBuffer::allocate(sizeof(int32_t) * size_t(s.rows), device_));
+        STRATA_ASSIGN(step_, gpu::DeviceBuffer::allocate(sizeof(StepParams), device_));
+        STRATA_ASSIGN(step_pinned_, gpu::PinnedBuffer::allocate(sizeof(StepParams)));
+        n_ctx_ = config.n_ctx;
+        tape_.reserve(kMaxTape);
+        graph_tape_.reserve(kMaxTape);
+        STRATA_ASSIGN(logits_pinned_,
+                      gpu::PinnedBuffer::allocate(sizeof(float) * size_t(out_rows)));
+        if (hp_.is_moe()) {
+            const int64_t slots = s.rows * s.n_expert_used;
+            STRATA_ASSIGN(slot_out_, floats(slots * s.d));
+            STRATA_ASSIGN(x_rows_, floats(s.rows * s.d));
+            STRATA_ASSIGN(y_rows_, floats(s.rows * s.d));
+            STRATA_ASSIGN(slot_ids_,
+                          gpu::DeviceBuffer::allocate(sizeof(int64_t) * size_t(slots), device_));
+            STRATA_ASSIGN(slot_weights_, floats(slots));
+            STRATA_ASSIGN(slot_staging_, gpu::PinnedBuffer::allocate(
+                                             (sizeof(int64_t) + sizeof(float)) * size_t(slots)));
+        }
+        STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
+        if (OpProfile::requested()) profile_ = std::make_unique<OpProfile>();
+        return {};
+    }
+
+    ~CudaBackend() override {
+        if (stream_) cudaStreamSynchronize(stream_);
+        if (profile_) profile_->print(stderr);
+        if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+        if (staging_free_) cudaEventDestroy(staging_free_);
+        if (stream_) cudaStreamDestroy(stream_);
+    }
+
+    std::string_view name() const override { return name_; }
+
+    bool supports(BackendOp op, TensorType type) const override {
+        switch (op) {
+            case BackendOp::Norm:
+                return type == TensorType::F32;
+            case BackendOp::Embedding:
+            case BackendOp::Linear:
+            case BackendOp::Experts:
+                return linear_supports(type);
+            case BackendOp::Count:
+                break;
+        }
+        return false;
+    }
+    bool can_read(MemoryPlace where) const override {
+        return where.kind == MemoryKind::Device && where.device == device_;
+    }
+    double read_bandwidth(MemoryPlace where) const override { return can_read(where) ? 1.0 : 0.0; }
+    MemoryKind staging_memory() const override { return MemoryKind::PinnedHost; }
+
+    void write_hidden(const float* x, int64_t n) override {
+        flush();
+        STRATA_CUDA(cudaMemcpyAsync(act(Act::Hidden), x, bytes(n * shapes_.d),
+                                    cudaMemcpyHostToDevice, stream_));
+    }
+    void read_hidden(float* x, int64_t n) override {
+        flush();
+        to_host(x, act(Act::Hidden), n * shapes_.d);
+    }
+    const float* peek(Act a, int64_t rows) override {
+        flush();
+        const std::array<int64_t, size_t(Act::Count)> cols = {shapes_.d, shapes_.d, shapes_.q,
+                                                              shapes_.k, shapes_.v, shapes_.attn,
+                                                              shapes_.d, shapes_.d};
+        peeked_.resize(size_t(rows * cols[size_t(a)]));
+        to_host(peeked_.data(), act(a), rows * cols[size_t(a)]);
+        return peeked_.data();
+    }
+
+    void embed(const TensorView& table, std::span<const int32_t> tokens) override {
+        expect_device(table);
+        flush();
+        const int64_t n = int64_t(tokens.size());
+        if (n == 1 && graphs_enabled()) {
+            // A decode step begins: record it, with its token in the step parameters.
+            recording_ = true;
+            step_host().token = tokens[0];
+            add_record({OpKind::Embed, Act::Hidden, Act::Hidden, 0, 1, table, {}, {}, nullptr});
+            return;
+        }
+        // A pageable source: the call returns once the ids are staged, so the span may go.
+        STRATA_CUDA(cudaMemcpyAsync(ids_.data(), tokens.data(), sizeof(int32_t) * tokens.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+        embed_rows(table, reinterpret_cast<const int32_t*>(ids_.data()), n, act(Act::Hidden),
+                   stream_);
+    }
+
+    void rms_norm(Act in, const TensorView& weight, Act out, int64_t n) override {
+        expect_device(weight);
+        run({OpKind::RmsNorm, in, out, 0, n, weight, {}, {}, nullptr});
+    }
+
+    void linear(std::span<const LinearJob> jobs, Act in, int64_t n) override {
+        for (const LinearJob& j : jobs) {
+            expect_device(*j.weight);
+            const float* bias = j.bias && j.bias->present() ? j.bias->f32() : nullptr;
+            run({OpKind::Linear, in, j.out, 0, n, *j.weight, {}, {}, bias});
+        }
+    }
+
+    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn, int64_t n,
+                       int64_t pos0) override {
+        position_is(pos0);
+        run({OpKind::RopeStoreKv, Act::Q, Act::K, layer, n, qn, kn, {}, nullptr});
+    }
+
+    void attention(int layer, int64_t n, int64_t pos0) override {
+        position_is(pos0);
+        run({OpKind::Attention, Act::Q, Act::AttnOut, layer, n, {}, {}, {}, nullptr});
+    }
+
+    void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
+                    Act out, int64_t n) override {
+        expect_device(gate);
+        expect_device(up);
+        expect_device(down);
+        run({OpKind::Ffn, in, out, 0, n, gate, up, down, nullptr});
+    }
+
+    void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override {
+        expect_device(gate);
+        run({OpKind::SigmoidGate, in, rows, 0, n, gate, {}, {}, nullptr});
+    }
+
+    void add(Act into, Act from, int64_t n) override {
+        run({OpKind::Add, from, into, 0, n, {}, {}, {}, nullptr});
+    }
+
+    void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
+                         float* out) override {
+        expect_device(w);
+        flush();
+        float* y = host_out();
+        profiled("router", w, rows,
+                 [&] { matmul_->linear(w, nullptr, act(in) + first_row * shapes_.d, y, rows); });
+        to_host(out, y, rows * w.rows());
+    }
+
+    void begin_experts(int64_t n, int k) override {
+        flush();
+        experts_k_ = k;
+        experts_n_ = n;
+        staged_ = 0;
+        // The slot staging is refilled from the start: the copies out of it must be done.
+        STRATA_CUDA(cudaEventSynchronize(staging_free_));
+    }
+
+    void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,
+                Act in) override {
+        const int64_t m = int64_t(slots.size());
+        const int64_t total = experts_n_ * experts_k_;
+        assert(staged_ + m <= total);
+        auto* ids_host = reinterpret_cast<int64_t*>(slot_staging_.data());
+        auto* w_host = reinterpret_cast<float*>(ids_host + total);
+        std::memcpy(ids_host + staged_, slots.data(), sizeof(int64_t) * size_t(m));
+        std::memcpy(w_host + staged_, weights.data(), sizeof(float) * size_t(m));
+        auto* ids_dev = reinterpret_cast<int64_t*>(slot_ids_.data()) + staged_;
+        float* w_dev = reinterpret_cast<float*>(slot_weights_.data()) + staged_;
+        STRATA_CUDA(cudaMemcpyAsync(ids_dev, ids_host + staged_, sizeof(int64_t) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA(cudaMemcpyAsync(w_dev, w_host + staged_, sizeof(float) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        staged_ += m;
+        const int64_t d = shapes_.d;
+        float* x = dev(x_rows_);
+        float* y = dev(y_rows_);
+        gather_rows(act(in), ids_dev, experts_k_, m, d, x, stream_);
+        profiled("expert", e.gate, m, [&] { ffn(e.gate, e.up, e.down, x, y, m); });
+        scatter_weighted(y, ids_dev, w_dev, m, d, dev(slot_out_), stream_);
+    }
+
+    void end_experts(Act out, int64_t n) override {
+        sum_slots(dev(slot_out_), experts_k_, n, shapes_.d, act(out), stream_);
+        STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
+    }
+
+    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
+        normalize_output(norm, first_row, rows);
+        flush();
+        to_host(out, act(Act::Normed), rows * shapes_.d);
+    }
+
+    void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
+                     int64_t rows, float* logits) override {
+        normalize_output(norm, first_row, rows);
+        head_logits(head, 0, head.rows(), rows, logits);
+    }
+
+    void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override {
+        expect_device(norm);
+        // Rows first_row.. of Hidden: a one-token step has only row 0.
+        if (recording_ && first_row == 0 && rows == 1) {
+            add_record({OpKind::RmsNorm, Act::Hidden, Act::Normed, 0, 1, norm, {}, {}, nullptr});
+            return;
+        }
+        flush();
+        cuda::rms_norm(act(Act::Hidden) + first_row * shapes_.d, norm.f32(), act(Act::Normed), rows,
+                       shapes_.d, hp_.rms_eps, stream_);
+    }
+
+    void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab, int64_t rows,
+                     float* logits) override {
+        expect_device(piece);
+        const int64_t width = piece.rows();
+        auto* pinned = reinterpret_cast<float*>(logits_pinned_.data());
+        if (recording_ && rows == 1) {
+            // The head ends the step's graph; only its logits come back.
+            add_record({OpKind::Head, Act::Normed, Act::Normed, 0, 1, piece, {}, {}, nullptr});
+            flush();
+            STRATA_CUDA(
+                cudaMemcpyAsync(pinned, host_out(), bytes(width), cudaMemcpyDeviceToHost, stream_));
+            STRATA_CUDA(cudaStreamSynchronize(stream_));
+            std::memcpy(logits + vocab_first, pinned, bytes(width));
+            return;
+        }
+        flush();
+        float* y = host_out();
+        for (int64_t r0 = 0; r0 < rows; r0 += kLogitRowsPerChunk) {
+            const int64_t m = std::min(kLogitRowsPerChunk, rows - r0);
+            profiled("head", piece, m, [&] {
+                matmul_->linear(piece, nullptr, act(Act::Normed) + r0 * shapes_.d, y, m);
+            });
+            STRATA_CUDA(
+                cudaMemcpyAsync(pinned, y, bytes(m * width), cudaMemcpyDeviceToHost, stream_));
+            STRATA_CUDA(cudaStreamSynchronize(stream_));
+            for (int64_t r = 0; r < m; ++r) {
+                std::memcpy(logits + (r0 + r) * n_vocab + vocab_first, pinned + r * width,
+                            bytes(width));
+            }
+        }
+    }
+
+  private:
+    static size_t bytes(int64_t floats) { return sizeof(float) * size_t(floats); }
+    Result<gpu::DeviceBuffer> floats(int64_t count) {
+        return gpu::DeviceBuffer::allocate(bytes(std::max<int64_t>(1, count)), device_);
+    }
+    static float* dev(const gpu::DeviceBuffer& b) { return reinterpret_cast<float*>(b.data()); }
+    float* act(Act a) const { return dev(acts_[size_t(a)]); }
+    float* scalar() const { return dev(scalar_); }
+    float* host_out() const { return dev(host_out_); }
+    StepParams* step_dev() const { return reinterpret_cast<StepParams*>(step_.data()); }
+    StepParams& step_host() { return *reinterpret_cast<StepParams*>(step_pinned_.data()); }
+    const int32_t* position() const { return &step_dev()->pos; }
+
+    // The position kernels read (StepParams::pos on the device). A recorded step carries it in
+    // the step parameters copied in when the graph runs; a direct launch sets it once per batch,
+    // in stream order.
+    void position_is(int64_t pos0) {
+        if (recording_) {
+            step_host().pos = int32_t(pos0);
+            return;
+        }
+        if (pos0 == pos_set_) return;
+        set_int(&step_dev()->pos, int32_t(pos0), stream_);
+        pos_set_ = pos0;
+    }
+
+    void add_record(const Record& r) {
+        tape_.push_back(r);
+        if (tape_.size() >= kMaxTape) flush();
+    }
+
+    // An op: recorded during a decode step, launched at once otherwise.
+    void run(const Record& r) {
+        if (recording_) {
+            add_record(r);
+        } else {
+            launch(r, false);
+        }
+    }
+
+    // Launches one op on the stream. In a graph (replayable), the token and the position come
+    // from the step parameters and attention is sized for the whole context.
+    void launch(const Record& r, bool in_graph) {
+        if (profile_) {
+            profile_->begin(stream_);
+            launch_op(r, in_graph);
+            profile_->end(stream_, profile_name(r), weight_bytes(r));
+            return;
+        }
+        launch_op(r, in_graph);
+    }
+
+    // An op launched outside the recorded kinds, timed like them when profiling.
+    template <typename F>
+    void profiled(const char* what, const TensorView& w, int64_t n, F&& f) {
+        if (!profile_) {
+            f();
+            return;
+        }
+        profile_->begin(stream_);
+        f();
+        std::string name = std::string(what) + " " + std::string(tensor_type_name(w.type)) + " " +
+                           std::to_string(w.ne[0]) + "x" + std::to_string(w.rows()) +
+                           (n == 1 ? " n=1" : " n>1");
+        profile_->end(stream_, std::move(name), view_bytes(w) * (what[0] == 'e' ? 3 : 1));
+    }
+
+    static uint64_t view_bytes(const TensorView& t) {
+        return t.present() ? uint64_t(t.row_bytes) * uint64_t(t.rows()) : 0;
+    }
+    static uint64_t weight_bytes(const Record& r) {
+        return view_bytes(r.w0) + view_bytes(r.w1) + view_bytes(r.w2);
+    }
+    std::string profile_name(const Record& r) const {
+        static constexpr const char* kNames[] = {"embed",         "rms_norm",  "linear",
+                                                 "rope_store_kv", "attention", "ffn",
+                                                 "sigmoid_gate",  "add",       "head"};
+        std::string name = kNames[size_t(r.kind)];
+        if (r.w0.present() && r.kind != OpKind::RmsNorm) {
+            name += " " + std::string(tensor_type_name(r.w0.type)) + " " +
+                    std::to_string(r.w0.ne[0]) + "x" + std::to_string(r.w0.rows());
+        }
+        return name + (r.n == 1 ? " n=1" : " n>1");
+    }
+
+    void launch_op(const Record& r, bool in_graph) {
+        const uint32_t l = uint32_t(r.layer);
+        switch (r.kind) {
+            case OpKind::Embed:
+                embed_rows(r.w0, &step_dev()->token, 1, act(Act::Hidden), stream_);
+                break;
+            case OpKind::RmsNorm:
+                cuda::rms_norm(act(r.a), r.w0.f32(), act(r.b), r.n, shapes_.d, hp_.rms_eps,
+                               stream_);
+                break;
+            case OpKind::Linear:
+                matmul_->linear(r.w0, r.bias, act(r.a), act(r.b), r.n);
+                break;
+            case OpKind::RopeStoreKv:
+                cuda::rope_store_kv(
+                    rope_, kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
+                    int(hp_.head_dim_k), int(hp_.head_dim_v), act(Act::Q), act(Act::K), act(Act::V),
+                    r.w0.present() ? r.w0.f32() : nullptr, r.w1.present() ? r.w1.f32() : nullptr,
+                    hp_.rms_eps, r.n, position(), stream_);
+                break;
+            case OpKind::Attention:
+                attention_.run(kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
+                               int(hp_.head_dim_k), int(hp_.head_dim_v),
+                               1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q), r.n,
+                               position(), in_graph ? int64_t(n_ctx_) : pos_set_ + r.n,
+                               act(Act::AttnOut), stream_);
+                break;
+            case OpKind::Ffn:
+                ffn(r.w0, r.w1, r.w2, act(r.a), act(r.b), r.n);
+                break;
+            case OpKind::SigmoidGate:
+                matmul_->linear(r.w0, nullptr, act(r.a), scalar(), r.n);
+                sigmoid_scale(act(r.b), scalar(), r.n, shapes_.d, stream_);
+                break;
+            case OpKind::Add:
+                cuda::add(act(r.b), act(r.a), r.n * shapes_.d, stream_);
+                break;
+            case OpKind::Head:
+                matmul_->linear(r.w0, nullptr, act(Act::Normed), host_out(), 1);
+                break;
+        }
+    }
+
+    // Runs what was recorded: the cached graph when the tape is the one it was captured from,
+    // else a graph captured from it now.
+    void flush() {
+        if (!recording_) return;
+        recording_ = false;
+        if (tape_.empty()) return;
+        const bool reuse = graph_exec_ && tape_.size() == graph_tape_.size() &&
+                           std::equal(tape_.begin(), tape_.end(), graph_tape_.begin(), same);
+        if (!reuse) capture();
+        // The step's parameters reach the device inside the graph, from pinned memory the host
+        // wrote while recording; the previous replay has finished reading it (every step ends
+        // in a synchronisation for its results).
+        STRATA_CUDA(cudaGraphLaunch(graph_exec_, stream_));
+        pos_set_ = -1;  // the graph wrote the position; a direct launch sets it again
+        tape_.clear();
+    }
+
+    void capture() {
+        if (graph_exec_) {
+            STRATA_CUDA(cudaGraphExecDestroy(graph_exec_));
+            graph_exec_ = nullptr;
+        }
+        cudaGraph_t graph = nullptr;
+        STRATA_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        STRATA_CUDA(cudaMemcpyAsync(step_dev(), &step_host(), sizeof(StepParams),
+                                    cudaMemcpyHostToDevice, stream_));
+        for (const Record& r : tape_) launch(r, true);
+        STRATA_CUDA(cudaStreamEndCapture(stream_, &graph));
+        STRATA_CUDA(cudaGraphInstantiate(&graph_exec_, graph, 0));
+        STRATA_CUDA(cudaGraphDestroy(graph));
+        graph_tape_.assign(tape_.begin(), tape_.end());
+        ++graphs_captured_;
+    }
+
+    void to_host(float* dst, const float* src, int64_t count) {
+        STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes(count), cudaMemcpyDeviceToHost, stream_));
+        STRATA_CUDA(cudaStreamSynchronize(stream_));
+        if (profile_) profile_->collect();
+    }
+
+    void expect_device(const TensorView& t) const {
+        // The plan puts every tensor a CUDA layer reads in this GPU's memory; anything else
+        // reaching here is a bug in the plan or the store.
+        assert(!t.present() || can_read(t.where));
+        (void)t;
+    }
+
+    void ffn(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
+             float* out, int64_t n) {
+        expect_device(gate);
+        expect_device(up);
+        expect_device(down);
+        float* g = dev(gate_);
+        float* u = dev(up_);
+        matmul_->linear(gate, nullptr, x, g, n);
+        matmul_->linear(up, nullptr, x, u, n);
+        swiglu(g, u, g, n * gate.rows(), stream_);
+        matmul_->linear(down, nullptr, g, out, n);
+    }
+
+    ModelHparams hp_;
+    int device_ = 0;
+    std::string name_;
+    GpuShapes shapes_;
+    cudaStream_t stream_ = nullptr;
+    cudaEvent_t staging_free_ = nullptr;
+    GpuKvCache kv_;
+    GpuRope rope_;
+    GpuAttention attention_;
+    std::unique_ptr<Matmul> matmul_;
+    std::array<gpu::DeviceBuffer, size_t(Act::Count)> acts_;
+    gpu::DeviceBuffer gate_, up_, scalar_, host_out_, ids_, step_;
+    gpu::PinnedBuffer step_pinned_;
+    uint32_t n_ctx_ = 0;
+    bool recording_ = false;
+    std::vector<Record> tape_, graph_tape_;
+    cudaGraphExec_t graph_exec_ = nullptr;
+    uint64_t graphs_captured_ = 0;
+    std::unique_ptr<OpProfile> profile_;
+    gpu::DeviceBuffer slot_out_, x_rows_, y_rows_, slot_ids_, slot_weights_;
+    gpu::PinnedBuffer logits_pinned_, slot_staging_;
+    int64_t pos_set_ = -1;
+    int experts_k_ = 1;
+    int64_t experts_n_ = 0, staged_ = 0;
+    std::vector<float> peeked_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, int device) {
+    const gpu::Devices& devs = gpu::devices();
+    if (device < 0 || size_t(device) >= devs.list.size()) {
+        if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);
+        return err("there is no GPU ", std::to_string(device), " (",
+                   std::to_string(devs.list.size()), " found)");
+    }
+    auto backend = std::make_unique<CudaBackend>(config, device);
+    STRATA_TRY(backend->init(config));
+    return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace strata

@@ -1,0 +1,149 @@
+#include "backend/cuda/elementwise.h"
+
+#include "backend/cuda/cuda_check.h"
+
+namespace strata::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t count) {
+    const int64_t b = (count + kThreads - 1) / kThreads;
+    return int(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+__device__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// One block per row. PRECONDITION: blockDim.x == kThreads.
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                float* __restrict__ y, int64_t d, float eps) {
+    const float* xr = x + blockIdx.x * d;
+    float* yr = y + blockIdx.x * d;
+    float ss = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss += xr[i] * xr[i];
+    __shared__ float part[kThreads / 32];
+    ss = warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < kThreads / 32 ? part[threadIdx.x] : 0.0f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    const float scale = 1.0f / sqrtf(part[0] / float(d) + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
+    }
+}
+
+__global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t count) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+         i += int64_t(gridDim.x) * blockDim.x)
+        y[i] += x[i];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* __restrict__ up, float* out,
+                              int64_t count) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+         i += int64_t(gridDim.x) * blockDim.x) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void sigmoid_scale_kernel(float* rows, const float* __restrict__ g, int64_t d) {
+    const float s = 1.0f / (1.0f + expf(-g[blockIdx.x]));
+    float* r = rows + blockIdx.x * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) r[i] *= s;
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int64_t* __restrict__ slots,
+                                   int k, int64_t d, float* __restrict__ out) {
+    const float* src = x + (slots[blockIdx.x] / k) * d;
+    float* dst = out + blockIdx.x * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void scatter_weighted_kernel(const float* __restrict__ y,
+                                        const int64_t* __restrict__ slots,
+                                        const float* __restrict__ w, int64_t d,
+                                        float* __restrict__ slot_out) {
+    const float wu = w[blockIdx.x];
+    const float* src = y + blockIdx.x * d;
+    float* dst = slot_out + slots[blockIdx.x] * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) dst[i] = src[i] * wu;
+}
+
+__global__ void sum_slots_kernel(const float* __restrict__ slot_out, int k, int64_t d,
+                                 float* __restrict__ out) {
+    const float* src = slot_out + blockIdx.x * int64_t(k) * d;
+    float* dst = out + blockIdx.x * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = src[i];
+        for (int s = 1; s < k; ++s) v += src[int64_t(s) * d + i];
+        dst[i] = v;
+    }
+}
+
+__global__ void set_int_kernel(int32_t* dst, int32_t value) {
+    *dst = value;
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
+              cudaStream_t s) {
+    if (rows <= 0) return;
+    rms_norm_kernel<<<unsigned(rows), kThreads, 0, s>>>(x, w, y, d, eps);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void add(float* y, const float* x, int64_t count, cudaStream_t s) {
+    if (count <= 0) return;
+    add_kernel<<<blocks_for(count), kThreads, 0, s>>>(y, x, count);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t count, cudaStream_t s) {
+    if (count <= 0) return;
+    swiglu_kernel<<<blocks_for(count), kThreads, 0, s>>>(gate, up, out, count);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void sigmoid_scale(float* rows, const float* g, int64_t n, int64_t d, cudaStream_t s) {
+    if (n <= 0) return;
+    sigmoid_scale_kernel<<<unsigned(n), kThreads, 0, s>>>(rows, g, d);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gather_rows(const float* x, const int64_t* slots, int k, int64_t m, int64_t d, float* out,
+                 cudaStream_t s) {
+    if (m <= 0) return;
+    gather_rows_kernel<<<unsigned(m), kThreads, 0, s>>>(x, slots, k, d, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void scatter_weighted(const float* y, const int64_t* slots, const float* w, int64_t m, int64_t d,
+                      float* slot_out, cudaStream_t s) {
+    if (m <= 0) return;
+    scatter_weighted_kernel<<<unsigned(m), kThreads, 0, s>>>(y, slots, w, d, slot_out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void sum_slots(const float* slot_out, int k, int64_t n, int64_t d, float* out, cudaStream_t s) {
+    if (n <= 0) return;
+    sum_slots_kernel<<<unsigned(n), kThreads, 0, s>>>(slot_out, k, d, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void set_int(int32_t* dst, int32_t value, cudaStream_t s) {
+    set_int_kernel<<<1, 1, 0, s>>>(dst, value);
+    STRATA_CUDA_LAUNCHED();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,37 @@
+// The element-wise blocks of a layer on the GPU: RMS norm, residual add, the SwiGLU activation,
+// the shared expert's sigmoid gate, and the gathers and weighted scatters that route a batch's
+// rows to experts and back. Each is one pass over its rows; all are enqueued on a stream.
+// Numerics follow backend/cpu/ops.h (RMS norm: x / sqrt(mean(x^2) + eps) * w; SiLU x/(1+e^-x)),
+// with sums in float: results agree with the CPU to float rounding, not bit for bit.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+// y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of d floats; w may be null (no weight).
+// x and y may be the same.
+void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
+              cudaStream_t s);
+// y[i] += x[i], i < count.
+void add(float* y, const float* x, int64_t count, cudaStream_t s);
+// out[i] = silu(gate[i]) * up[i], i < count; out may be gate.
+void swiglu(const float* gate, const float* up, float* out, int64_t count, cudaStream_t s);
+// rows[t][i] *= sigmoid(g[t]) for t < n, i < d.
+void sigmoid_scale(float* rows, const float* g, int64_t n, int64_t d, cudaStream_t s);
+// out[u] = x[slots[u] / k] for u < m: the input rows of the (token, choice) slots that chose an
+// expert, rows of d floats.
+void gather_rows(const float* x, const int64_t* slots, int k, int64_t m, int64_t d, float* out,
+                 cudaStream_t s);
+// slot_out[slots[u]] = y[u] * w[u] for u < m, rows of d floats.
+void scatter_weighted(const float* y, const int64_t* slots, const float* w, int64_t m, int64_t d,
+                      float* slot_out, cudaStream_t s);
+// out[t] = sum over s < k of slot_out[t * k + s], summed in choice order, for t < n.
+void sum_slots(const float* slot_out, int k, int64_t n, int64_t d, float* out, cudaStream_t s);
+// *dst = value, as a kernel (so the value is taken when the launch is made, and a captured
+// graph can replace it).
+void set_int(int32_t* dst, int32_t value, cudaStream_t s);
+
+}  // namespace strata::cuda

@@ -1,0 +1,91 @@
+#include "backend/cuda/kv_cache_gpu.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "util/units.h"
+
+namespace strata::cuda {
+
+namespace {
+
+Result<void> check_head_dim(const char* what, uint32_t d, KvType type) {
+    const uint32_t multiple = type == KvType::F16 ? 8 : 32;
+    if (d == 0 || d % multiple != 0 || d > uint32_t(kGpuMaxHeadDim)) {
+        return err("the GPU KV cache (", std::string(kv_type_name(type)), ") needs ", what,
+                   " sizes that are multiples of ", std::to_string(multiple), " up to ",
+                   std::to_string(kGpuMaxHeadDim), "; this model's is ", std::to_string(d),
+                   " (run its attention on the CPU)");
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                                      const std::vector<bool>& held) {
+    if (n_ctx == 0) return err("the context size must be at least 1");
+    STRATA_TRY(check_kv_type(hp, type));
+    STRATA_TRY(check_head_dim("key head", hp.head_dim_k, type));
+    STRATA_TRY(check_head_dim("value head", hp.head_dim_v, type));
+
+    GpuKvCache c;
+    c.type_ = type;
+    c.n_ctx_ = n_ctx;
+    // First pass: byte offsets of each held layer's two planes, as kv_cache_bytes counts them.
+    struct Offsets {
+        uint64_t k = 0, v = 0;
+    };
+    std::vector<Offsets> offsets(hp.n_layer);
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        GpuKvLayer L;
+        L.n_head_kv = int(hp.n_head_kv_at(l));
+        L.k.head_dim = int(hp.head_dim_k);
+        L.v.head_dim = int(hp.head_dim_v);
+        L.held = held.empty() || (l < held.size() && held[l]);
+        if (L.held) {
+            offsets[l].k = total;
+            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_k) * n_ctx,
+                              kKvLayerAlign);
+            offsets[l].v = total;
+            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_v) * n_ctx,
+                              kKvLayerAlign);
+        }
+        c.layers_.push_back(L);
+    }
+    auto buf = gpu::DeviceBuffer::allocate(total);
+    if (!buf) {
+        return err("cannot allocate the GPU KV cache (", format_bytes(total), " for ",
+                   std::to_string(n_ctx), " positions): ", buf.error().message,
+                   "; a smaller --ctx needs less");
+    }
+    c.buffer_ = std::move(*buf);
+    // Positions never written are never read (attention stops at the query's position), but a
+    // zeroed cache keeps a stray read finite and runs reproducible.
+    // Synchronised: the kernels that use it may run on a non-blocking stream.
+    if (total > 0) {
+        STRATA_CUDA(cudaMemset(c.buffer_.data(), 0, total));
+        STRATA_CUDA(cudaDeviceSynchronize());
+    }
+
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        GpuKvLayer& L = c.layers_[l];
+        if (!L.held) continue;
+        auto place = [&](GpuKvPlane& p, uint64_t offset) {
+            p.data = c.buffer_.data() + offset;
+            if (type == KvType::Q8_0) {
+                // The scales follow the codes; the codes' size is a multiple of 32 bytes.
+                const uint64_t codes = uint64_t(L.n_head_kv) * n_ctx * uint64_t(p.head_dim);
+                p.scales = reinterpret_cast<uint16_t*>(p.data + codes);
+            }
+        };
+        place(L.k, offsets[l].k);
+        place(L.v, offsets[l].v);
+    }
+    return c;
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,70 @@
+// The KV cache in GPU memory: every layer's keys and values, laid out for the decode read.
+//
+// Both keys and values are head-major, [n_head_kv][n_ctx][head_dim]: the positions one KV head
+// attends over are one contiguous run, so an attention block that takes a (head, range of
+// positions) reads a single span with 16-byte loads, and a tile of positions is one bulk copy
+// into shared memory. (The CPU cache is position-major and transposes F16 values for its matmul
+// kernels; the layouts need not agree, only the sizes do.)
+//
+// Element types (model/kv_layout.h):
+//   F16:  one half per element.
+//   Q8_0: the 32-element blocks of the reference format, split in two arrays so the codes stay
+//         16-byte aligned: int8 codes [n_head_kv][n_ctx][head_dim], then fp16 scales
+//         [n_head_kv][n_ctx][head_dim / 32]. Same bytes as the blocks (34 per 32 elements).
+// Each layer's keys, then its values, take kv_row_bytes(type, n_head_kv * head_dim) * n_ctx
+// bytes rounded up to kKvLayerAlign, exactly as kv_cache_bytes() counts them, so the plan's
+// figure for the cache is what the GPU holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "model/hparams.h"
+#include "model/kv_layout.h"
+#include "util/result.h"
+
+namespace strata::cuda {
+
+// One layer's keys or values. Element (head h, position p, dimension d) is
+//   F16:  reinterpret_cast<const __half*>(data)[(h * n_ctx + p) * head_dim + d]
+//   Q8_0: int8 code data[(h * n_ctx + p) * head_dim + d] times the fp16 scale
+//         scales[(h * n_ctx + p) * (head_dim / 32) + d / 32].
+struct GpuKvPlane {
+    std::byte* data = nullptr;
+    uint16_t* scales = nullptr;  // Q8_0 only (fp16 bits)
+    int head_dim = 0;
+};
+
+struct GpuKvLayer {
+    GpuKvPlane k, v;
+    int n_head_kv = 0;
+    bool held = false;  // false: this cache holds nothing for the layer
+};
+
+class GpuKvCache {
+  public:
+    // A cache for the layers `held` marks (empty: every layer); the others take no memory.
+    // Errors: a head size the GPU kernels cannot store (F16 needs multiples of 8, Q8_0 of 32,
+    // both at most 256), or too little GPU memory.
+    static Result<GpuKvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                                     const std::vector<bool>& held = {});
+
+    KvType type() const { return type_; }
+    uint32_t n_ctx() const { return n_ctx_; }
+    uint64_t bytes() const { return buffer_.size(); }
+    int n_layer() const { return int(layers_.size()); }
+    const GpuKvLayer& layer(int l) const { return layers_[size_t(l)]; }
+
+  private:
+    KvType type_ = KvType::F16;
+    uint32_t n_ctx_ = 0;
+    std::vector<GpuKvLayer> layers_;
+    gpu::DeviceBuffer buffer_;
+};
+
+// The largest head size the GPU attention kernels take (their shared-memory tiles hold it).
+inline constexpr int kGpuMaxHeadDim = 256;
+
+}  // namespace strata::cuda

@@ -1,0 +1,250 @@
+// Matmul: which kernel a product takes, and the scratch they share (quant_matmul.h).
+//
+//   n <= 8 tokens         the fused dequantize-matvec (matvec_kernels.cuh), after x is rounded as
+//                         the CPU rounds it for the weight type (one small launch; none for F32);
+//   n > 8, cuBLAS loaded  cublasGemmEx with fp32 accumulation and output, then the bias:
+//                           F32    the weight in place and x as it is, fp32 inputs (no TF32);
+//                           BF16   the weight in place, x rounded to bf16 (as the CPU does);
+//                           F16    the weight in place, x rounded to fp16 (as the CPU does);
+//                           others the weight dequantized to fp16 in tiles of rows (at most the
+//                                  staging buffer), x as the CPU's Q8_0 / Q8_1 / Q8_K codes times
+//                                  their steps, rounded to fp16;
+//   n > 8, no cuBLAS      the matvec over chunks of 8 tokens (also with STRATA_CUBLAS=0 in the
+//                         environment when the Matmul is created: for tests and comparisons).
+// Float weights are read in place with lda = the row stride in elements, padded rows included.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "backend/cuda/cublas_loader.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matmul_kernels.h"
+#include "backend/cuda/quant_matmul.h"
+#include "gpu/gpu.h"
+
+namespace strata::cuda {
+
+namespace {
+
+// The fp16 staging of a weight is at most this many elements (128 MiB): every matrix of an 8B
+// model but its output head fits whole; larger ones are multiplied in tiles of rows.
+constexpr int64_t kMaxStagingElements = int64_t(64) << 20;
+// cuBLAS's workspace, given to it so that it never allocates during a product (its guide asks
+// for 32 MiB on Hopper).
+constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+
+// A broken precondition of linear() / embed_rows(): a bug in the caller, so it stops the process
+// with what was wrong.
+[[noreturn]] void precondition_failed(const std::string& what) {
+    std::fprintf(stderr, "strata: CUDA matmul precondition failed: %s\n", what.c_str());
+    std::abort();
+}
+
+// The weight as the kernels take it, after checking the view against their preconditions.
+WeightRows weight_rows(const TensorView& w, const char* op) {
+    if (!linear_supports(w.type)) {
+        precondition_failed(std::string(op) + " of a " + std::string(tensor_type_name(w.type)) +
+                            " tensor");
+    }
+    const auto info = tensor_type_info(w.type);
+    const int64_t cols = w.ne[0];
+    const size_t align = w.type == TensorType::F32 ? 4 : (w.type == TensorType::MXFP4 ? 1 : 2);
+    const uint64_t data_bytes = uint64_t(cols / info->block_size) * info->type_size;
+    if (cols <= 0 || cols % info->block_size != 0 || cols >= (int64_t(1) << 28) ||
+        w.row_bytes < data_bytes || reinterpret_cast<uintptr_t>(w.data) % align != 0 ||
+        w.row_bytes % align != 0) {
+        precondition_failed(std::string(op) + ": bad view of a " + std::string(info->name) +
+                            " tensor (" + std::to_string(cols) + " columns, rows " +
+                            std::to_string(w.row_bytes) + " bytes apart)");
+    }
+    return {w.type, reinterpret_cast<const uint8_t*>(w.data), w.row_bytes, w.rows(), cols};
+}
+
+class CudaMatmul final : public Matmul {
+  public:
+    CudaMatmul(int64_t max_batch, int64_t max_cols, cudaStream_t stream)
+        : max_batch_(max_batch), max_cols_(max_cols), stream_(stream) {}
+
+    ~CudaMatmul() override {
+        if (handle_) cublas_->destroy(handle_);
+    }
+
+    Result<void> init(int64_t max_weight_elements) {
+        int device = 0;
+        if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+            return err("CUDA matmul: no current GPU: ", cudaGetErrorString(e));
+        }
+        STRATA_ASSIGN(activations_,
+                      gpu::DeviceBuffer::allocate(MatvecScratch::bytes(max_cols_), device));
+        scratch_ = {activations_.data(), max_cols_};
+
+        const CublasApi* api = cublas_api();
+        const char* env = std::getenv("STRATA_CUBLAS");
+        if (!api || (env && std::string_view(env) == "0")) return {};  // prompts use the matvec
+        cublasHandle_t h = nullptr;
+        if (api->create(&h) != CUBLAS_STATUS_SUCCESS) return {};
+        cublas_ = api;
+        handle_ = h;
+        STRATA_ASSIGN(workspace_, gpu::DeviceBuffer::allocate(kCublasWorkspaceBytes, device));
+        check(cublas_->set_stream(handle_, stream_), "cublasSetStream");
+        check(cublas_->set_workspace(handle_, workspace_.data(), workspace_.size()),
+              "cublasSetWorkspace");
+        staging_elements_ = std::max(std::min(max_weight_elements, kMaxStagingElements), max_cols_);
+        STRATA_ASSIGN(w16_, gpu::DeviceBuffer::allocate(size_t(staging_elements_) * 2, device));
+        STRATA_ASSIGN(x16_,
+                      gpu::DeviceBuffer::allocate(size_t(max_batch_ * max_cols_) * 2, device));
+        return {};
+    }
+
+    void linear(const TensorView& w, const float* bias, const float* x, float* y,
+                int64_t n) override {
+        const WeightRows rows = weight_rows(w, "linear");
+        if (rows.cols > max_cols_ || n < 0 || n > max_batch_) {
+            precondition_failed("linear: " + std::to_string(n) + " tokens of " +
+                                std::to_string(rows.cols) + " columns (sized for " +
+                                std::to_string(max_batch_) + " of " + std::to_string(max_cols_) +
+                                ")");
+        }
+        if (n == 0 || rows.rows == 0) return;
+        if (n <= kMaxMatvecTokens || !handle_) {
+            for (int64_t t0 = 0; t0 < n; t0 += kMaxMatvecTokens) {
+                const int m = int(std::min<int64_t>(kMaxMatvecTokens, n - t0));
+                launch_matvec(rows, x + t0 * rows.cols, m, bias, y + t0 * rows.rows, scratch_,
+                              stream_);
+            }
+            return;
+        }
+        gemm(rows, bias, x, y, n);
+    }
+
+    std::string_view gemm_engine() const override { return handle_ ? "cublas" : "matvec"; }
+
+    uint64_t scratch_bytes() const override {
+        return activations_.size() + workspace_.size() + w16_.size() + x16_.size();
+    }
+
+  private:
+    // Y (n x rows, fp32) = X (n x cols) W^T: in cuBLAS's column-major terms C (rows x n, ldc =
+    // rows) = op(A) B with A the weight as cols x rows (lda = its row stride in elements) taken
+    // transposed, and B the activations as cols x n (ldb = cols).
+    void gemm(const WeightRows& w, const float* bias, const float* x, float* y, int64_t n) {
+        switch (w.type) {
+            case TensorType::F32:
+                gemm_call(w.data, CUDA_R_32F, lda(w, 4), 0, w.rows, x, CUDA_R_32F, y, w, n);
+                break;
+            case TensorType::F16:
+            case TensorType::BF16: {
+                const cudaDataType type = w.type == TensorType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+                launch_gemm_activations(w.type, x, n, w.cols, x16_.data(), stream_);
+                gemm_call(w.data, type, lda(w, 2), 0, w.rows, x16_.data(), type, y, w, n);
+                break;
+            }
+            default: {
+                launch_gemm_activations(w.type, x, n, w.cols, x16_.data(), stream_);
+                const int64_t tile_rows = std::max<int64_t>(1, staging_elements_ / w.cols);
+                for (int64_t r0 = 0; r0 < w.rows; r0 += tile_rows) {
+                    const int64_t m = std::min(tile_rows, w.rows - r0);
+                    launch_dequant_f16(w, r0, m, w16_.data(), stream_);
+                    gemm_call(w16_.data(), CUDA_R_16F, int(w.cols), r0, m, x16_.data(), CUDA_R_16F,
+                              y, w, n);
+                }
+                break;
+            }
+        }
+        if (bias) launch_add_bias(y, bias, w.rows, n, stream_);
+    }
+
+    // The leading dimension of a float weight read in place: its row stride in elements.
+    static int lda(const WeightRows& w, size_t element_bytes) {
+        const size_t ld = w.row_stride / element_bytes;
+        if (ld > size_t(INT32_MAX)) {
+            precondition_failed("linear: rows " + std::to_string(w.row_stride) +
+                                " bytes apart, too far for cuBLAS");
+        }
+        return int(ld);
+    }
+
+    // Rows r0 .. r0 + m - 1 of y (all n tokens) from A (those rows of the weight, ld apart) and
+    // B (n x w.cols activations), fp32 accumulation and output.
+    void gemm_call(const void* a, cudaDataType a_type, int ld, int64_t r0, int64_t m, const void* b,
+                   cudaDataType b_type, float* y, const WeightRows& w, int64_t n) {
+        const float alpha = 1.0f, beta = 0.0f;
+        check(cublas_->gemm_ex(handle_, CUBLAS_OP_T, CUBLAS_OP_N, int(m), int(n), int(w.cols),
+                               &alpha, a, a_type, ld, b, b_type, int(w.cols), &beta, y + r0,
+                               CUDA_R_32F, int(w.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+    }
+
+    // A failed cuBLAS call on checked arguments is a lost device or a bug, like a failed launch.
+    void check(cublasStatus_t s, const char* what) const {
+        if (s == CUBLAS_STATUS_SUCCESS) return;
+        const char* text = cublas_->status_string ? cublas_->status_string(s) : nullptr;
+        std::fprintf(stderr, "strata: %s failed: %s (%d)\n", what, text ? text : "cuBLAS error",
+                     int(s));
+        std::abort();
+    }
+
+    int64_t max_batch_, max_cols_;
+    cudaStream_t stream_;
+    gpu::DeviceBuffer activations_;  // MatvecScratch
+    MatvecScratch scratch_;
+    const CublasApi* cublas_ = nullptr;
+    cublasHandle_t handle_ = nullptr;
+    gpu::DeviceBuffer workspace_;  // cuBLAS's
+    int64_t staging_elements_ = 0;
+    gpu::DeviceBuffer w16_;  // staging_elements_ halves: a tile of a block-format weight
+    gpu::DeviceBuffer x16_;  // max_batch x max_cols halves (or bf16): the GEMM's activations
+};
+
+}  // namespace
+
+bool linear_supports(TensorType t) {
+    switch (t) {
+        case TensorType::F32:
+        case TensorType::F16:
+        case TensorType::BF16:
+        case TensorType::Q4_0:
+        case TensorType::Q4_1:
+        case TensorType::Q5_0:
+        case TensorType::Q5_1:
+        case TensorType::Q8_0:
+        case TensorType::Q2_K:
+        case TensorType::Q3_K:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K:
+        case TensorType::Q6_K:
+        case TensorType::IQ4_NL:
+        case TensorType::IQ4_XS:
+        case TensorType::MXFP4:
+            return true;
+        default:
+            return false;
+    }
+}
+
+Result<std::unique_ptr<Matmul>> Matmul::create(int64_t max_weight_elements, int64_t max_batch,
+                                               int64_t max_cols, cudaStream_t stream) {
+    if (max_weight_elements < 1 || max_batch < 1 || max_cols < 1) {
+        return err("CUDA matmul: bad sizes (", std::to_string(max_weight_elements),
+                   " weight elements, ", std::to_string(max_batch), " tokens, ",
+                   std::to_string(max_cols), " columns)");
+    }
+    auto m = std::make_unique<CudaMatmul>(max_batch, max_cols, stream);
+    STRATA_TRY(m->init(max_weight_elements));
+    return std::unique_ptr<Matmul>(std::move(m));
+}
+
+void embed_rows(const TensorView& table, const int32_t* ids, int64_t n, float* out,
+                cudaStream_t stream) {
+    const WeightRows rows = weight_rows(table, "embed_rows");
+    if (n > 0) launch_gather_rows(rows, ids, n, out, stream);
+}
+
+}  // namespace strata::cuda

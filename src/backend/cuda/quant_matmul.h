@@ -1,0 +1,76 @@
+// Products of quantized weights in GPU memory with float activations in GPU memory, for every
+// weight type the CPU backend computes with (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4):
+//   - decode (a few tokens): a fused dequantize-matvec that reads each weight byte once,
+//     coalesced, with enough bytes in flight per SM to saturate HBM (matvec_kernels.cuh);
+//   - prompt batches: cuBLAS GEMM (block-format weights dequantized to fp16 tiles, float weights
+//     read in place; the matvec kernels where cuBLAS cannot be loaded);
+//   - embedding rows: rows of a table of any of these types, dequantized to float.
+// Results are checked against the quant module's reference dequantizer (tests/cuda/).
+//
+// Numerics: every product sees the activations the CPU backend sees (the reference the golden
+// tests were made with): x is first rounded as quant::quantize_row_activations rounds it for the
+// weight's quant::vec_dot_type (Q8_0 / Q8_1 / Q8_K codes and scales bit for bit; fp16 for F16,
+// bf16 for BF16 weights; F32 weights take x as it is). Against the exact sum over the reference
+// dequantizer's floats and those activations:
+//   - decode: integer dot products of the weight codes with the CPU's int8 activation codes,
+//     scaled and summed in fp32 (Q4_1 / Q5_1 take the CPU's fp16 Q8_1 sums for their minimum
+//     term); float weights fp32 products (exact for F16 / BF16) and sums;
+//   - prompt GEMM: F32 an fp32 GEMM (no TF32); F16 / BF16 exact products of the weights and the
+//     rounded x, fp32 accumulation; block formats the dequantized weights and the rounded
+//     activations each rounded to fp16 (2^-11 relative), fp32 accumulation, and the minimum
+//     term of Q4_1 / Q5_1 with exact (not fp16) Q8_1 sums; activations beyond fp16's range, or
+//     block-format weights beyond it, would overflow there;
+//   - embed_rows: exactly quant::dequantize_row.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "gguf/tensor_type.h"
+#include "model/tensor_view.h"
+#include "util/result.h"
+
+namespace strata::cuda {
+
+// True for the weight types linear() and embed_rows() accept.
+bool linear_supports(TensorType t);
+
+// State and scratch of the matrix products on one stream: the cuBLAS handle (bound to that
+// stream) when the library could be loaded, fp16 staging for a dequantized weight and a batch of
+// activations, and the decode matvec's quantized activations. Sized once; linear() never
+// allocates. max_weight_elements sizes the fp16 staging (capped at 64 Mi elements): a larger
+// weight is multiplied in tiles of rows.
+class Matmul {
+  public:
+    static Result<std::unique_ptr<Matmul>> create(int64_t max_weight_elements, int64_t max_batch,
+                                                  int64_t max_cols, cudaStream_t stream);
+    virtual ~Matmul() = default;
+
+    // y[t][r] = sum_c W[r][c] x[t][c] (+ bias[r]) for t < n, r < w.rows(); x: n x w.ne[0]
+    // floats, y: n x w.rows() floats, bias: w.rows() floats or null; all in device memory, the
+    // weight too. Rows of y are w.rows() apart. Enqueued on the stream; returns at once (it can
+    // be captured into a CUDA graph for n <= 8).
+    // PRECONDITION (checked; the process stops when broken): linear_supports(w.type), n <=
+    // max_batch, w.ne[0] <= max_cols and a whole number of blocks, rows w.row_bytes apart
+    // (at least a row's bytes: rows may be padded), w.data and w.row_bytes multiples of the
+    // block struct's alignment (2 bytes; 1 for MXFP4; 4 for F32); y overlaps neither x nor the
+    // bias.
+    virtual void linear(const TensorView& w, const float* bias, const float* x, float* y,
+                        int64_t n) = 0;
+    // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded).
+    virtual std::string_view gemm_engine() const = 0;
+    // Device bytes this object holds (the plan counts them).
+    virtual uint64_t scratch_bytes() const = 0;
+};
+
+// out[t] = the row ids[t] of `table`, dequantized to float (n rows of table.ne[0]); ids in
+// device memory; an id outside [0, table.rows()) gives a row of zeros. The floats are exactly
+// quant::dequantize_row's. PRECONDITION: as linear()'s for the table.
+void embed_rows(const TensorView& table, const int32_t* ids, int64_t n, float* out,
+                cudaStream_t stream);
+
+}  // namespace strata::cuda

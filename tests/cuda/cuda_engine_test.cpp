@@ -1,0 +1,134 @@
+// The CUDA backend against the CPU backend through the whole engine: synthetic models of every
+// architecture family and every weight type the GPU computes, evaluated as a prompt batch
+// (crossing a batch boundary), then as decode steps (captured into CUDA graphs and replayed),
+// must give the CPU's logits within the rounding the two backends differ by. The CPU rounds
+// activations to the weight's dot-product type (8-bit blocks for the quantized types, fp16 or
+// bf16 for float weights) and the GPU does not always, so the bound is relative to the size of
+// the logits: ||gpu - cpu|| <= tol * ||cpu|| per row, tol from the activation rounding of the
+// type (an int8 grid step is 1/254 of a block's range; a wrong kernel is off by O(1)).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine_test_support.h"
+#include "session/loaded_model.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+struct Outputs {
+    std::vector<std::vector<float>> rows;  // prompt rows, then one row per decode step
+    std::vector<int32_t> greedy;           // argmax of every decode step
+};
+
+Outputs evaluate(const std::string& path, int gpu, KvType kv) {
+    ModelLoadOptions options;
+    options.engine.threads = 2;
+    options.engine.n_ctx = 96;
+    options.engine.max_batch = 8;  // the 12-token prompt crosses a batch boundary
+    options.engine.kv_type = kv;
+    options.gpu = gpu;
+    auto loaded = LoadedModel::load(path, options);
+    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    Outputs out;
+    if (!loaded) return out;
+    engine::Engine& e = *(*loaded)->engine;
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81, 97, 113, 129, 145, 161, 177};
+    EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::All, logits));
+    const size_t v = e.n_vocab();
+    for (size_t r = 0; r < prompt.size(); ++r) {
+        out.rows.emplace_back(logits.begin() + long(r * v), logits.begin() + long((r + 1) * v));
+    }
+    // Decode steps feed fixed tokens, so both backends see the same inputs even where a near
+    // tie would make their greedy choices differ.
+    for (int i = 0; i < 24; ++i) {
+        const int32_t t = int32_t(200 + 13 * i) % int32_t(v);
+        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
+        out.rows.push_back(logits);
+    }
+    return out;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+double tolerance(TensorType t) {
+    switch (t) {
+        case TensorType::F32:
+            return 1e-4;
+        case TensorType::F16:
+        case TensorType::BF16:
+            return 1e-2;  // the CPU rounds activations to fp16 / bf16 (bf16: 2^-8)
+        default:
+            return 4e-2;  // 8-bit activation blocks on the CPU
+    }
+}
+
+struct Case {
+    std::string preset;
+    TensorType type;
+    KvType kv = KvType::F16;
+};
+
+class CudaEngine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
+    STRATA_REQUIRE_GPU();
+    const Case& c = GetParam();
+    const std::string& path = test::synth_test_model(c.preset, c.type);
+    const Outputs cpu = evaluate(path, -1, c.kv);
+    const Outputs gpu = evaluate(path, 0, c.kv);
+    ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
+    const double tol = tolerance(c.type) * (c.kv == KvType::Q8_0 ? 1.5 : 1.0);
+    double worst = 0;
+    for (size_t r = 0; r < cpu.rows.size(); ++r) {
+        ASSERT_EQ(gpu.rows[r].size(), cpu.rows[r].size());
+        const double e = rel_l2(gpu.rows[r], cpu.rows[r]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
+    }
+    std::printf("%-14s %-7s kv %-4s worst relative error %.2e (bound %.0e)\n", c.preset.c_str(),
+                std::string(tensor_type_name(c.type)).c_str(),
+                std::string(kv_type_name(c.kv)).c_str(), worst, tol);
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (TensorType t :
+         {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+          TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_NL,
+          TensorType::IQ4_XS, TensorType::MXFP4}) {
+        out.push_back({"tiny", t});
+    }
+    for (const char* preset :
+         {"tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen2moe", "tiny-qwen3moe"}) {
+        out.push_back({preset, TensorType::Q8_0});
+        out.push_back({preset, TensorType::Q4_K});
+    }
+    out.push_back({"tiny", TensorType::Q8_0, KvType::Q8_0});
+    out.push_back({"tiny-qwen3", TensorType::Q4_K, KvType::Q8_0});
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(cases()), [](const auto& p) {
+    std::string n = p.param.preset + "_" + std::string(tensor_type_name(p.param.type)) + "_kv_" +
+                    std::string(kv_type_name(p.param.kv));
+    for (char& ch : n) {
+        if (ch == '-') ch = '_';
+    }
+    return n;
+});
+
+}  // namespace
+}  // namespace strata
