@@ -136,9 +136,9 @@ TEST(BenchCli, ExpertStreamReportsTheExpertCache) {
     const std::string model =
         (test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string();
     const std::string flags = "--prompt-tokens 8 --gen-tokens 8 --reps 2 -t 2";
-    const uint64_t smallest = test::smallest_ram("bench " + shell_quote(model) + " " + flags);
-    const auto [r, lines] =
-        bench(model, flags + " --ram " + std::to_string((smallest >> 10) + 256) + "K");
+    const uint64_t ram =
+        test::run_near_smallest_ram("bench " + shell_quote(model) + " " + flags, 256 << 10).ram;
+    const auto [r, lines] = bench(model, flags + " --ram " + std::to_string(ram >> 10) + "K");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("hit rate"), std::string::npos) << r.out;
     ASSERT_EQ(lines.size(), 1u);

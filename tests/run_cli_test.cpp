@@ -174,18 +174,8 @@ TEST(RunCli, SmallRamBudgetStreamsAndGivesTheSameTokens) {
         test::shell_quote((test::testdata_dir() / "models/real/aidreams260K-F32.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
-    // The process's baseline, which strata measures at every run, moves by some 100 KiB between
-    // runs: a run that finds the budget just too small names its own minimum, and the next try
-    // takes that one.
-    uint64_t ram = test::smallest_ram("run " + model + args);
-    test::CommandResult streamed;
-    for (int attempt = 0; attempt < 4; ++attempt) {
-        streamed = test::run_strata("run " + model + args + " --ram " +
-                                    std::to_string((ram >> 10) + 64) + "K");
-        const uint64_t named = test::named_minimum(streamed.err);
-        if (streamed.exit_code == 0 || named == 0) break;
-        ram = named;
-    }
+    const test::CommandResult streamed =
+        test::run_near_smallest_ram("run " + model + args, 64 << 10).result;
     ASSERT_EQ(resident.exit_code, 0) << resident.err;
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
     const auto a = nlohmann::json::parse(resident.out);
@@ -209,11 +199,11 @@ TEST(RunCli, SmallRamBudgetStreamsExpertsAndGivesTheSameTokens) {
         test::shell_quote((test::testdata_dir() / "models/synthetic/llama-moe-Q8_0.gguf").string());
     const std::string args = " -p 'Once upon a time' -n 16 --greedy --raw --ctx 64 -t 2 --json";
     const auto resident = test::run_strata("run " + model + args);
-    const std::string ram =
-        " --ram " + std::to_string((test::smallest_ram("run " + model + args) >> 10) + 256) + "K";
-    const auto streamed = test::run_strata("run " + model + args + ram);
+    const auto streamed = test::run_near_smallest_ram("run " + model + args, 256 << 10).result;
     const auto no_guess =
-        test::run_strata("run " + model + args + ram + " --no-prefetch --cache-policy lfu");
+        test::run_near_smallest_ram("run " + model + args + " --no-prefetch --cache-policy lfu",
+                                    256 << 10)
+            .result;
     ASSERT_EQ(resident.exit_code, 0) << resident.err;
     ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
     ASSERT_EQ(no_guess.exit_code, 0) << no_guess.err;

@@ -160,6 +160,19 @@ uint64_t smallest_ram(const std::string& args) {
     return minimum;
 }
 
+BudgetedRun run_near_smallest_ram(const std::string& args, uint64_t margin) {
+    BudgetedRun run;
+    uint64_t smallest = smallest_ram(args);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        run.ram = (smallest + margin + 1023) >> 10 << 10;
+        run.result = run_strata(args + " --ram " + std::to_string(run.ram >> 10) + "K");
+        const uint64_t named = named_minimum(run.result.err);
+        if (run.result.exit_code == 0 || named == 0) break;
+        smallest = named;
+    }
+    return run;
+}
+
 const std::string& test_cache_dir() {
     static const TempDir dir;
     static const std::string path = [] {

@@ -53,6 +53,15 @@ CommandResult run_strata(const std::string& args);
 // rounded up; 0 when the command does not fail that way. The process's baseline is measured by
 // strata, so this is the only way a test can know it.
 uint64_t smallest_ram(const std::string& args);
+// Runs `args` (with the model and the flags that decide the plan) under --ram at `margin` bytes
+// above smallest_ram(). The process's baseline, which strata measures at every run, moves by some
+// 100 KiB between runs: a run that finds the budget just too small names its own minimum, and
+// the next try takes that one plus the margin. `ram` is the budget of the last try.
+struct BudgetedRun {
+    CommandResult result;
+    uint64_t ram = 0;
+};
+BudgetedRun run_near_smallest_ram(const std::string& args, uint64_t margin);
 // The minimum a "too small" error names ("need at least 15.58 MiB"), rounded up; 0 without one.
 uint64_t named_minimum(const std::string& error);
 // A directory, removed at exit, holding profile.json with test_profile(): the same fixed figures
