@@ -2,7 +2,8 @@
 // greedy): the same prompt ids, then 32 argmax steps with the prompt evaluated as one batch.
 //
 // Tolerances come from the testdata README's "Comparing another engine": float-weight files must
-// match every greedy id and the top-10 logits within 0.25 (BF16: 1.0). Quantized files are
+// match every greedy id (on a GPU: up to a step whose margin is within twice the logit
+// tolerance) and the top-10 logits within 0.25 (BF16: 1.0). Quantized files are
 // compared up to the first step whose golden top-1/top-2 margin is below what activation rounding
 // can move (5 logits for dense files, 10 for MoE, where a near-tie in the router swaps an
 // expert), with logits within 8% of the top logit there (the README measured the reference
@@ -45,8 +46,13 @@ void check(const test::GoldenModel& gm, int gpu) {
     ASSERT_TRUE(loaded) << loaded.error().message;
     LoadedModel& m = **loaded;
 
-    // Divergence is allowed only at a step whose golden margin is below margin_tol.
-    const double margin_tol = gm.float_weights ? 0.0 : (gm.moe ? 10.0 : 5.0);
+    // Divergence is allowed only at a step whose golden margin is below margin_tol. The CPU
+    // backend reproduces the reference's arithmetic, so float files match every step there; a
+    // GPU sums in another order, so there two logits within the logit tolerance of each other
+    // may swap (a margin below twice the tolerance).
+    const double float_tol = gm.bf16 ? 1.0 : 0.25;
+    const double margin_tol =
+        gm.float_weights ? (gpu >= 0 ? 2 * float_tol : 0.0) : (gm.moe ? 10.0 : 5.0);
     int exact_steps = 0;
     for (const json& p : golden["prompts"]) {
         SCOPED_TRACE(gm.stem + " " + p["prompt_id"].get<std::string>());
@@ -60,7 +66,7 @@ void check(const test::GoldenModel& gm, int gpu) {
         for (size_t s = 0; s < want.size(); ++s) {
             const json& topk = p["topk_logits"][s];
             const double top = topk[0][1].get<double>();
-            const double tol = gm.float_weights ? (gm.bf16 ? 1.0 : 0.25) : 0.08 * std::abs(top);
+            const double tol = gm.float_weights ? float_tol : 0.08 * std::abs(top);
             for (const json& e : topk) {
                 const int id = e[0].get<int>();
                 EXPECT_NEAR(logits[size_t(id)], e[1].get<double>(), tol)

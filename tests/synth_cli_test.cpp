@@ -144,7 +144,7 @@ TEST(SynthCli, HelpListsEveryPreset) {
     const auto r = test::run_strata("synth --help");
     EXPECT_EQ(r.exit_code, 0);
     for (const char* p : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen2moe",
-                          "tiny-qwen3moe", "1b", "8b", "mixtral-10g", "qwen3moe-30b-a3b"}) {
+                          "tiny-qwen3moe", "1b", "8b", "70b", "mixtral-10g", "qwen3moe-30b-a3b"}) {
         EXPECT_NE(r.out.find(std::string("  ") + p + " "), std::string::npos) << p;
     }
 }

@@ -147,6 +147,7 @@ TEST(SynthPresets, LargePresetsHaveTheDocumentedSizes) {
     // Without a large vocabulary the embeddings are tiny; the blocks carry the size.
     EXPECT_NEAR(static_cast<double>(params("1b")), 0.975e9, 0.01e9);
     EXPECT_NEAR(static_cast<double>(params("8b")), 6.98e9, 0.02e9);
+    EXPECT_NEAR(static_cast<double>(params("70b")), 68.5e9, 0.5e9);
     EXPECT_NEAR(static_cast<double>(params("mixtral-10g")), 17.4e9, 0.1e9);
     EXPECT_NEAR(static_cast<double>(params("qwen3moe-30b-a3b")), 29.9e9, 0.1e9);
     const ModelHparams q = *synth_preset("qwen3moe-30b-a3b");

@@ -139,6 +139,15 @@ class Backend {
                         std::span<const float> weights, Act in) = 0;
     virtual void end_experts(Act out, int64_t n) = 0;
 
+    // Routing and experts in one operation, for a layer whose experts all lie where this
+    // backend reads them (a resident MoE layer on a GPU), so the router's choices never leave
+    // the device: router logits, softmax, the top k (lower id first on ties) and, with
+    // norm_weights, their weights renormalised to sum 1, as engine::route_token decides; then
+    // the chosen experts' SwiGLU FFNs, their weighted sum in `out`. Returns false, having done
+    // nothing, when it does not take this batch: the engine then routes on the host (above).
+    virtual bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
+                                bool norm_weights, Act in, Act out, int64_t n) = 0;
+
     // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
     virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,
                              float* out) = 0;

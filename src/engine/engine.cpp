@@ -362,6 +362,16 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
                         forced_routing_.get(), a.pos0};
     const int k = cfg.n_used;
+    MoeLayerStats& stats = stats_.moe[size_t(layer)];
+    if (!cfg.forced) {
+        // A backend that holds every expert routes and runs them without the host.
+        if (const auto stack = store_.resident_experts(layer);
+            stack &&
+            be_->routed_experts(router, *stack, k, norm_weights, Act::Normed, Act::Out, n)) {
+            stats.token_choices += uint64_t(n * k);
+            return {};
+        }
+    }
     be_->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
     for (int64_t t = 0; t < n; ++t) {
         const float* logits = &router_logits_[size_t(t * cfg.n_expert)];
@@ -382,7 +392,6 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     store_.prepare_experts(layer, choices, k);
     // Each expert once, for every (token, slot) that chose it.
-    MoeLayerStats& stats = stats_.moe[size_t(layer)];
     be_->begin_experts(n, k);
     for (int e = 0; e < cfg.n_expert; ++e) {
         users_.clear();

@@ -60,4 +60,12 @@ struct ExpertView {
     TensorView gate, up, down;
 };
 
+// All routed experts of a layer where they lie evenly spaced in one memory (a resident layer of
+// stacked expert tensors): expert e's matrices are `first`'s views moved by e times the strides.
+struct ExpertStack {
+    ExpertView first;
+    size_t gate_stride = 0, up_stride = 0, down_stride = 0;  // bytes between experts
+    int n_expert = 0;
+};
+
 }  // namespace strata

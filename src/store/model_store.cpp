@@ -134,6 +134,33 @@ void ModelStore::release_expert(int layer, int expert) {
     if (cache_ && cache_->serves(layer)) cache_->release(layer, expert);
 }
 
+std::optional<ExpertStack> ModelStore::resident_experts(int layer) const {
+    const auto& all = arena_.views().experts;
+    if ((cache_ && cache_->serves(layer)) || ring_.streams(layer) || layer < 0 ||
+        size_t(layer) >= all.size() || all[size_t(layer)].empty()) {
+        return {};
+    }
+    const std::vector<ExpertView>& ev = all[size_t(layer)];
+    const auto stride = [&](TensorView ExpertView::*m) -> std::optional<size_t> {
+        const TensorView& t0 = ev[0].*m;
+        if (!t0.present()) return {};
+        if (ev.size() > 1 && (ev[1].*m).data <= t0.data) return {};
+        const size_t s = ev.size() > 1 ? size_t((ev[1].*m).data - t0.data) : 0;
+        for (size_t e = 1; e < ev.size(); ++e) {
+            const TensorView& t = ev[e].*m;
+            if (t.data != t0.data + e * s || t.type != t0.type || t.ne != t0.ne ||
+                t.row_bytes != t0.row_bytes || !(t.where == t0.where)) {
+                return {};
+            }
+        }
+        return s;
+    };
+    const auto g = stride(&ExpertView::gate), u = stride(&ExpertView::up),
+               d = stride(&ExpertView::down);
+    if (!g || !u || !d) return {};
+    return ExpertStack{ev[0], *g, *u, *d, int(ev.size())};
+}
+
 void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k) {
     if (cache_) cache_->prepare(layer, choices, k);
 }

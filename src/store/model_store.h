@@ -39,6 +39,7 @@ class ModelStore final : public WeightStore {
     Result<ExpertView> acquire_expert(int layer, int expert) override;
     void release_expert(int layer, int expert) override;
     void prepare_experts(int layer, std::span<const int32_t> choices, int k) override;
+    std::optional<ExpertStack> resident_experts(int layer) const override;
     const TensorView* early_router(int layer) const override;
     Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
     int head_pieces() const override;

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -60,6 +61,10 @@ class WeightStore {
     // One routed expert of a layer, valid until release_expert(layer, expert).
     virtual Result<ExpertView> acquire_expert(int layer, int expert) = 0;
     virtual void release_expert(int layer, int expert) = 0;
+
+    // Every expert of `layer` at once, when all of them stay in memory for the whole run evenly
+    // spaced (so that a backend may route and run them itself); none otherwise.
+    virtual std::optional<ExpertStack> resident_experts(int /*layer*/) const { return {}; }
 
     // The routing of a batch in `layer` (n tokens x k experts, token-major), before any of its
     // experts is acquired: a streaming store reads the union at once and learns from it.

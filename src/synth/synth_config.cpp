@@ -47,6 +47,8 @@ constexpr PresetShape kPresets[] = {
      "llama", 2048, 16, 32, 8, 0, 8192, 0, 0, 0, 0, 131072, 500000.0f, 1e-5f, true},
     {"8b", "Llama-3-8B shape: n_embd 4096, 32 layers, 32/8 heads, ff 14336 (14 GB F16)", "llama",
      4096, 32, 32, 8, 0, 14336, 0, 0, 0, 0, 8192, 500000.0f, 1e-5f, false},
+    {"70b", "Llama-3-70B shape: n_embd 8192, 80 layers, 64/8 heads, ff 28672 (138 GB F16)", "llama",
+     8192, 80, 64, 8, 0, 28672, 0, 0, 0, 0, 8192, 500000.0f, 1e-5f, false},
     {"mixtral-10g", "Mixtral-8x7B layers, 12 of them: ~10.5 GB at Q4_K_M, 35 GB at F16", "llama",
      4096, 12, 32, 8, 0, 14336, 8, 2, 0, 0, 32768, 1000000.0f, 1e-5f, false},
     {"qwen3moe-30b-a3b", "Qwen3-30B-A3B shape: 48 layers, 128 experts top-8 (60 GB F16)",

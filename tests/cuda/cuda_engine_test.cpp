@@ -9,10 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/routing_trace.h"
 #include "engine_test_support.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
 #include "session/loaded_model.h"
 #include "test_support.h"
 
@@ -24,12 +28,29 @@ struct Outputs {
     std::vector<int32_t> greedy;           // argmax of every decode step
 };
 
+// MoE models route every token of both runs to the experts of one fixed trace: a router near
+// tie that the two backends' rounding breaks differently would otherwise send a token to other
+// experts and make the rows incomparable. (Routing itself is compared on the GPU by
+// CudaBackendOps and CudaMoeRoute, and end to end by the golden greedy tests.)
+std::shared_ptr<const engine::RoutingTrace> trace_for(const std::string& path) {
+    auto file = read_gguf(path);
+    EXPECT_TRUE(file) << (file ? "" : file.error().message);
+    if (!file) return nullptr;
+    auto info = load_model_info(std::move(*file));
+    EXPECT_TRUE(info) << (info ? "" : info.error().message);
+    if (!info || !info->hparams || !info->hparams->is_moe()) return nullptr;
+    const ModelHparams& hp = *info->hparams;
+    return std::make_shared<engine::RoutingTrace>(engine::make_local_trace(
+        int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 64, 0.5, 1.0, 3));
+}
+
 Outputs evaluate(const std::string& path, int gpu, KvType kv) {
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = 96;
     options.engine.max_batch = 8;  // the 12-token prompt crosses a batch boundary
     options.engine.kv_type = kv;
+    options.engine.forced_routing = trace_for(path);
     options.gpu = gpu;
     auto loaded = LoadedModel::load(path, options);
     EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
@@ -65,12 +86,17 @@ double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
 double tolerance(TensorType t) {
     switch (t) {
         case TensorType::F32:
-            return 1e-4;
+            // The attention weights: the CPU rounds them to fp16 as the reference does, the GPU's
+            // online softmax keeps them in fp32 (2^-11 relative each).
+            return 1e-3;
         case TensorType::F16:
         case TensorType::BF16:
             return 1e-2;  // the CPU rounds activations to fp16 / bf16 (bf16: 2^-8)
         default:
-            return 4e-2;  // 8-bit activation blocks on the CPU
+            // 8-bit activation blocks: both backends quantize the same way, but an activation a
+            // rounding away from a grid midpoint lands on the other code (1/254 of its block's
+            // range), and such flips compound over the layers and the decode steps.
+            return 6e-2;
     }
 }
 
@@ -90,16 +116,25 @@ TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
     const Outputs gpu = evaluate(path, 0, c.kv);
     ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
     const double tol = tolerance(c.type) * (c.kv == KvType::Q8_0 ? 1.5 : 1.0);
-    double worst = 0;
+    double worst = 0, sum = 0;
     for (size_t r = 0; r < cpu.rows.size(); ++r) {
         ASSERT_EQ(gpu.rows[r].size(), cpu.rows[r].size());
         const double e = rel_l2(gpu.rows[r], cpu.rows[r]);
         worst = std::max(worst, e);
+        sum += e;
         EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
     }
-    std::printf("%-14s %-7s kv %-4s worst relative error %.2e (bound %.0e)\n", c.preset.c_str(),
-                std::string(tensor_type_name(c.type)).c_str(),
-                std::string(kv_type_name(c.kv)).c_str(), worst, tol);
+    // With 8-bit activations, rounding flips make a few rows worse; a wrong kernel makes them
+    // all so. (Float types differ by rounding alone, about as much in every row.)
+    const double mean = sum / double(cpu.rows.size());
+    const bool float_type =
+        c.type == TensorType::F32 || c.type == TensorType::F16 || c.type == TensorType::BF16;
+    if (!float_type) {
+        EXPECT_LE(mean, tol / 2) << "mean over the rows";
+    }
+    std::printf("%-14s %-7s kv %-4s worst relative error %.2e, mean %.2e (bound %.0e)\n",
+                c.preset.c_str(), std::string(tensor_type_name(c.type)).c_str(),
+                std::string(kv_type_name(c.kv)).c_str(), worst, mean, tol);
 }
 
 std::vector<Case> cases() {

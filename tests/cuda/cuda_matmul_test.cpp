@@ -48,8 +48,10 @@
 #include "backend/cuda/matmul_kernels.h"
 #include "backend/cuda/matvec_chunk.cuh"
 #include "backend/cuda/quant_matmul.h"
+#include "cuda/device_buffers.h"
 #include "gpu/gpu.h"
 #include "quant/quant.h"
+#include "test_support.h"
 
 namespace strata {
 namespace {
@@ -694,24 +696,6 @@ TEST(CudaMatmulTypes, SupportsTheCpuBackendsTypes) {
 // ---- on the GPU
 // ------------------------------------------------------------------------------------
 
-#define SKIP_WITHOUT_GPU()                                                      \
-    do {                                                                        \
-        if (gpu::devices().list.empty()) GTEST_SKIP() << gpu::devices().reason; \
-    } while (0)
-
-gpu::DeviceBuffer upload(const void* src, size_t bytes) {
-    gpu::DeviceBuffer b = gpu::DeviceBuffer::allocate(std::max<size_t>(bytes, 16)).value();
-    EXPECT_TRUE(gpu::copy(b.data(), src, bytes, gpu::CopyKind::HostToDevice).ok());
-    return b;
-}
-
-std::vector<float> download(const gpu::DeviceBuffer& b, size_t count) {
-    std::vector<float> v(count);
-    EXPECT_TRUE(gpu::synchronize().ok());
-    EXPECT_TRUE(gpu::copy(v.data(), b.data(), count * 4, gpu::CopyKind::DeviceToHost).ok());
-    return v;
-}
-
 // A view of weights copied to the GPU (the whole storage, so row 0 keeps its offset).
 struct DeviceWeights {
     gpu::DeviceBuffer bytes;
@@ -719,7 +703,7 @@ struct DeviceWeights {
 };
 DeviceWeights upload(const Weights& w) {
     DeviceWeights d;
-    d.bytes = upload(w.storage.data(), w.bytes());
+    d.bytes = test::upload(w.storage.data(), w.bytes());
     d.view.type = w.type;
     d.view.data = d.bytes.data() + w.offset;
     d.view.ne = {w.cols, w.rows, 1, 1};
@@ -756,16 +740,16 @@ void run_case(TensorType t, const Case& c, uint32_t seed) {
     if (c.bias) {
         std::normal_distribution<float> normal(0, 1);
         for (int64_t r = 0; r < c.rows; ++r) bias.push_back(normal(rng));
-        dbias = upload(bias.data(), bias.size() * 4);
+        dbias = test::upload(bias.data(), bias.size() * 4);
     }
     for (const int64_t n : c.ns) {
         const std::vector<float> x = make_activations(n, c.cols, rng);
-        const gpu::DeviceBuffer dx = upload(x.data(), x.size() * 4);
+        const gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
         gpu::DeviceBuffer dy = gpu::DeviceBuffer::allocate(size_t(n * c.rows) * 4).value();
         (*matmul)->linear(dw.view, c.bias ? reinterpret_cast<const float*>(dbias.data()) : nullptr,
                           reinterpret_cast<const float*>(dx.data()),
                           reinterpret_cast<float*>(dy.data()), n);
-        const std::vector<float> y = download(dy, size_t(n * c.rows));
+        const std::vector<float> y = test::download<float>(dy.data(), size_t(n * c.rows));
         const Path path = n > 8 && (*matmul)->gemm_engine() == "cublas" ? Path::Gemm : Path::Matvec;
         const Expected e =
             expected(w, cpu_activations(t, x, n, c.cols), n, c.bias ? &bias : nullptr, path);
@@ -779,7 +763,7 @@ void run_case(TensorType t, const Case& c, uint32_t seed) {
 // The prompt GEMM's activation kernel (its warp and block reductions are the matvec's) gives the
 // host rounding's values, as the GEMM's 16-bit inputs, bit for bit.
 TEST(CudaActivationRounding, GemmActivationsOnTheGpu) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     std::mt19937 rng(22);
     // One weight type per activation type; 256 * 5 + 32 * 3 columns leave a partial thread block
     // for the 32-element types.
@@ -797,7 +781,7 @@ TEST(CudaActivationRounding, GemmActivationsOnTheGpu) {
                 rounding_probes((cols + 255) / 256 * 256, rng, act != TensorType::Q8_K);
             x.insert(x.end(), row.begin(), row.begin() + cols);
         }
-        const gpu::DeviceBuffer dx = upload(x.data(), x.size() * 4);
+        const gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
         gpu::DeviceBuffer dout = gpu::DeviceBuffer::allocate(x.size() * 2).value();
         cuda::launch_gemm_activations(weight, reinterpret_cast<const float*>(dx.data()), kN, cols,
                                       dout.data(), nullptr);
@@ -834,26 +818,26 @@ TEST(CudaActivationRounding, GemmActivationsOnTheGpu) {
 class CudaMatmulTest : public testing::TestWithParam<TensorType> {};
 
 TEST_P(CudaMatmulTest, RealisticRowsOf256) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     run_case(t, {1000, 256, Fill::Quantized, 0, false, false, {1, 2, 3, 8, 9, 33, 512}}, 1);
 }
 
 TEST_P(CudaMatmulTest, RandomBlocksRowsOf4096) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {1, 2, 3, 8, 9, 33}}, 2);
     run_case(t, {4096 + 32, 4096, Fill::RandomBlocks, 0, false, false, {1, 9}}, 3);
 }
 
 TEST_P(CudaMatmulTest, MisalignedRowsAndPartialChunks) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     run_case(t, {37, odd_cols(t), Fill::RandomBlocks, 0, true, false, {1, 3, 9}}, 4);
 }
 
 TEST_P(CudaMatmulTest, PaddedRowsWithBias) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     const size_t data = quant::quant_row_bytes(t, odd_cols(t)).value();
     const size_t pad = (data + 40 + 15) / 16 * 16 - data;  // a 16-byte stride, data not
@@ -861,14 +845,14 @@ TEST_P(CudaMatmulTest, PaddedRowsWithBias) {
 }
 
 TEST_P(CudaMatmulTest, GemmInTiles) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     // Staging for 300 rows: the weight goes through the GEMM in tiles of 300, 300, 300, 100.
     run_case(t, {1000, 256, Fill::RandomBlocks, 0, false, true, {33}, 300 * 256}, 6);
 }
 
 TEST_P(CudaMatmulTest, PromptBatchesWithoutCublas) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     setenv("STRATA_CUBLAS", "0", 1);  // read when the Matmul is created
     run_case(t, {300, 256, Fill::Quantized, 0, false, true, {9, 33}}, 8);
@@ -876,18 +860,19 @@ TEST_P(CudaMatmulTest, PromptBatchesWithoutCublas) {
 }
 
 TEST_P(CudaMatmulTest, EmbedRowsEqualDequantize) {
-    SKIP_WITHOUT_GPU();
+    STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     std::mt19937 rng(7);
     for (const int64_t cols : {int64_t(256), odd_cols(t)}) {
         const Weights w = make_weights(t, 50, cols, Fill::RandomBlocks, 0, 0, rng);
         const DeviceWeights dw = upload(w);
         const std::vector<int32_t> ids = {0, 49, 7, 7, 23, -1, 50};
-        const gpu::DeviceBuffer dids = upload(ids.data(), ids.size() * 4);
+        const gpu::DeviceBuffer dids = test::upload(ids.data(), ids.size() * 4);
         gpu::DeviceBuffer dout = gpu::DeviceBuffer::allocate(ids.size() * size_t(cols) * 4).value();
         cuda::embed_rows(dw.view, reinterpret_cast<const int32_t*>(dids.data()),
                          int64_t(ids.size()), reinterpret_cast<float*>(dout.data()), nullptr);
-        const std::vector<float> out = download(dout, ids.size() * size_t(cols));
+        const std::vector<float> out =
+            test::download<float>(dout.data(), ids.size() * size_t(cols));
         for (size_t i = 0; i < ids.size(); ++i) {
             const bool valid = ids[i] >= 0 && ids[i] < w.rows;
             const std::vector<float> zeros(size_t(cols), 0.0f);

@@ -212,6 +212,12 @@ class CpuBackend final : public Backend {
         }
     }
 
+    // The host routes for the CPU: the router's choices are the store's to act on.
+    bool routed_experts(const TensorView&, const ExpertStack&, int, bool, Act, Act,
+                        int64_t) override {
+        return false;
+    }
+
     void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
         rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), out, rows, hp_.n_embd,
                       hp_.rms_eps, pool_);

@@ -13,6 +13,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/kv_cache_gpu.h"
+#include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/moe_route.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_matmul.h"
 #include "backend/cuda/rope_kv.h"
@@ -70,8 +72,12 @@ enum class OpKind : uint8_t {
     Ffn,
     SigmoidGate,
     Add,
-    Head
+    Head,
+    Experts  // routed on the device: router, top-k, the chosen experts, their weighted sum
 };
+
+// The most projections of one input a Linear record holds (q, k and v).
+constexpr size_t kMaxJobs = 3;
 
 struct Record {
     OpKind kind{};
@@ -79,7 +85,15 @@ struct Record {
     int layer = 0;
     int64_t n = 0;
     TensorView w0, w1, w2;  // weights (zeroed when unused)
-    const float* bias = nullptr;
+    // Linear: the outputs of w0, w1, w2 (b is outs[0]) and their biases (null when none).
+    std::array<Act, kMaxJobs> outs{};
+    std::array<const float*, kMaxJobs> biases{};
+    // Experts: w0 the router, w1 w2 w3 expert 0's gate, up and down, the strides to the next
+    // expert, the number of experts, k and whether the chosen weights are renormalised.
+    TensorView w3{};
+    std::array<size_t, 3> strides{};
+    int n_expert = 0, k = 0;
+    bool norm_weights = false;
 };
 
 bool same(const Record& x, const Record& y) {
@@ -87,8 +101,13 @@ bool same(const Record& x, const Record& y) {
         return p.data == q.data && p.type == q.type && p.ne == q.ne && p.row_bytes == q.row_bytes;
     };
     return x.kind == y.kind && x.a == y.a && x.b == y.b && x.layer == y.layer && x.n == y.n &&
-           view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) && view_eq(x.w2, y.w2) && x.bias == y.bias;
+           view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) && view_eq(x.w2, y.w2) && x.outs == y.outs &&
+           x.biases == y.biases && view_eq(x.w3, y.w3) && x.strides == y.strides &&
+           x.n_expert == y.n_expert && x.k == y.k && x.norm_weights == y.norm_weights;
 }
+
+// The weights of a record, in order.
+constexpr TensorView Record::*kWeights[kMaxJobs] = {&Record::w0, &Record::w1, &Record::w2};
 
 // The device-side parameters of a step: what changes from one decode step to the next.
 struct StepParams {
@@ -105,7 +124,9 @@ constexpr size_t kMaxTape = 16384;
 // logits, the hidden state); then the tape runs. When it is the same tape as the last one (the
 // same ops on the same weights, which every decode step of a resident model is), the graph
 // captured from it is replayed with a new position and token; otherwise the tape is captured
-// into a new graph first. STRATA_CUDA_GRAPHS=0 launches every op directly instead.
+// into a new graph first. STRATA_CUDA_GRAPHS=0 (and STRATA_CUDA_PROFILE=1, which times every
+// op) launches the tape's ops directly instead. Either way the tape is launched as a whole, so
+// ops that fuse with their neighbour (a residual add and the next norm) run as one kernel.
 bool graphs_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("STRATA_CUDA_GRAPHS");
@@ -160,6 +181,19 @@ class CudaBackend final : public Backend {
             STRATA_ASSIGN(slot_weights_, floats(slots));
             STRATA_ASSIGN(slot_staging_, gpu::PinnedBuffer::allocate(
                                              (sizeof(int64_t) + sizeof(float)) * size_t(slots)));
+            // Routing on the device: the router's logits, each slot's expert and weight, the
+            // slots grouped by expert (their order, experts, weights), the grouped slots' input
+            // rows, SwiGLU rows and outputs, and their quantized activations.
+            STRATA_ASSIGN(router_logits_, floats(s.rows * hp_.n_expert));
+            STRATA_ASSIGN(choice_, ints(slots));
+            STRATA_ASSIGN(choice_weights_, floats(slots));
+            STRATA_ASSIGN(grouped_ids_, ints(slots));
+            STRATA_ASSIGN(grouped_x_, floats(slots * s.d));
+            STRATA_ASSIGN(moe_h_, floats(slots * s.ff));
+            STRATA_ASSIGN(moe_y_, floats(slots * s.d));
+            STRATA_ASSIGN(moe_scratch_,
+                          gpu::DeviceBuffer::allocate(
+                              matvec_q8_scratch_bytes(std::max(s.d, s.ff), int(slots)), device_));
         }
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
         if (OpProfile::requested()) profile_ = std::make_unique<OpProfile>();
@@ -218,11 +252,11 @@ class CudaBackend final : public Backend {
         expect_device(table);
         flush();
         const int64_t n = int64_t(tokens.size());
-        if (n == 1 && graphs_enabled()) {
+        if (n == 1) {
             // A decode step begins: record it, with its token in the step parameters.
             recording_ = true;
             step_host().token = tokens[0];
-            add_record({OpKind::Embed, Act::Hidden, Act::Hidden, 0, 1, table, {}, {}, nullptr});
+            add_record({OpKind::Embed, Act::Hidden, Act::Hidden, 0, 1, table, {}, {}});
             return;
         }
         // A pageable source: the call returns once the ids are staged, so the span may go.
@@ -234,26 +268,33 @@ class CudaBackend final : public Backend {
 
     void rms_norm(Act in, const TensorView& weight, Act out, int64_t n) override {
         expect_device(weight);
-        run({OpKind::RmsNorm, in, out, 0, n, weight, {}, {}, nullptr});
+        run({OpKind::RmsNorm, in, out, 0, n, weight, {}, {}});
     }
 
     void linear(std::span<const LinearJob> jobs, Act in, int64_t n) override {
-        for (const LinearJob& j : jobs) {
-            expect_device(*j.weight);
-            const float* bias = j.bias && j.bias->present() ? j.bias->f32() : nullptr;
-            run({OpKind::Linear, in, j.out, 0, n, *j.weight, {}, {}, bias});
+        // Records of up to kMaxJobs projections, which share the input's quantization.
+        for (size_t j0 = 0; j0 < jobs.size(); j0 += kMaxJobs) {
+            Record r{OpKind::Linear, in, jobs[j0].out, 0, n, {}, {}, {}};
+            for (size_t j = j0; j < std::min(jobs.size(), j0 + kMaxJobs); ++j) {
+                const LinearJob& job = jobs[j];
+                expect_device(*job.weight);
+                r.*kWeights[j - j0] = *job.weight;
+                r.outs[j - j0] = job.out;
+                r.biases[j - j0] = job.bias && job.bias->present() ? job.bias->f32() : nullptr;
+            }
+            run(r);
         }
     }
 
     void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn, int64_t n,
                        int64_t pos0) override {
         position_is(pos0);
-        run({OpKind::RopeStoreKv, Act::Q, Act::K, layer, n, qn, kn, {}, nullptr});
+        run({OpKind::RopeStoreKv, Act::Q, Act::K, layer, n, qn, kn, {}});
     }
 
     void attention(int layer, int64_t n, int64_t pos0) override {
         position_is(pos0);
-        run({OpKind::Attention, Act::Q, Act::AttnOut, layer, n, {}, {}, {}, nullptr});
+        run({OpKind::Attention, Act::Q, Act::AttnOut, layer, n, {}, {}, {}});
     }
 
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
@@ -261,16 +302,16 @@ class CudaBackend final : public Backend {
         expect_device(gate);
         expect_device(up);
         expect_device(down);
-        run({OpKind::Ffn, in, out, 0, n, gate, up, down, nullptr});
+        run({OpKind::Ffn, in, out, 0, n, gate, up, down});
     }
 
     void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override {
         expect_device(gate);
-        run({OpKind::SigmoidGate, in, rows, 0, n, gate, {}, {}, nullptr});
+        run({OpKind::SigmoidGate, in, rows, 0, n, gate, {}, {}});
     }
 
     void add(Act into, Act from, int64_t n) override {
-        run({OpKind::Add, from, into, 0, n, {}, {}, {}, nullptr});
+        run({OpKind::Add, from, into, 0, n, {}, {}, {}});
     }
 
     void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
@@ -321,6 +362,26 @@ class CudaBackend final : public Backend {
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
     }
 
+    bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
+                        bool norm_weights, Act in, Act out, int64_t n) override {
+        if (n < 1 || !hp_.is_moe() || experts.n_expert > kMaxRoutedExperts || k < 1 ||
+            k > kMaxExpertsUsed || k > experts.n_expert || k > shapes_.n_expert_used ||
+            n * k > 65535 || router.rows() != experts.n_expert || !linear_supports(router.type) ||
+            !expert_ffn_supports(experts) || experts.first.gate.rows() > shapes_.ff ||
+            !can_read(router.where) || !can_read(experts.first.gate.where) ||
+            !can_read(experts.first.up.where) || !can_read(experts.first.down.where)) {
+            return false;
+        }
+        Record r{OpKind::Experts, in, out, 0, n, router, experts.first.gate, experts.first.up};
+        r.w3 = experts.first.down;
+        r.strides = {experts.gate_stride, experts.up_stride, experts.down_stride};
+        r.n_expert = experts.n_expert;
+        r.k = k;
+        r.norm_weights = norm_weights;
+        run(r);
+        return true;
+    }
+
     void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
         normalize_output(norm, first_row, rows);
         flush();
@@ -337,7 +398,7 @@ class CudaBackend final : public Backend {
         expect_device(norm);
         // Rows first_row.. of Hidden: a one-token step has only row 0.
         if (recording_ && first_row == 0 && rows == 1) {
-            add_record({OpKind::RmsNorm, Act::Hidden, Act::Normed, 0, 1, norm, {}, {}, nullptr});
+            add_record({OpKind::RmsNorm, Act::Hidden, Act::Normed, 0, 1, norm, {}, {}});
             return;
         }
         flush();
@@ -352,7 +413,7 @@ class CudaBackend final : public Backend {
         auto* pinned = reinterpret_cast<float*>(logits_pinned_.data());
         if (recording_ && rows == 1) {
             // The head ends the step's graph; only its logits come back.
-            add_record({OpKind::Head, Act::Normed, Act::Normed, 0, 1, piece, {}, {}, nullptr});
+            add_record({OpKind::Head, Act::Normed, Act::Normed, 0, 1, piece, {}, {}});
             flush();
             STRATA_CUDA(
                 cudaMemcpyAsync(pinned, host_out(), bytes(width), cudaMemcpyDeviceToHost, stream_));
@@ -381,6 +442,10 @@ class CudaBackend final : public Backend {
     static size_t bytes(int64_t floats) { return sizeof(float) * size_t(floats); }
     Result<gpu::DeviceBuffer> floats(int64_t count) {
         return gpu::DeviceBuffer::allocate(bytes(std::max<int64_t>(1, count)), device_);
+    }
+    Result<gpu::DeviceBuffer> ints(int64_t count) {
+        return gpu::DeviceBuffer::allocate(sizeof(int32_t) * size_t(std::max<int64_t>(1, count)),
+                                           device_);
     }
     static float* dev(const gpu::DeviceBuffer& b) { return reinterpret_cast<float*>(b.data()); }
     float* act(Act a) const { return dev(acts_[size_t(a)]); }
@@ -417,16 +482,16 @@ class CudaBackend final : public Backend {
         }
     }
 
-    // Launches one op on the stream. In a graph (replayable), the token and the position come
-    // from the step parameters and attention is sized for the whole context.
-    void launch(const Record& r, bool in_graph) {
+    // Launches one op on the stream. A recorded op (replayable in a graph) takes the token and
+    // the position from the step parameters, and attention is sized for the whole context.
+    void launch(const Record& r, bool recorded) {
         if (profile_) {
             profile_->begin(stream_);
-            launch_op(r, in_graph);
+            launch_op(r, recorded);
             profile_->end(stream_, profile_name(r), weight_bytes(r));
             return;
         }
-        launch_op(r, in_graph);
+        launch_op(r, recorded);
     }
 
     // An op launched outside the recorded kinds, timed like them when profiling.
@@ -448,12 +513,16 @@ class CudaBackend final : public Backend {
         return t.present() ? uint64_t(t.row_bytes) * uint64_t(t.rows()) : 0;
     }
     static uint64_t weight_bytes(const Record& r) {
+        if (r.kind == OpKind::Experts) {  // the router and the k chosen experts
+            return view_bytes(r.w0) +
+                   uint64_t(r.k) * (view_bytes(r.w1) + view_bytes(r.w2) + view_bytes(r.w3));
+        }
         return view_bytes(r.w0) + view_bytes(r.w1) + view_bytes(r.w2);
     }
     std::string profile_name(const Record& r) const {
-        static constexpr const char* kNames[] = {"embed",         "rms_norm",  "linear",
-                                                 "rope_store_kv", "attention", "ffn",
-                                                 "sigmoid_gate",  "add",       "head"};
+        static constexpr const char* kNames[] = {
+            "embed", "rms_norm",     "linear", "rope_store_kv", "attention",
+            "ffn",   "sigmoid_gate", "add",    "head",          "experts"};
         std::string name = kNames[size_t(r.kind)];
         if (r.w0.present() && r.kind != OpKind::RmsNorm) {
             name += " " + std::string(tensor_type_name(r.w0.type)) + " " +
@@ -462,7 +531,7 @@ class CudaBackend final : public Backend {
         return name + (r.n == 1 ? " n=1" : " n>1");
     }
 
-    void launch_op(const Record& r, bool in_graph) {
+    void launch_op(const Record& r, bool recorded) {
         const uint32_t l = uint32_t(r.layer);
         switch (r.kind) {
             case OpKind::Embed:
@@ -472,9 +541,15 @@ class CudaBackend final : public Backend {
                 cuda::rms_norm(act(r.a), r.w0.f32(), act(r.b), r.n, shapes_.d, hp_.rms_eps,
                                stream_);
                 break;
-            case OpKind::Linear:
-                matmul_->linear(r.w0, r.bias, act(r.a), act(r.b), r.n);
+            case OpKind::Linear: {
+                std::array<Matmul::Product, kMaxJobs> products;
+                size_t count = 0;
+                for (; count < kMaxJobs && (r.*kWeights[count]).present(); ++count) {
+                    products[count] = {&(r.*kWeights[count]), r.biases[count], act(r.outs[count])};
+                }
+                matmul_->linear_many({products.data(), count}, act(r.a), r.n);
                 break;
+            }
             case OpKind::RopeStoreKv:
                 cuda::rope_store_kv(
                     rope_, kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
@@ -486,7 +561,7 @@ class CudaBackend final : public Backend {
                 attention_.run(kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
                                int(hp_.head_dim_k), int(hp_.head_dim_v),
                                1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q), r.n,
-                               position(), in_graph ? int64_t(n_ctx_) : pos_set_ + r.n,
+                               position(), recorded ? int64_t(n_ctx_) : pos_set_ + r.n,
                                act(Act::AttnOut), stream_);
                 break;
             case OpKind::Ffn:
@@ -502,23 +577,30 @@ class CudaBackend final : public Backend {
             case OpKind::Head:
                 matmul_->linear(r.w0, nullptr, act(Act::Normed), host_out(), 1);
                 break;
+            case OpKind::Experts:
+                routed(r);
+                break;
         }
     }
 
     // Runs what was recorded: the cached graph when the tape is the one it was captured from,
-    // else a graph captured from it now.
+    // else a graph captured from it now (or, with graphs off, the tape's launches one by one).
     void flush() {
         if (!recording_) return;
         recording_ = false;
         if (tape_.empty()) return;
-        const bool reuse = graph_exec_ && tape_.size() == graph_tape_.size() &&
-                           std::equal(tape_.begin(), tape_.end(), graph_tape_.begin(), same);
-        if (!reuse) capture();
-        // The step's parameters reach the device inside the graph, from pinned memory the host
-        // wrote while recording; the previous replay has finished reading it (every step ends
-        // in a synchronisation for its results).
-        STRATA_CUDA(cudaGraphLaunch(graph_exec_, stream_));
-        pos_set_ = -1;  // the graph wrote the position; a direct launch sets it again
+        if (!graphs_enabled()) {
+            launch_tape();
+        } else {
+            const bool reuse = graph_exec_ && tape_.size() == graph_tape_.size() &&
+                               std::equal(tape_.begin(), tape_.end(), graph_tape_.begin(), same);
+            if (!reuse) capture();
+            // The step's parameters reach the device inside the graph, from pinned memory the
+            // host wrote while recording; the previous replay has finished reading it (every
+            // step ends in a synchronisation for its results).
+            STRATA_CUDA(cudaGraphLaunch(graph_exec_, stream_));
+        }
+        pos_set_ = -1;  // the step wrote the position; a direct launch sets it again
         tape_.clear();
     }
 
@@ -529,14 +611,78 @@ class CudaBackend final : public Backend {
         }
         cudaGraph_t graph = nullptr;
         STRATA_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-        STRATA_CUDA(cudaMemcpyAsync(step_dev(), &step_host(), sizeof(StepParams),
-                                    cudaMemcpyHostToDevice, stream_));
-        for (const Record& r : tape_) launch(r, true);
+        launch_tape();
         STRATA_CUDA(cudaStreamEndCapture(stream_, &graph));
         STRATA_CUDA(cudaGraphInstantiate(&graph_exec_, graph, 0));
         STRATA_CUDA(cudaGraphDestroy(graph));
         graph_tape_.assign(tape_.begin(), tape_.end());
         ++graphs_captured_;
+    }
+
+    // The launches of a recorded step: its parameters copied in, then its ops, the ones that
+    // fuse with the next taken together.
+    void launch_tape() {
+        STRATA_CUDA(cudaMemcpyAsync(step_dev(), &step_host(), sizeof(StepParams),
+                                    cudaMemcpyHostToDevice, stream_));
+        for (size_t i = 0; i < tape_.size(); ++i) {
+            if (i + 1 < tape_.size() && fuses_into_norm(tape_[i], tape_[i + 1])) {
+                launch_add_norm(tape_[i], tape_[i + 1]);
+                ++i;
+                continue;
+            }
+            launch(tape_[i], true);
+        }
+    }
+
+    // Routing and experts on the device (routed_experts): the router's logits, each token's
+    // top k, then for one token its k experts directly; for a batch the n * k slots grouped by
+    // expert (so an expert's slots run side by side, its weights read from HBM about once), run
+    // slot by slot with int8 matvecs, and scattered back weighted.
+    void routed(const Record& r) {
+        const int64_t n = r.n, slots = r.n * r.k, d = shapes_.d;
+        float* logits = dev(router_logits_);
+        auto* choice = reinterpret_cast<int32_t*>(choice_.data());
+        float* weight = dev(choice_weights_);
+        matmul_->linear(r.w0, nullptr, act(r.a), logits, n);
+        route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_);
+        const ExpertStack stack{
+            {r.w1, r.w2, r.w3}, r.strides[0], r.strides[1], r.strides[2], r.n_expert};
+        bool taken = false;
+        if (n == 1) {
+            taken = matmul_->expert_ffn(stack, choice, r.k, act(r.a), false, dev(moe_h_),
+                                        dev(moe_y_), moe_scratch_.data());
+            sum_weighted_slots(dev(moe_y_), weight, r.k, 1, d, act(r.b), stream_);
+        } else {
+            auto* order = reinterpret_cast<int64_t*>(slot_ids_.data());
+            auto* ids = reinterpret_cast<int32_t*>(grouped_ids_.data());
+            float* grouped_weight = dev(slot_weights_);
+            group_slots_by_expert(choice, weight, slots, r.n_expert, order, ids, grouped_weight,
+                                  stream_);
+            gather_rows(act(r.a), order, r.k, slots, d, dev(grouped_x_), stream_);
+            taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true, dev(moe_h_),
+                                        dev(moe_y_), moe_scratch_.data());
+            scatter_weighted(dev(moe_y_), order, grouped_weight, slots, d, dev(slot_out_), stream_);
+            sum_slots(dev(slot_out_), r.k, n, d, act(r.b), stream_);
+        }
+        assert(taken);  // routed_experts checked the same conditions
+        (void)taken;
+    }
+
+    // A residual add followed by the norm of the sum (every block boundary of a decode step):
+    // one kernel does both.
+    static bool fuses_into_norm(const Record& add, const Record& norm) {
+        return add.kind == OpKind::Add && norm.kind == OpKind::RmsNorm && norm.a == add.b &&
+               norm.b != add.b && norm.b != add.a && norm.n == add.n;
+    }
+    void launch_add_norm(const Record& add, const Record& norm) {
+        const auto go = [&] {
+            cuda::add_rms_norm(act(add.b), act(add.a), norm.w0.f32(), act(norm.b), norm.n,
+                               shapes_.d, hp_.rms_eps, stream_);
+        };
+        if (!profile_) return go();
+        profile_->begin(stream_);
+        go();
+        profile_->end(stream_, "add+rms_norm", view_bytes(norm.w0));
     }
 
     void to_host(float* dst, const float* src, int64_t count) {
@@ -558,10 +704,7 @@ class CudaBackend final : public Backend {
         expect_device(up);
         expect_device(down);
         float* g = dev(gate_);
-        float* u = dev(up_);
-        matmul_->linear(gate, nullptr, x, g, n);
-        matmul_->linear(up, nullptr, x, u, n);
-        swiglu(g, u, g, n * gate.rows(), stream_);
+        matmul_->swiglu(gate, up, x, g, dev(up_), n);
         matmul_->linear(down, nullptr, g, out, n);
     }
 
@@ -585,6 +728,8 @@ class CudaBackend final : public Backend {
     uint64_t graphs_captured_ = 0;
     std::unique_ptr<OpProfile> profile_;
     gpu::DeviceBuffer slot_out_, x_rows_, y_rows_, slot_ids_, slot_weights_;
+    gpu::DeviceBuffer router_logits_, choice_, choice_weights_, grouped_ids_, grouped_x_, moe_h_,
+        moe_y_, moe_scratch_;
     gpu::PinnedBuffer logits_pinned_, slot_staging_;
     int64_t pos_set_ = -1;
     int experts_k_ = 1;

@@ -15,6 +15,10 @@ namespace strata::cuda {
 // x and y may be the same.
 void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
               cudaStream_t s);
+// h[r] += x[r], then y[r] = rms_norm(h[r]) as above, in one pass (the residual add and the next
+// block's norm). y differs from h and x.
+void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t rows, int64_t d,
+                  float eps, cudaStream_t s);
 // y[i] += x[i], i < count.
 void add(float* y, const float* x, int64_t count, cudaStream_t s);
 // out[i] = silu(gate[i]) * up[i], i < count; out may be gate.

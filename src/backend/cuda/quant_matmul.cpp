@@ -1,5 +1,7 @@
 // Matmul: which kernel a product takes, and the scratch they share (quant_matmul.h).
 //
+//   n <= 4 tokens, Q4_0..Q8_0 and Q2_K..Q6_K weights: the int8 matvec (matvec_q8.h), after x is
+//                         quantized as the CPU quantizes it (dp4a on the CPU's codes);
 //   n <= 8 tokens         the fused dequantize-matvec (matvec_kernels.cuh), after x is rounded as
 //                         the CPU rounds it for the weight type (one small launch; none for F32);
 //   n > 8, cuBLAS loaded  cublasGemmEx with fp32 accumulation and output, then the bias:
@@ -25,7 +27,10 @@
 
 #include "backend/cuda/cublas_loader.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul_kernels.h"
+#include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/moe_route.h"
 #include "backend/cuda/quant_matmul.h"
 #include "gpu/gpu.h"
 
@@ -84,6 +89,9 @@ class CudaMatmul final : public Matmul {
         STRATA_ASSIGN(activations_,
                       gpu::DeviceBuffer::allocate(MatvecScratch::bytes(max_cols_), device));
         scratch_ = {activations_.data(), max_cols_};
+        STRATA_ASSIGN(q8_activations_,
+                      gpu::DeviceBuffer::allocate(
+                          matvec_q8_scratch_bytes(max_cols_, kMaxExpertsUsed), device));
 
         const CublasApi* api = cublas_api();
         const char* env = std::getenv("STRATA_CUBLAS");
@@ -105,14 +113,12 @@ class CudaMatmul final : public Matmul {
 
     void linear(const TensorView& w, const float* bias, const float* x, float* y,
                 int64_t n) override {
-        const WeightRows rows = weight_rows(w, "linear");
-        if (rows.cols > max_cols_ || n < 0 || n > max_batch_) {
-            precondition_failed("linear: " + std::to_string(n) + " tokens of " +
-                                std::to_string(rows.cols) + " columns (sized for " +
-                                std::to_string(max_batch_) + " of " + std::to_string(max_cols_) +
-                                ")");
-        }
+        const WeightRows rows = checked_rows(w, n);
         if (n == 0 || rows.rows == 0) return;
+        if (q8_path(rows, x, n)) {
+            launch_matvec_q8(rows, x, int(n), bias, y, q8_activations_.data(), stream_);
+            return;
+        }
         if (n <= kMaxMatvecTokens || !handle_) {
             for (int64_t t0 = 0; t0 < n; t0 += kMaxMatvecTokens) {
                 const int m = int(std::min<int64_t>(kMaxMatvecTokens, n - t0));
@@ -124,13 +130,77 @@ class CudaMatmul final : public Matmul {
         gemm(rows, bias, x, y, n);
     }
 
+    void linear_many(std::span<const Product> products, const float* x, int64_t n) override {
+        TensorType quantized = TensorType::F32;  // the activation type in the q8 scratch
+        for (const Product& p : products) {
+            const WeightRows rows = checked_rows(*p.weight, n);
+            if (n == 0 || rows.rows == 0) continue;
+            if (!q8_path(rows, x, n)) {
+                linear(*p.weight, p.bias, x, p.y, n);
+                continue;
+            }
+            const TensorType at = matvec_q8_act_type(rows.type);
+            if (at != quantized) {
+                launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(),
+                                    stream_);
+                quantized = at;
+            }
+            launch_matvec_q8_quantized(rows, int(n), p.bias, p.y, q8_activations_.data(), stream_);
+        }
+    }
+
+    void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g, float* u,
+                int64_t n) override {
+        const WeightRows gr = checked_rows(gate, n), ur = checked_rows(up, n);
+        if (n == 1 && gr.type == ur.type && gr.rows == ur.rows && gr.cols == ur.cols &&
+            q8_path(gr, x, n)) {
+            launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_);
+            launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_);
+            return;
+        }
+        const Product both[] = {{&gate, nullptr, g}, {&up, nullptr, u}};
+        linear_many(both, x, n);
+        cuda::swiglu(g, u, g, n * gr.rows, stream_);
+    }
+
     std::string_view gemm_engine() const override { return handle_ ? "cublas" : "matvec"; }
 
     uint64_t scratch_bytes() const override {
-        return activations_.size() + workspace_.size() + w16_.size() + x16_.size();
+        return activations_.size() + q8_activations_.size() + workspace_.size() + w16_.size() +
+               x16_.size();
+    }
+
+    bool expert_ffn(const ExpertStack& s, const int32_t* ids, int slots, const float* x,
+                    bool x_per_slot, float* h, float* y, void* scratch) override {
+        const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+        if (!scratch && slots > kMaxExpertsUsed) return false;
+        if (!expert_ffn_supports(s) || slots < 1 || !aligned(x) || !aligned(h)) return false;
+        const WeightRows g = checked_rows(s.first.gate, 1), u = checked_rows(s.first.up, 1),
+                         d = checked_rows(s.first.down, 1);
+        launch_expert_ffn_q8(g, s.gate_stride, u, s.up_stride, d, s.down_stride, ids, slots, x,
+                             x_per_slot, h, y, scratch ? scratch : q8_activations_.data(), stream_);
+        return true;
     }
 
   private:
+    // The weight's rows, after the checks linear()'s preconditions ask for.
+    WeightRows checked_rows(const TensorView& w, int64_t n) const {
+        const WeightRows rows = weight_rows(w, "linear");
+        if (rows.cols > max_cols_ || n < 0 || n > max_batch_) {
+            precondition_failed("linear: " + std::to_string(n) + " tokens of " +
+                                std::to_string(rows.cols) + " columns (sized for " +
+                                std::to_string(max_batch_) + " of " + std::to_string(max_cols_) +
+                                ")");
+        }
+        return rows;
+    }
+
+    // True when the int8 matvec takes this product.
+    static bool q8_path(const WeightRows& w, const float* x, int64_t n) {
+        return n <= kMaxQ8Tokens && matvec_q8_supports(w.type) &&
+               reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    }
+
     // Y (n x rows, fp32) = X (n x cols) W^T: in cuBLAS's column-major terms C (rows x n, ldc =
     // rows) = op(A) B with A the weight as cols x rows (lda = its row stride in elements) taken
     // transposed, and B the activations as cols x n (ldb = cols).
@@ -195,6 +265,7 @@ class CudaMatmul final : public Matmul {
     cudaStream_t stream_;
     gpu::DeviceBuffer activations_;  // MatvecScratch
     MatvecScratch scratch_;
+    gpu::DeviceBuffer q8_activations_;  // matvec_q8's quantized activations
     const CublasApi* cublas_ = nullptr;
     cublasHandle_t handle_ = nullptr;
     gpu::DeviceBuffer workspace_;  // cuBLAS's
@@ -204,6 +275,12 @@ class CudaMatmul final : public Matmul {
 };
 
 }  // namespace
+
+bool expert_ffn_supports(const ExpertStack& s) {
+    const TensorView &g = s.first.gate, &u = s.first.up, &d = s.first.down;
+    return g.type == u.type && g.ne == u.ne && d.ne[0] == g.rows() && matvec_q8_supports(g.type) &&
+           matvec_q8_supports(d.type);
+}
 
 bool linear_supports(TensorType t) {
     switch (t) {

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "gguf/tensor_type.h"
@@ -61,11 +62,35 @@ class Matmul {
     // bias.
     virtual void linear(const TensorView& w, const float* bias, const float* x, float* y,
                         int64_t n) = 0;
+    // Several products of the same input, as linear() each (same preconditions): a decode
+    // batch quantizes x once for all weights that take the same activation type.
+    struct Product {
+        const TensorView* weight;
+        const float* bias;  // may be null
+        float* y;
+    };
+    virtual void linear_many(std::span<const Product> products, const float* x, int64_t n) = 0;
+    // g = silu(x gate^T) * (x up^T): n x gate.rows() floats; u (as large) is scratch. One token
+    // with gate and up of one type reads both matrices in one pass and writes g directly.
+    // PRECONDITION: as linear()'s for each, gate and up of the same shape.
+    virtual void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g,
+                        float* u, int64_t n) = 0;
+    // Routed experts chosen on the device, slot by slot (matvec_q8.h, launch_expert_ffn_q8):
+    // for slot s < slots, e = ids[s], h[s] = silu(gate_e x_s) * (up_e x_s) and
+    // y[s] = down_e h[s]; x_s is row s of x with x_per_slot, else row 0. The activations'
+    // quantization goes to `scratch` (null: this object's, for up to kMaxExpertsUsed slots).
+    // Returns false, having launched nothing, where the int8 matvec does not take the experts'
+    // types (expert_ffn_supports).
+    virtual bool expert_ffn(const ExpertStack& experts, const int32_t* ids, int slots,
+                            const float* x, bool x_per_slot, float* h, float* y, void* scratch) = 0;
     // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded).
     virtual std::string_view gemm_engine() const = 0;
     // Device bytes this object holds (the plan counts them).
     virtual uint64_t scratch_bytes() const = 0;
 };
+
+// True when Matmul::expert_ffn takes these experts (checked before recording it).
+bool expert_ffn_supports(const ExpertStack& experts);
 
 // out[t] = the row ids[t] of `table`, dequantized to float (n rows of table.ne[0]); ids in
 // device memory; an id outside [0, table.rows()) gives a row of zeros. The floats are exactly

@@ -1,0 +1,133 @@
+#include "backend/cuda/moe_route.h"
+
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace strata::cuda {
+
+namespace {
+
+// One warp per token; the token's probabilities in shared memory (n_expert floats).
+__global__ void route_top_k_kernel(const float* __restrict__ logits, int n_expert, int k,
+                                   bool norm_weights, int32_t* __restrict__ choice,
+                                   float* __restrict__ weight) {
+    extern __shared__ float probs[];
+    const int lane = int(threadIdx.x);
+    const float* l = logits + int64_t(blockIdx.x) * n_expert;
+    float max = -FLT_MAX;
+    for (int i = lane; i < n_expert; i += 32) max = fmaxf(max, l[i]);
+    for (int o = 16; o > 0; o >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
+    double sum = 0.0;
+    for (int i = lane; i < n_expert; i += 32) {
+        const float p = expf(l[i] - max);
+        probs[i] = p;
+        sum += p;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = float(1.0 / sum);
+    for (int i = lane; i < n_expert; i += 32) probs[i] *= inv;
+    __syncwarp();
+
+    int32_t* c = choice + int64_t(blockIdx.x) * k;
+    float* w = weight + int64_t(blockIdx.x) * k;
+    float chosen_sum = 0.0f;
+    for (int j = 0; j < k; ++j) {
+        // The most probable expert not yet chosen (chosen ones are marked -1), lower id on ties.
+        float best = -2.0f;
+        int id = n_expert;
+        for (int i = lane; i < n_expert; i += 32) {
+            if (probs[i] > best) {
+                best = probs[i];
+                id = i;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oid = __shfl_xor_sync(0xffffffffu, id, o);
+            if (ob > best || (ob == best && oid < id)) {
+                best = ob;
+                id = oid;
+            }
+        }
+        if (lane == 0) {
+            c[j] = id;
+            w[j] = best;
+            probs[id] = -1.0f;
+        }
+        chosen_sum += best;  // in choice order, as the host sums
+        __syncwarp();
+    }
+    if (norm_weights && lane < k) w[lane] = w[lane] / chosen_sum;
+}
+
+// One block per token row; products rounded before the add (no fused multiply-add), as the
+// host's scatter (y * w) and sum (in choice order) round them.
+__global__ void sum_weighted_slots_kernel(const float* __restrict__ y,
+                                          const float* __restrict__ weight, int k, int64_t d,
+                                          float* __restrict__ out) {
+    const int64_t t = blockIdx.x;
+    const float* w = weight + t * k;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = __fmul_rn(y[(t * k) * d + i], w[0]);
+        for (int j = 1; j < k; ++j) v = __fadd_rn(v, __fmul_rn(y[(t * k + j) * d + i], w[j]));
+        out[t * d + i] = v;
+    }
+}
+
+// One block: counts per expert, their running offsets, then every slot to its place.
+constexpr int kGroupThreads = 1024;
+__global__ void __launch_bounds__(kGroupThreads)
+    group_slots_kernel(const int32_t* __restrict__ choice, const float* __restrict__ weight,
+                       int64_t slots, int n_expert, int64_t* __restrict__ order,
+                       int32_t* __restrict__ ids, float* __restrict__ sorted_weight) {
+    __shared__ int next[kMaxRoutedExperts];
+    for (int e = int(threadIdx.x); e < n_expert; e += kGroupThreads) next[e] = 0;
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < slots; s += kGroupThreads) atomicAdd(&next[choice[s]], 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int sum = 0;
+        for (int e = 0; e < n_expert; ++e) {
+            const int c = next[e];
+            next[e] = sum;
+            sum += c;
+        }
+    }
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < slots; s += kGroupThreads) {
+        const int e = choice[s];
+        const int u = atomicAdd(&next[e], 1);
+        order[u] = s;
+        ids[u] = e;
+        sorted_weight[u] = weight[s];
+    }
+}
+
+}  // namespace
+
+void group_slots_by_expert(const int32_t* choice, const float* weight, int64_t slots, int n_expert,
+                           int64_t* order, int32_t* ids, float* sorted_weight,
+                           cudaStream_t stream) {
+    if (slots <= 0) return;
+    group_slots_kernel<<<1, kGroupThreads, 0, stream>>>(choice, weight, slots, n_expert, order, ids,
+                                                        sorted_weight);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void route_top_k(const float* logits, int64_t n, int n_expert, int k, bool norm_weights,
+                 int32_t* choice, float* weight, cudaStream_t stream) {
+    if (n <= 0) return;
+    route_top_k_kernel<<<unsigned(n), 32, sizeof(float) * size_t(n_expert), stream>>>(
+        logits, n_expert, k, norm_weights, choice, weight);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void sum_weighted_slots(const float* y, const float* weight, int k, int64_t n, int64_t d,
+                        float* out, cudaStream_t stream) {
+    if (n <= 0) return;
+    sum_weighted_slots_kernel<<<unsigned(n), 256, 0, stream>>>(y, weight, k, d, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+}  // namespace strata::cuda

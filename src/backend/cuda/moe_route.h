@@ -1,0 +1,39 @@
+// MoE routing on the GPU: the top-k experts of each token from its router logits, decided as
+// engine::route_token decides on the host (softmax with the maximum subtracted and the sum in
+// double, the k most probable experts in decreasing probability with the lower id first on
+// ties, their probabilities as weights, optionally renormalised to sum 1), so that a resident
+// MoE decode step needs no round trip to the host. The probabilities differ from the host's in
+// the last bits (the device's expf), which can only matter where two experts are that close.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+// The most experts a router may have, and the most a token may choose.
+inline constexpr int kMaxRoutedExperts = 1024;
+inline constexpr int kMaxExpertsUsed = 32;
+
+// For t < n: choice[t * k + j] and weight[t * k + j], j < k, from logits[t * n_expert ..].
+// PRECONDITION: 1 <= k <= min(n_expert, kMaxExpertsUsed), n_expert <= kMaxRoutedExperts; all
+// pointers device memory.
+void route_top_k(const float* logits, int64_t n, int n_expert, int k, bool norm_weights,
+                 int32_t* choice, float* weight, cudaStream_t stream);
+
+// The slots (token t's choice j is slot t * k + j) grouped by expert, experts ascending: the
+// u-th slot of the grouping is order[u], its expert ids[u] and its weight sorted_weight[u]. The
+// order within an expert is not fixed; each slot's result does not depend on it. Grouped, the
+// slots of one expert run next to each other and share its weights in the L2 cache.
+// PRECONDITION: slots <= 65535 * 16, n_expert <= kMaxRoutedExperts, choices < n_expert.
+void group_slots_by_expert(const int32_t* choice, const float* weight, int64_t slots, int n_expert,
+                           int64_t* order, int32_t* ids, float* sorted_weight, cudaStream_t stream);
+
+// out[t][i] = sum over j < k of weight[t * k + j] * y[(t * k + j)][i] for t < n, i < d: the
+// chosen experts' outputs weighted and summed in choice order (each product rounded, then
+// added, as the host backend does).
+void sum_weighted_slots(const float* y, const float* weight, int k, int64_t n, int64_t d,
+                        float* out, cudaStream_t stream);
+
+}  // namespace strata::cuda
