@@ -90,9 +90,17 @@ uint64_t plan_served_models(server::ModelCatalog& catalog, PlanFlags flags,
     return catalog.models().front().plan->budgets.ram;
 }
 
-void serve_command(ServeCommand& c, bool host_given, bool port_given) {
+void serve_command(ServeCommand& c, bool host_given, bool port_given, bool context_given) {
     if (const char* env = std::getenv("OLLAMA_HOST"); env && *env && !host_given && !port_given) {
         apply_ollama_host(env, c.host, c.port);
+    }
+    // --ctx, which sizes the context of every other command, says the same as --context here.
+    if (c.engine.plan.ctx != 0) {
+        if (context_given && c.context != c.engine.plan.ctx) {
+            fail("--ctx " + std::to_string(c.engine.plan.ctx) + " and --context " +
+                 std::to_string(c.context) + " disagree: give one of them");
+        }
+        c.context = c.engine.plan.ctx;
     }
     auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
     if (!catalog) fail(catalog.error().message);
@@ -151,9 +159,10 @@ void add_serve(CLI::App& app) {
         "--host", c->host,
         "Address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the network)");
     auto* port = cmd->add_option("--port", c->port, "Port (default 11434, Ollama's)");
-    cmd->add_option("--context", c->context,
-                    "Context positions per model (default 4096, at most the trained length)")
-        ->capture_default_str();
+    auto* context = cmd->add_option(
+        "--context", c->context,
+        "Context positions per model (default 4096, at most the trained length; --ctx too)");
+    context->capture_default_str();
     cmd->add_option("--cors-origin", c->origins,
                     "Browser origin to allow besides localhost (repeatable; * allows all)");
     cmd->add_option("--max-queue", c->max_queue,
@@ -163,7 +172,9 @@ void add_serve(CLI::App& app) {
                     "How long a model stays loaded after a request (5m, 1h, -1 forever)")
         ->capture_default_str();
     add_engine_flags(*cmd, c->engine);
-    cmd->callback([c, host, port] { serve_command(*c, host->count() > 0, port->count() > 0); });
+    cmd->callback([c, host, port, context] {
+        serve_command(*c, host->count() > 0, port->count() > 0, context->count() > 0);
+    });
 }
 
 }  // namespace strata::cli
