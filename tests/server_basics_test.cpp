@@ -308,6 +308,25 @@ TEST(ServerModels, KeepAliveEndsAndUnloads) {
     EXPECT_EQ(ps["models"][0]["expires_at"], "2318-01-01T00:00:00Z");
 }
 
+// Requests on one reused connection are answered at once: without TCP_NODELAY each waited
+// for the client's delayed ACK (about 40 ms), so ten took 400 ms or more.
+TEST(ServerLimits, AReusedConnectionAnswersWithoutDelay) {
+    TestServer srv;
+    httplib::Client client("127.0.0.1", srv.port());
+    client.set_keep_alive(true);
+    client.set_tcp_nodelay(true);
+    ASSERT_EQ(client.Get("/api/version")->status, 200);  // the connection is open now
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10; ++i) {
+        auto r = client.Get("/api/version");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200);
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(ms, 300.0) << "10 requests on a reused connection";
+}
+
 TEST(ServerLimits, OversizedBodyGets413) {
     server::ServerOptions o;
     o.max_body_bytes = 1024;

@@ -306,6 +306,20 @@ TEST_F(ServerGenerate, ForcedToolCallComesBackParsed) {
     EXPECT_TRUE(
         json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())
             .is_object());
+    // OpenAI's object shape names the function on the native API too; an unknown name and a
+    // shape that names none are refused.
+    req["stream"] = false;
+    req["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+    json named = post_json("/api/chat", req);
+    ASSERT_TRUE(named["message"]["tool_calls"].is_array()) << named.dump();
+    EXPECT_EQ(named["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    req["tool_choice"]["function"]["name"] = "get_time";
+    auto unknown = srv_->post("/api/chat", req);
+    ASSERT_TRUE(unknown);
+    EXPECT_EQ(unknown->status, 400);
+    EXPECT_NE(unknown->body.find("get_time"), std::string::npos) << unknown->body;
+    req["tool_choice"] = {{"type", "function"}};
+    EXPECT_EQ(srv_->post("/api/chat", req)->status, 400);
 }
 
 TEST_F(ServerGenerate, ThinkFalseIsAcceptedOnAnyModel) {
@@ -354,6 +368,43 @@ TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
     const std::string b64 = b["data"][0]["embedding"];
     EXPECT_EQ(b64.size(), (256u * 4 + 2) / 3 * 4);
     EXPECT_EQ(f["data"][0]["embedding"].size(), 256u);
+}
+
+// A prompt over the context with truncate false is refused in Ollama's words on every endpoint.
+TEST_F(ServerGenerate, ContextOverflowIsReportedInOllamasWords) {
+    std::string long_text;
+    for (int i = 0; i < 1200; ++i) long_text += " river";
+    const json generate = {
+        {"model", "tiny"}, {"prompt", long_text}, {"stream", false}, {"truncate", false}};
+    const json chat = {{"model", "tiny"},
+                       {"messages", {{{"role", "user"}, {"content", long_text}}}},
+                       {"stream", false},
+                       {"truncate", false}};
+    for (const auto& [path, body] :
+         {std::pair{"/api/generate", generate}, std::pair{"/api/chat", chat}}) {
+        auto r = srv_->post(path, body);
+        ASSERT_TRUE(r) << path;
+        EXPECT_EQ(r->status, 400) << path;
+        EXPECT_NE(r->body.find("the input length exceeds the context length"), std::string::npos)
+            << path << ": " << r->body;
+    }
+}
+
+// n > 1 on the OpenAI endpoints is refused with the reason, not answered with one choice.
+TEST_F(ServerGenerate, OpenAIMoreThanOneChoiceIsRefused) {
+    const json messages = {{{"role", "user"}, {"content", "hi"}}};
+    auto two =
+        srv_->post("/v1/chat/completions", {{"model", "tiny"}, {"messages", messages}, {"n", 2}});
+    ASSERT_TRUE(two);
+    EXPECT_EQ(two->status, 400);
+    EXPECT_NE(two->body.find("n > 1 is not supported"), std::string::npos) << two->body;
+    auto bad = srv_->post("/v1/completions", {{"model", "tiny"}, {"prompt", "hi"}, {"n", 0}});
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400);
+    auto one = srv_->post("/v1/chat/completions",
+                          {{"model", "tiny"}, {"messages", messages}, {"n", 1}, {"max_tokens", 2}});
+    ASSERT_TRUE(one);
+    EXPECT_EQ(one->status, 200) << one->body;
 }
 
 TEST_F(ServerGenerate, OpenAIChatAndCompletions) {

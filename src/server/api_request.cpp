@@ -278,6 +278,22 @@ std::string to_text(const json& j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string parse_tool_choice(const json& body) {
+    const json* tc = field(body, "tool_choice");
+    if (!tc || tc->is_null()) return "";
+    if (tc->is_string()) return tc->get<std::string>();
+    if (tc->is_object()) {
+        const json* fn = field(*tc, "function");
+        const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+        if (name && name->is_string() && !name->get<std::string>().empty()) {
+            return name->get<std::string>();
+        }
+    }
+    throw ApiError(400,
+                   "tool_choice must be \"auto\", \"none\", \"required\", a function's name or "
+                   "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+}
+
 int parse_top_logprobs(const json& body) {
     const int64_t top = int_field(body, "top_logprobs").value_or(0);
     if (top < 0 || top > 20) throw ApiError(400, "top_logprobs must be between 0 and 20");

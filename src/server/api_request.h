@@ -70,6 +70,11 @@ std::string to_text(const json& j);
 // how many alternatives (0..20; outside that a 400).
 int parse_top_logprobs(const json& body);
 
+// `tool_choice` of a request, on either API: "auto", "none", "required" or a function's name,
+// given as a string or in OpenAI's shape {"type": "function", "function": {"name": ...}};
+// "" when absent. Any other shape is a 400.
+std::string parse_tool_choice(const json& body);
+
 // RFC 3339 in UTC with microseconds: "2026-03-01T10:20:30.504612Z".
 std::string rfc3339(std::chrono::system_clock::time_point t);
 

@@ -61,10 +61,12 @@ std::string render_messages(const HostedModel& h, const GenerationJob& job, cons
     return *text;
 }
 
+// In Ollama's words, which agent frameworks look for to compact their history (then the
+// figures).
 [[noreturn]] void context_overflow(size_t tokens, uint32_t limit) {
-    throw ApiError(400, "the prompt has " + std::to_string(tokens) +
-                            " tokens, more than the context length of " + std::to_string(limit) +
-                            " (the request set truncate to false)");
+    throw ApiError(400, "the input length exceeds the context length (" + std::to_string(tokens) +
+                            " tokens, the context holds " + std::to_string(limit) +
+                            "; the request set truncate to false)");
 }
 
 // The chat prompt, dropping the oldest messages (never system messages nor the last one)

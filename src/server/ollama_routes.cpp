@@ -55,6 +55,18 @@ GenerationJob HttpServer::base_job(const json& body, ApiFlavor flavor) const {
     job.keep_alive = parse_keep_alive(body, options_.default_keep_alive);
     job.truncate = bool_field(body, "truncate").value_or(true);
     job.fail_after_pieces = options_.test_fail_after_pieces;
+    if (flavor == ApiFlavor::OpenAI) {
+        // One choice per request: a client asking for more is told, not answered with one.
+        if (const json* n = field(body, "n"); n && !n->is_null()) {
+            if (!n->is_number_integer() || n->get<int64_t>() < 1) {
+                throw ApiError(400, "n must be a positive integer");
+            }
+            if (n->get<int64_t>() > 1) {
+                throw ApiError(400, "n > 1 is not supported: one choice per request (send " +
+                                        std::to_string(n->get<int64_t>()) + " requests)");
+            }
+        }
+    }
     return job;
 }
 
@@ -165,9 +177,7 @@ void HttpServer::install_ollama_routes() {
             }
         }
         if (const json* tools = array_field(body, "tools")) job.tools = *tools;
-        job.tool_choice = body.contains("tool_choice") && body["tool_choice"].is_string()
-                              ? body["tool_choice"].get<std::string>()
-                              : "";
+        job.tool_choice = parse_tool_choice(body);
         read_native_settings(body, job);
         const bool stream = bool_field(body, "stream").value_or(true);
         respond_queued(

@@ -222,12 +222,7 @@ void HttpServer::install_openai_routes() {
         if (!msgs || msgs->empty()) throw ApiError(400, "[] is too short - 'messages'");
         job.messages = native_messages(*msgs);
         if (const json* tools = array_field(body, "tools")) job.tools = *tools;
-        if (const json* tc = field(body, "tool_choice")) {
-            if (tc->is_string())
-                job.tool_choice = tc->get<std::string>();
-            else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object())
-                job.tool_choice = (*tc)["function"].value("name", "");
-        }
+        job.tool_choice = parse_tool_choice(body);
         openai_sampling(body, job);
         if (const json* rf = object_field(body, "response_format")) {
             const std::string type = rf->value("type", "text");
