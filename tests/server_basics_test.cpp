@@ -327,6 +327,19 @@ TEST(ServerLimits, AReusedConnectionAnswersWithoutDelay) {
     EXPECT_LT(ms, 300.0) << "10 requests on a reused connection";
 }
 
+// A JSON body labelled form-encoded (curl -d @file) is read as JSON up to the real limit, not
+// refused past the HTTP library's 8 KiB for forms.
+TEST(ServerLimits, FormLabelledJsonBodiesAreReadAsJson) {
+    TestServer srv;
+    httplib::Client client("127.0.0.1", srv.port());
+    std::string padding(20000, ' ');
+    const std::string body = "{\"model\": \"tiny\"," + padding + "\"verbose\": false}";
+    auto r = client.Post("/api/show", body, "application/x-www-form-urlencoded");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_TRUE(json::parse(r->body).contains("model_info")) << r->body;
+}
+
 TEST(ServerLimits, OversizedBodyGets413) {
     server::ServerOptions o;
     o.max_body_bytes = 1024;

@@ -313,6 +313,15 @@ void HttpServer::install_routes() {
             res.set_content("405 method not allowed", "text/plain; charset=utf-8");
             return httplib::Server::HandlerResponse::Handled;
         }
+        // Every body here is JSON, whatever its Content-Type says: `curl -d @file` labels it
+        // form-encoded, and the HTTP library caps form-encoded bodies at 8 KiB (and parses them
+        // as a query). The request is still being read (this handler runs before its body), so
+        // the label is corrected in place and the body is read up to the server's own limit.
+        if (req.get_header_value("Content-Type") == "application/x-www-form-urlencoded") {
+            auto& headers = const_cast<httplib::Request&>(req).headers;
+            headers.erase("Content-Type");
+            headers.emplace("Content-Type", "application/json");
+        }
         return httplib::Server::HandlerResponse::Unhandled;
     });
     // Statuses httplib sets itself (413 for a body over the limit, 400 for a request it
