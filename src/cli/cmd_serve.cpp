@@ -73,18 +73,54 @@ std::optional<uint64_t> served_baseline(const server::ModelCatalog& catalog,
     return total + server::server_memory_bytes(so);
 }
 
-// Plans every model for the context it is served with, against the one RAM budget they share,
-// through the same function as every other command; a model that fits no plan stops the server
-// before it listens. Returns the budget.
-uint64_t plan_served_models(server::ModelCatalog& catalog, PlanFlags flags,
-                            const server::ServerOptions& so) {
+// The plans of every model for the context it is served with now, against the one RAM budget
+// they share, through the same function as every other command.
+Result<std::vector<Plan>> plans_for(const server::ModelCatalog& catalog, PlanFlags flags,
+                                    std::optional<uint64_t> baseline) {
     std::vector<PlanTarget> targets;
     for (const server::ServedModelInfo& m : catalog.models()) {
         targets.push_back({m.info, m.path, m.served_context});
     }
     flags.embeddings = true;  // /api/embed hands out a context's hidden states
-    auto plans = plan_models(targets, flags, served_baseline(catalog, so));
+    return plan_models(targets, flags, baseline);
+}
+
+// True when every model keeps the kind of plan it has in `base` (the same mode, on the GPU or
+// not): a longer context must not make generation slower.
+bool same_kind(const std::vector<Plan>& plans, const std::vector<Plan>& base) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+        if (plans[i].mode != base[i].mode || plans[i].gpu_resident() != base[i].gpu_resident()) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Plans every model against the one RAM budget they share; a model that fits no plan stops the
+// server before it listens. Without a context from the command line each model is served with
+// its trained context length as far as the budget allows: the longest of trained, trained / 2,
+// ... down to the default 4096 at which every model keeps the kind of plan it gets at 4096
+// (agents send prompts of 12-27k tokens). Returns the budget.
+uint64_t plan_served_models(server::ModelCatalog& catalog, const PlanFlags& flags,
+                            const server::ServerOptions& so, bool context_given) {
+    const std::optional<uint64_t> baseline = served_baseline(catalog, so);
+    auto plans = plans_for(catalog, flags, baseline);
     if (!plans) fail(plans.error().message);
+    if (!context_given) {
+        uint32_t longest = 0;
+        for (const auto& m : catalog.models()) {
+            longest = std::max(longest, m.info.hparams ? m.info.hparams->n_ctx_train : 0u);
+        }
+        for (uint32_t cap = longest; cap > kDefaultContextCap; cap /= 2) {
+            catalog.cap_context(cap);
+            auto longer = plans_for(catalog, flags, baseline);
+            if (longer && same_kind(*longer, *plans)) {
+                plans = std::move(longer);
+                break;
+            }
+            catalog.cap_context(kDefaultContextCap);
+        }
+    }
     if (!plans->empty()) say_where_it_runs(plans->front());
     for (size_t i = 0; i < plans->size(); ++i) catalog.set_plan(i, std::move((*plans)[i]));
     return catalog.models().front().plan->budgets.ram;
@@ -95,7 +131,8 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
         apply_ollama_host(env, c.host, c.port);
     }
     // --ctx, which sizes the context of every other command, says the same as --context here.
-    if (c.engine.plan.ctx != 0) {
+    const bool ctx_given = c.engine.plan.ctx != 0;
+    if (ctx_given) {
         if (context_given && c.context != c.engine.plan.ctx) {
             fail("--ctx " + std::to_string(c.engine.plan.ctx) + " and --context " +
                  std::to_string(c.context) + " disagree: give one of them");
@@ -104,7 +141,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
     }
     auto catalog = server::ModelCatalog::open(c.models, c.aliases, c.context);
     if (!catalog) fail(catalog.error().message);
-    c.engine.plan.ctx = c.context;
+    c.engine.plan.ctx = 0;  // each model's served context (plan_served_models)
     auto opts = model_load_options(c.engine, false);
     if (!opts) fail(opts.error().message);
     server::ServerOptions so;
@@ -121,7 +158,8 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
     }
     so.max_queue = c.max_queue;
     so.log_requests = true;
-    const uint64_t budget = plan_served_models(*catalog, c.engine.plan, so);
+    const uint64_t budget =
+        plan_served_models(*catalog, c.engine.plan, so, context_given || ctx_given);
     try {
         so.default_keep_alive =
             server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);
@@ -161,7 +199,8 @@ void add_serve(CLI::App& app) {
     auto* port = cmd->add_option("--port", c->port, "Port (default 11434, Ollama's)");
     auto* context = cmd->add_option(
         "--context", c->context,
-        "Context positions per model (default 4096, at most the trained length; --ctx too)");
+        "Context positions per model (default: the trained length as far as the RAM budget "
+        "allows without a slower plan, at least 4096; --ctx too)");
     context->capture_default_str();
     cmd->add_option("--cors-origin", c->origins,
                     "Browser origin to allow besides localhost (repeatable; * allows all)");

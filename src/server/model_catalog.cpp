@@ -106,6 +106,20 @@ bool ServedModelInfo::has_capability(std::string_view c) const {
     return std::find(capabilities.begin(), capabilities.end(), c) != capabilities.end();
 }
 
+namespace {
+
+// The trained context length, at most cap (cap when the file does not say).
+uint32_t served_context(const ModelInfo& info, uint32_t cap) {
+    const uint32_t trained = info.hparams ? info.hparams->n_ctx_train : 0;
+    return trained ? std::min(trained, cap) : cap;
+}
+
+}  // namespace
+
+void ModelCatalog::cap_context(uint32_t cap) {
+    for (ServedModelInfo& m : models_) m.served_context = served_context(m.info, cap);
+}
+
 Result<ModelCatalog> ModelCatalog::open(const std::vector<std::string>& paths,
                                         const std::vector<std::string>& aliases,
                                         uint32_t context_cap) {
@@ -129,8 +143,7 @@ Result<ModelCatalog> ModelCatalog::open(const std::vector<std::string>& paths,
                                                            : default_model_name(m.path);
         m.chat_template = m.info.file.get_string("tokenizer.chat_template").value_or("");
         m.capabilities = capabilities_of(m);
-        const uint32_t trained = m.info.hparams ? m.info.hparams->n_ctx_train : 0;
-        m.served_context = trained ? std::min(trained, context_cap) : context_cap;
+        m.served_context = served_context(m.info, context_cap);
         for (const ServedModelInfo& other : c.models_) {
             if (other.name == m.name) {
                 return err("two models are both named ", m.name, " (", other.path, " and ", m.path,

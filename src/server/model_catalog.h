@@ -57,6 +57,8 @@ class ModelCatalog {
     const ServedModelInfo* find(std::string_view requested) const;
     const std::vector<ServedModelInfo>& models() const { return models_; }
     void set_plan(size_t index, Plan plan) { models_.at(index).plan = std::move(plan); }
+    // Serves every model with its trained context length, at most `cap` positions.
+    void cap_context(uint32_t cap);
 
   private:
     std::vector<ServedModelInfo> models_;
