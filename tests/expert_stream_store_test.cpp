@@ -90,6 +90,37 @@ TEST(ExpertStreamStore, GivesResidentLogitsForAnyCacheAndPrefetch) {
     }
 }
 
+// A resident store hands out every expert of a layer at once (what a backend that routes by
+// itself reads): expert e's matrices are expert 0's moved by e strides. A store that streams the
+// experts has no such stack.
+TEST(ExpertStreamStore, OnlyAResidentStoreStacksItsExperts) {
+    for (const std::string& path : moe_models()) {
+        SCOPED_TRACE(path);
+        const ModelInfo info = load_info(path);
+        auto resident = ModelStore::open(info, resident_layout(info));
+        ASSERT_TRUE(resident) << resident.error().message;
+        for (int layer = 0; layer < int(info.hparams->n_layer); ++layer) {
+            const auto stack = (*resident)->resident_experts(layer);
+            ASSERT_TRUE(stack) << "layer " << layer;
+            ASSERT_EQ(stack->n_expert, int(info.hparams->n_expert));
+            for (int e = 0; e < stack->n_expert; ++e) {
+                auto ev = (*resident)->acquire_expert(layer, e);
+                ASSERT_TRUE(ev) << ev.error().message;
+                EXPECT_EQ(ev->gate.data, stack->first.gate.data + size_t(e) * stack->gate_stride);
+                EXPECT_EQ(ev->up.data, stack->first.up.data + size_t(e) * stack->up_stride);
+                EXPECT_EQ(ev->down.data, stack->first.down.data + size_t(e) * stack->down_stride);
+                EXPECT_EQ(ev->down.type, stack->first.down.type);
+                (*resident)->release_expert(layer, e);
+            }
+        }
+        ExpertCacheConfig cfg;
+        cfg.cache_entries = 2;
+        auto streaming = ModelStore::open(info, expert_stream_layout(info, cfg));
+        ASSERT_TRUE(streaming) << streaming.error().message;
+        EXPECT_FALSE((*streaming)->resident_experts(0));
+    }
+}
+
 TEST(ExpertStreamStore, HitRateAndBytesMatchTheRecordedTrace) {
     for (const std::string& path : moe_models()) {
         SCOPED_TRACE(path);

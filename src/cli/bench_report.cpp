@@ -79,7 +79,7 @@ std::string bench_table(const BenchRecord& r) {
                  {"gen tok/s", Align::Right},
                  {"min-max", Align::Right},
                  {"TTFT s", Align::Right},
-                 {"RAM/token", Align::Right},
+                 {"memory/token", Align::Right},  // RAM, or VRAM for a plan on the GPU
                  {"disk/token", Align::Right},
                  {"disk GB/s", Align::Right},
                  {"limit tok/s", Align::Right},
