@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <regex>
+#include <sstream>
 
 #include "server_test_support.h"
 
@@ -368,6 +371,37 @@ TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
     const std::string b64 = b["data"][0]["embedding"];
     EXPECT_EQ(b64.size(), (256u * 4 + 2) / 3 * 4);
     EXPECT_EQ(f["data"][0]["embedding"].size(), 256u);
+}
+
+// /metrics answers in Prometheus's text format and counts what the server did.
+TEST_F(ServerGenerate, MetricsCountRequestsTokensAndLoads) {
+    post_json("/api/generate", {{"model", "tiny"},
+                                {"prompt", "hello"},
+                                {"stream", false},
+                                {"options", {{"num_predict", 4}, {"seed", 1}}}});
+    auto r = srv_->get("/metrics");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+    std::map<std::string, double> values;
+    std::istringstream lines(r->body);
+    const std::regex sample(R"(^([a-z_]+(\{[^}]*\})?) (-?[0-9.eE+-]+|NaN)$)");
+    for (std::string line; std::getline(lines, line);) {
+        if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) continue;
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(line, m, sample)) << "not a sample: " << line;
+        values[m[1].str()] = std::stod(m[3].str());
+    }
+    EXPECT_GE(values["strata_requests_total{endpoint=\"/api/generate\",status=\"200\"}"], 1);
+    EXPECT_GE(values["strata_generated_tokens_total"], 1);
+    EXPECT_GE(values["strata_prompt_tokens_total"], 1);
+    EXPECT_GE(values["strata_model_loads_total"], 1);
+    EXPECT_GE(values["strata_models_loaded"], 1);
+    EXPECT_GT(values["strata_tokens_per_second"], 0);
+    for (const char* name : {"strata_queue_depth", "strata_active_sequences",
+                             "strata_disk_read_bytes_total", "strata_expert_cache_hit_ratio"}) {
+        EXPECT_TRUE(values.count(name)) << name;
+    }
 }
 
 // A prompt over the context with truncate false is refused in Ollama's words on every endpoint.

@@ -24,7 +24,7 @@ const std::map<std::string, std::set<std::string>>& known_paths() {
         {"/api/copy", {"POST"}},        {"/api/delete", {"DELETE"}},
         {"/api/status", {"GET"}},       {"/v1/chat/completions", {"POST"}},
         {"/v1/completions", {"POST"}},  {"/v1/embeddings", {"POST"}},
-        {"/v1/models", {"GET"}},
+        {"/v1/models", {"GET"}},        {"/metrics", {"GET"}},
     };
     return paths;
 }
@@ -134,6 +134,62 @@ void HttpServer::stop() {
     if (http_) http_->stop();
 }
 
+std::string HttpServer::metrics_text() const {
+    ServerStats st;
+    {
+        std::lock_guard lock(stats_mu_);
+        st = stats_;
+    }
+    std::string out;
+    const auto metric = [&](const char* name, const char* type, const char* help) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    };
+    const auto value = [&](const std::string& series, double v) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", v);
+        out += series + " " + buf + "\n";
+    };
+    metric("strata_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+    for (const auto& [key, n] : st.requests) {
+        value("strata_requests_total{endpoint=\"" + key.first + "\",status=\"" +
+                  std::to_string(key.second) + "\"}",
+              double(n));
+    }
+    metric("strata_queue_depth", "gauge", "Requests waiting or running.");
+    value("strata_queue_depth", double(queue_->pending()));
+    metric("strata_active_sequences", "gauge", "Generations running now.");
+    value("strata_active_sequences", double(active_.load()));
+    metric("strata_generations_total", "counter", "Generation requests run to their end.");
+    value("strata_generations_total", double(st.generations));
+    metric("strata_prompt_tokens_total", "counter", "Prompt tokens taken in by generations.");
+    value("strata_prompt_tokens_total", double(st.prompt_tokens));
+    metric("strata_generated_tokens_total", "counter", "Tokens generated.");
+    value("strata_generated_tokens_total", double(st.generated_tokens));
+    metric("strata_tokens_per_second", "gauge", "Decode speed of the last generation.");
+    value("strata_tokens_per_second", st.last_tokens_per_second);
+    const auto [loads, unloads] = host_.loads_and_unloads();
+    metric("strata_model_loads_total", "counter", "Models loaded.");
+    value("strata_model_loads_total", double(loads));
+    metric("strata_model_unloads_total", "counter", "Models unloaded.");
+    value("strata_model_unloads_total", double(unloads));
+    metric("strata_models_loaded", "gauge", "Models in memory now.");
+    value("strata_models_loaded", double(host_.loaded_models().size()));
+    // The stores count as they run on the worker: their figures as of the last generation's end.
+    metric("strata_disk_read_bytes_total", "counter",
+           "Weight bytes read from the model files, as of the last generation's end.");
+    value("strata_disk_read_bytes_total", double(st.host.bytes_from_disk));
+    metric("strata_expert_cache_requests_total", "counter",
+           "Experts asked of expert caches (expert-stream models).");
+    value("strata_expert_cache_requests_total", double(st.host.experts.requests));
+    metric("strata_expert_cache_hits_total", "counter", "Of them, found ready in the cache.");
+    value("strata_expert_cache_hits_total", double(st.host.experts.hits));
+    metric("strata_expert_cache_hit_ratio", "gauge", "Hits over requests since start.");
+    value("strata_expert_cache_hit_ratio",
+          st.host.experts.requests ? double(st.host.experts.hits) / double(st.host.experts.requests)
+                                   : 0.0);
+    return out;
+}
+
 ServerStats HttpServer::stats() const {
     std::lock_guard lock(stats_mu_);
     return stats_;
@@ -141,7 +197,15 @@ ServerStats HttpServer::stats() const {
 
 GenerationOutcome HttpServer::generate(GenerationJob& job, ResponseChannel& ch,
                                        const DeltaSink& sink) {
-    GenerationOutcome o = run_generation(host_, job, sink);
+    ++active_;
+    GenerationOutcome o;
+    try {
+        o = run_generation(host_, job, sink);
+    } catch (...) {
+        --active_;
+        throw;
+    }
+    --active_;
     if (options_.log_requests && o.load_only_reason.empty()) {
         const GenerateTimings& t = o.result.timings;
         std::fprintf(
@@ -153,10 +217,16 @@ GenerationOutcome HttpServer::generate(GenerationJob& job, ResponseChannel& ch,
             t.generate_seconds > 0 ? t.generated_tokens / t.generate_seconds : 0.0,
             o.result.done_reason.c_str(), ch.cancelled() ? " (client gone)" : "", o.total_seconds);
     }
+    const HostTotals host = host_.totals();
     std::lock_guard lock(stats_mu_);
     ++stats_.generations;
+    stats_.prompt_tokens += o.result.timings.prompt_tokens;
     stats_.generated_tokens += o.result.generated_ids.size();
+    const GenerateTimings& t = o.result.timings;
+    if (t.generate_seconds > 0)
+        stats_.last_tokens_per_second = t.generated_tokens / t.generate_seconds;
     if (ch.cancelled()) ++stats_.client_gone;
+    stats_.host = host;
     return o;
 }
 
@@ -323,6 +393,15 @@ void HttpServer::install_routes() {
             headers.emplace("Content-Type", "application/json");
         }
         return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Every answered request, by endpoint and status, for /metrics.
+    http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+        const std::string endpoint = known_paths().count(req.path) ? req.path : "other";
+        std::lock_guard lock(stats_mu_);
+        ++stats_.requests[{endpoint, res.status}];
+    });
+    http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
     });
     // Statuses httplib sets itself (413 for a body over the limit, 400 for a request it
     // cannot read) get a JSON body like every other error.

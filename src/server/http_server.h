@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,11 +56,16 @@ uint64_t server_memory_bytes(const ServerOptions& options);
 // Which error shape an endpoint answers with.
 enum class ApiFlavor { Ollama, OpenAI };
 
-// Counters since start, for tests and logs.
+// Counters since start, for /metrics, tests and logs.
 struct ServerStats {
-    uint64_t generations = 0;       // generation requests run to their end
-    uint64_t generated_tokens = 0;  // tokens sampled by them
-    uint64_t client_gone = 0;       // answers cut short because the client left
+    uint64_t generations = 0;           // generation requests run to their end
+    uint64_t prompt_tokens = 0;         // prompt tokens they took in (cached ones included)
+    uint64_t generated_tokens = 0;      // tokens sampled by them
+    uint64_t client_gone = 0;           // answers cut short because the client left
+    double last_tokens_per_second = 0;  // the last generation's decode speed
+    // Answered requests by (endpoint, status); paths outside the API count as "other".
+    std::map<std::pair<std::string, int>, uint64_t> requests;
+    HostTotals host;  // as of the last generation's end
 };
 
 class HttpServer {
@@ -98,12 +104,16 @@ class HttpServer {
     // embedding request has (keep_alive, truncate).
     GenerationJob base_job(const json& body, ApiFlavor flavor) const;
 
+    // Prometheus's text format: the stats, the queue and the models.
+    std::string metrics_text() const;
+
     ModelCatalog catalog_;
     ServerOptions options_;
     ModelHost host_;
     std::unique_ptr<WorkQueue> queue_;
     std::unique_ptr<httplib::Server> http_;
     std::atomic<uint64_t> next_id_{1};
+    std::atomic<int> active_{0};  // generations running
     mutable std::mutex stats_mu_;
     ServerStats stats_;
 };

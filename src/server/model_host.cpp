@@ -75,6 +75,7 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
     load_seconds = std::chrono::duration<double>(h->last_used - t0).count();
     std::lock_guard lock(mu_);
     hosted_.push_back(std::move(h));
+    ++gone_.loads;
     return hosted_.back().get();
 }
 
@@ -100,7 +101,27 @@ void ModelHost::unload(const ServedModelInfo& m) {
 }
 
 void ModelHost::unload_locked(size_t index) {
+    const StoreReport r = hosted_[index]->model->store->report();
+    gone_.bytes_from_disk += r.totals.bytes_from_disk;
+    gone_.experts += r.experts;
+    ++gone_.unloads;
     hosted_.erase(hosted_.begin() + long(index));
+}
+
+std::pair<uint64_t, uint64_t> ModelHost::loads_and_unloads() const {
+    std::lock_guard lock(mu_);
+    return {gone_.loads, gone_.unloads};
+}
+
+HostTotals ModelHost::totals() const {
+    std::lock_guard lock(mu_);
+    HostTotals t = gone_;
+    for (const auto& h : hosted_) {
+        const StoreReport r = h->model->store->report();
+        t.bytes_from_disk += r.totals.bytes_from_disk;
+        t.experts += r.experts;
+    }
+    return t;
 }
 
 std::optional<SteadyClock::time_point> ModelHost::expire() {

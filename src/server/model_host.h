@@ -13,12 +13,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "constrain/json_constraint.h"
 #include "server/model_catalog.h"
 #include "session/generation.h"
 #include "session/loaded_model.h"
+#include "store/store_report.h"
 #include "template/chat_template.h"
 
 namespace strata::server {
@@ -46,6 +48,15 @@ struct LoadedModelStatus {
     std::optional<std::chrono::system_clock::time_point> expires;  // nullopt: never
 };
 
+// What the models did since the server started: loads, unloads, and their stores' work
+// (counted for the loaded models as of now, and for the unloaded ones as of their unload).
+struct HostTotals {
+    uint64_t loads = 0;
+    uint64_t unloads = 0;
+    uint64_t bytes_from_disk = 0;
+    ExpertStreamStats experts;  // the expert caches of expert-stream models
+};
+
 class ModelHost {
   public:
     // ram_budget 0: no limit. It is the budget the models' plans were made against.
@@ -61,8 +72,13 @@ class ModelHost {
     // Unloads expired models; returns when the next one expires.
     std::optional<std::chrono::steady_clock::time_point> expire();
 
+    // The counters since start (on the worker thread: the stores count as they run).
+    HostTotals totals() const;
+
     // Any thread.
     std::vector<LoadedModelStatus> loaded_models() const;
+    // Loads and unloads since start (the rest of HostTotals is totals()').
+    std::pair<uint64_t, uint64_t> loads_and_unloads() const;
 
   private:
     void unload_locked(size_t index);
@@ -71,6 +87,7 @@ class ModelHost {
     uint64_t ram_budget_;
     mutable std::mutex mu_;  // guards hosted_ against loaded_models()
     std::vector<std::unique_ptr<HostedModel>> hosted_;
+    HostTotals gone_;  // loads, unloads, and the store work of unloaded models
 };
 
 }  // namespace strata::server
