@@ -44,6 +44,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     if (layout.mapped) {
         STRATA_ASSIGN(s->arena_, Arena::map(info));
         s->globals_ = s->arena_.views().globals;
+        s->find_expert_stacks();
         return s;
     }
     STRATA_ASSIGN(s->reader_, StreamReader::open(info.file.path, 32));
@@ -82,6 +83,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     s->active_.assign(size_t(s->n_layer_), LayerView{});
     s->active_experts_.assign(size_t(s->n_layer_), {});
     s->reset_stats();  // the cache's warm-up is part of opening, not of the run
+    s->find_expert_stacks();
     return s;
 }
 
@@ -135,9 +137,19 @@ void ModelStore::release_expert(int layer, int expert) {
 }
 
 std::optional<ExpertStack> ModelStore::resident_experts(int layer) const {
+    if (layer < 0 || size_t(layer) >= stacks_.size()) return {};
+    return stacks_[size_t(layer)];
+}
+
+void ModelStore::find_expert_stacks() {
+    stacks_.assign(size_t(n_layer_), std::nullopt);
+    for (int layer = 0; layer < n_layer_; ++layer) stacks_[size_t(layer)] = expert_stack(layer);
+}
+
+std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {
     const auto& all = arena_.views().experts;
-    if ((cache_ && cache_->serves(layer)) || ring_.streams(layer) || layer < 0 ||
-        size_t(layer) >= all.size() || all[size_t(layer)].empty()) {
+    if ((cache_ && cache_->serves(layer)) || ring_.streams(layer) || size_t(layer) >= all.size() ||
+        all[size_t(layer)].empty()) {
         return {};
     }
     const std::vector<ExpertView>& ev = all[size_t(layer)];

@@ -59,6 +59,10 @@ class ModelStore final : public WeightStore {
 
   private:
     ModelStore() = default;
+    // Every layer's experts as a stack where they are resident and evenly spaced (once, at
+    // open: the engine asks for them at every MoE layer of every batch).
+    void find_expert_stacks();
+    std::optional<ExpertStack> expert_stack(int layer) const;
 
     int n_layer_ = 0;
     std::string mode_;
@@ -71,6 +75,7 @@ class ModelStore final : public WeightStore {
     // Views handed out for layers the ring serves: the arena's views with the slot's bound over.
     std::vector<LayerView> active_;
     std::vector<std::vector<ExpertView>> active_experts_;
+    std::vector<std::optional<ExpertStack>> stacks_;  // resident_experts, by layer
     StoreStats stats_;
 };
 
