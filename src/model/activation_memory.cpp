@@ -129,10 +129,20 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
     bytes += std::max<uint64_t>(uint64_t(kGpuLogitRowsPerChunk) * hp.n_vocab,
                                 R * std::max(1u, hp.n_expert)) *
              f;  // results read back
-    if (hp.is_moe()) bytes += R * used * d * f + 2 * R * d * f + R * used * (8 + 4);
+    if (hp.is_moe()) {
+        bytes += R * used * d * f + 2 * R * d * f + R * used * (8 + 4);
+        // Routing on the device: logits, choices and weights (twice: as chosen and grouped),
+        // the grouped slots' inputs, SwiGLU halves and outputs, their int8 codes and the
+        // GEMM's tiles of each expert's slots.
+        const uint64_t slots = R * used, e = hp.n_expert;
+        bytes += R * e * f + 2 * slots * (4 + 4) + slots * (2 * d + 2 * ff) * f;
+        bytes += slots * std::max(d, ff) * 5 / 4 + 64 + 3 * 4 * (slots / 64 + 1 + e);
+    }
     const uint64_t max_cols = std::max({d, ff, attn});
     const uint64_t max_weight = d * std::max({ff, q, k, v, d});
     bytes += 2 * max_weight + 2 * R * max_cols + kGpuLibraryWorkspace;  // fp16 GEMM staging
+    // The int8 codes of a batch (one byte a column) and their scales (at most 8 bytes per 32).
+    bytes += R * max_cols + R * max_cols / 4 + 64;
     // Flash-decoding partials: up to 64 splits of every query head of a batch's rows, each an
     // output row and its running maximum and sum.
     bytes += std::min<uint64_t>(R, 64) * n_head * 64 * (hp.head_dim_v + 2) * f;

@@ -22,6 +22,9 @@
 //     per chunk of 2048 columns, then 5 sums across the warp and the bias; the reference's own
 //     float rounding of the weights and of Q8_K values adds 2: with a factor 2 to spare,
 //     |error| <= 2u (8 * chunks + 16) (mag + aff);
+//   int8 tensor-core GEMM (more than 4 tokens, Q4_0..Q8_0 and Q2_K..Q6_K, 256-column multiples):
+//     exact integer products per block or 256-column step, each scaled (at most three roundings)
+//     and added in turn: at most cols / 32 sums, so 2u (cols / 32 + 16) (mag + aff);
 //   prompt GEMM (cuBLAS), summing in an order of its choosing:
 //     F32: fp32 FMAs, each rounding at most u times a partial sum (<= mag) and independent in
 //       sign: 4 standard deviations of that random walk, and some: u (4 sqrt(cols) + 16) mag;
@@ -47,6 +50,7 @@
 
 #include "backend/cuda/matmul_kernels.h"
 #include "backend/cuda/matvec_chunk.cuh"
+#include "backend/cuda/mmq.h"
 #include "backend/cuda/quant_matmul.h"
 #include "cuda/device_buffers.h"
 #include "gpu/gpu.h"
@@ -266,7 +270,7 @@ CpuActivations cpu_activations(TensorType weight, const std::vector<float>& x, i
     return a;
 }
 
-enum class Path { Matvec, Gemm };
+enum class Path { Matvec, Mmq, Gemm };
 
 struct Expected {
     std::vector<double> value, tolerance;  // n x rows
@@ -309,6 +313,8 @@ Expected expected(const Weights& w, const CpuActivations& a, int64_t n,
             double tol = 1e-12 + 2 * u * std::fabs(bias_r);  // the bias's addition
             if (path == Path::Matvec) {
                 tol += 2 * u * (8 * chunks + 16) * (mag + aff);
+            } else if (path == Path::Mmq) {
+                tol += 2 * u * (cols / 32 + 16) * (mag + aff);
             } else if (w.type == TensorType::F32) {
                 tol += u * (4 * std::sqrt(cols) + 16) * mag;
             } else {
@@ -750,12 +756,16 @@ void run_case(TensorType t, const Case& c, uint32_t seed) {
                           reinterpret_cast<const float*>(dx.data()),
                           reinterpret_cast<float*>(dy.data()), n);
         const std::vector<float> y = test::download<float>(dy.data(), size_t(n * c.rows));
-        const Path path = n > 8 && (*matmul)->gemm_engine() == "cublas" ? Path::Gemm : Path::Matvec;
+        const Path path = n > 4 && cuda::mmq_supports(t, c.cols)          ? Path::Mmq
+                          : n > 8 && (*matmul)->gemm_engine() == "cublas" ? Path::Gemm
+                                                                          : Path::Matvec;
         const Expected e =
             expected(w, cpu_activations(t, x, n, c.cols), n, c.bias ? &bias : nullptr, path);
         const std::string what = std::string(tensor_type_name(t)) + " " + std::to_string(c.rows) +
                                  "x" + std::to_string(c.cols) + " n=" + std::to_string(n) +
-                                 (path == Path::Gemm ? " (gemm)" : " (matvec)");
+                                 (path == Path::Gemm  ? " (gemm)"
+                                  : path == Path::Mmq ? " (mmq)"
+                                                      : " (matvec)");
         EXPECT_EQ(count_bad(y, e, what), 0) << what;
     }
 }
@@ -826,7 +836,7 @@ TEST_P(CudaMatmulTest, RealisticRowsOf256) {
 TEST_P(CudaMatmulTest, RandomBlocksRowsOf4096) {
     STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
-    run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {1, 2, 3, 8, 9, 33}}, 2);
+    run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {1, 2, 3, 5, 8, 9, 33, 100}}, 2);
     run_case(t, {4096 + 32, 4096, Fill::RandomBlocks, 0, false, false, {1, 9}}, 3);
 }
 
@@ -834,6 +844,8 @@ TEST_P(CudaMatmulTest, MisalignedRowsAndPartialChunks) {
     STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
     run_case(t, {37, odd_cols(t), Fill::RandomBlocks, 0, true, false, {1, 3, 9}}, 4);
+    // 256-column multiples: the tensor-core GEMM's copies of spans that start 2 bytes into a word.
+    run_case(t, {37, 256 * 5, Fill::RandomBlocks, 0, true, false, {9, 70}}, 9);
 }
 
 TEST_P(CudaMatmulTest, PaddedRowsWithBias) {

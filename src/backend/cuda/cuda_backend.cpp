@@ -14,6 +14,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/kv_cache_gpu.h"
 #include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/mmq.h"
 #include "backend/cuda/moe_route.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_matmul.h"
@@ -190,6 +191,8 @@ class CudaBackend final : public Backend {
             STRATA_ASSIGN(grouped_ids_, ints(slots));
             STRATA_ASSIGN(grouped_x_, floats(slots * s.d));
             STRATA_ASSIGN(moe_h_, floats(slots * s.ff));
+            STRATA_ASSIGN(moe_u_, floats(slots * s.ff));
+            STRATA_ASSIGN(moe_tiles_, ints(3 * int64_t(mmq_max_tiles(int(slots), hp_.n_expert))));
             STRATA_ASSIGN(moe_y_, floats(slots * s.d));
             STRATA_ASSIGN(moe_scratch_,
                           gpu::DeviceBuffer::allocate(
@@ -636,8 +639,8 @@ class CudaBackend final : public Backend {
 
     // Routing and experts on the device (routed_experts): the router's logits, each token's
     // top k, then for one token its k experts directly; for a batch the n * k slots grouped by
-    // expert (so an expert's slots run side by side, its weights read from HBM about once), run
-    // slot by slot with int8 matvecs, and scattered back weighted.
+    // expert, each expert's slots multiplied as one int8 tensor-core GEMM per matrix (or, for
+    // types it does not take, slot by slot with int8 matvecs), and scattered back weighted.
     void routed(const Record& r) {
         const int64_t n = r.n, slots = r.n * r.k, d = shapes_.d;
         float* logits = dev(router_logits_);
@@ -659,8 +662,13 @@ class CudaBackend final : public Backend {
             group_slots_by_expert(choice, weight, slots, r.n_expert, order, ids, grouped_weight,
                                   stream_);
             gather_rows(act(r.a), order, r.k, slots, d, dev(grouped_x_), stream_);
-            taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true, dev(moe_h_),
-                                        dev(moe_y_), moe_scratch_.data());
+            taken = matmul_->expert_ffn_grouped(
+                stack, ids, int(slots), dev(grouped_x_), dev(moe_h_), dev(moe_u_), dev(moe_y_),
+                moe_scratch_.data(), reinterpret_cast<int32_t*>(moe_tiles_.data()));
+            if (!taken) {
+                taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true,
+                                            dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+            }
             scatter_weighted(dev(moe_y_), order, grouped_weight, slots, d, dev(slot_out_), stream_);
             sum_slots(dev(slot_out_), r.k, n, d, act(r.b), stream_);
         }
@@ -729,7 +737,7 @@ class CudaBackend final : public Backend {
     std::unique_ptr<OpProfile> profile_;
     gpu::DeviceBuffer slot_out_, x_rows_, y_rows_, slot_ids_, slot_weights_;
     gpu::DeviceBuffer router_logits_, choice_, choice_weights_, grouped_ids_, grouped_x_, moe_h_,
-        moe_y_, moe_scratch_;
+        moe_u_, moe_y_, moe_scratch_, moe_tiles_;
     gpu::PinnedBuffer logits_pinned_, slot_staging_;
     int64_t pos_set_ = -1;
     int experts_k_ = 1;

@@ -2,6 +2,9 @@
 //
 //   n <= 4 tokens, Q4_0..Q8_0 and Q2_K..Q6_K weights: the int8 matvec (matvec_q8.h), after x is
 //                         quantized as the CPU quantizes it (dp4a on the CPU's codes);
+//   n > 4 tokens, those weights with a multiple of 256 columns: the int8 tensor-core GEMM
+//                         (mmq.h) on the same codes (not with STRATA_MMQ=0 in the environment
+//                         when the Matmul is created: for comparisons);
 //   n <= 8 tokens         the fused dequantize-matvec (matvec_kernels.cuh), after x is rounded as
 //                         the CPU rounds it for the weight type (one small launch; none for F32);
 //   n > 8, cuBLAS loaded  cublasGemmEx with fp32 accumulation and output, then the bias:
@@ -30,6 +33,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul_kernels.h"
 #include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/mmq.h"
 #include "backend/cuda/moe_route.h"
 #include "backend/cuda/quant_matmul.h"
 #include "gpu/gpu.h"
@@ -91,8 +95,12 @@ class CudaMatmul final : public Matmul {
         scratch_ = {activations_.data(), max_cols_};
         STRATA_ASSIGN(q8_activations_,
                       gpu::DeviceBuffer::allocate(
-                          matvec_q8_scratch_bytes(max_cols_, kMaxExpertsUsed), device));
+                          matvec_q8_scratch_bytes(
+                              max_cols_, int(std::max<int64_t>(max_batch_, kMaxExpertsUsed))),
+                          device));
 
+        const char* mmq = std::getenv("STRATA_MMQ");
+        mmq_ = !(mmq && std::string_view(mmq) == "0");
         const CublasApi* api = cublas_api();
         const char* env = std::getenv("STRATA_CUBLAS");
         if (!api || (env && std::string_view(env) == "0")) return {};  // prompts use the matvec
@@ -119,6 +127,11 @@ class CudaMatmul final : public Matmul {
             launch_matvec_q8(rows, x, int(n), bias, y, q8_activations_.data(), stream_);
             return;
         }
+        if (mmq_path(rows, x, n)) {
+            launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(), stream_);
+            launch_mmq(rows, int(n), bias, y, q8_activations_.data(), stream_);
+            return;
+        }
         if (n <= kMaxMatvecTokens || !handle_) {
             for (int64_t t0 = 0; t0 < n; t0 += kMaxMatvecTokens) {
                 const int m = int(std::min<int64_t>(kMaxMatvecTokens, n - t0));
@@ -132,20 +145,28 @@ class CudaMatmul final : public Matmul {
 
     void linear_many(std::span<const Product> products, const float* x, int64_t n) override {
         TensorType quantized = TensorType::F32;  // the activation type in the q8 scratch
+        int64_t quantized_cols = 0;
         for (const Product& p : products) {
             const WeightRows rows = checked_rows(*p.weight, n);
             if (n == 0 || rows.rows == 0) continue;
-            if (!q8_path(rows, x, n)) {
+            const bool matvec = q8_path(rows, x, n);
+            if (!matvec && !mmq_path(rows, x, n)) {
                 linear(*p.weight, p.bias, x, p.y, n);
                 continue;
             }
             const TensorType at = matvec_q8_act_type(rows.type);
-            if (at != quantized) {
+            if (at != quantized || rows.cols != quantized_cols) {
                 launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(),
                                     stream_);
                 quantized = at;
+                quantized_cols = rows.cols;
             }
-            launch_matvec_q8_quantized(rows, int(n), p.bias, p.y, q8_activations_.data(), stream_);
+            if (matvec) {
+                launch_matvec_q8_quantized(rows, int(n), p.bias, p.y, q8_activations_.data(),
+                                           stream_);
+            } else {
+                launch_mmq(rows, int(n), p.bias, p.y, q8_activations_.data(), stream_);
+            }
         }
     }
 
@@ -182,6 +203,25 @@ class CudaMatmul final : public Matmul {
         return true;
     }
 
+    bool expert_ffn_grouped(const ExpertStack& s, const int32_t* ids, int slots, const float* x,
+                            float* h, float* u, float* y, void* q8, int32_t* tiles) override {
+        if (!mmq_ || !expert_ffn_supports(s) || slots < 1) return false;
+        const WeightRows g = checked_rows(s.first.gate, 1), up = checked_rows(s.first.up, 1),
+                         d = checked_rows(s.first.down, 1);
+        if (!mmq_supports(g.type, g.cols) || !mmq_supports(d.type, d.cols) ||
+            reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(h) % 16 != 0) {
+            return false;
+        }
+        launch_mmq_tiles(ids, slots, s.n_expert, tiles, stream_);
+        launch_quantize_for(g.type, x, slots, g.cols, q8, stream_);
+        launch_mmq_grouped(g, s.gate_stride, tiles, slots, s.n_expert, h, q8, stream_);
+        launch_mmq_grouped(up, s.up_stride, tiles, slots, s.n_expert, u, q8, stream_);
+        cuda::swiglu(h, u, h, int64_t(slots) * g.rows, stream_);
+        launch_quantize_for(d.type, h, slots, d.cols, q8, stream_);
+        launch_mmq_grouped(d, s.down_stride, tiles, slots, s.n_expert, y, q8, stream_);
+        return true;
+    }
+
   private:
     // The weight's rows, after the checks linear()'s preconditions ask for.
     WeightRows checked_rows(const TensorView& w, int64_t n) const {
@@ -198,6 +238,12 @@ class CudaMatmul final : public Matmul {
     // True when the int8 matvec takes this product.
     static bool q8_path(const WeightRows& w, const float* x, int64_t n) {
         return n <= kMaxQ8Tokens && matvec_q8_supports(w.type) &&
+               reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    }
+
+    // True when the int8 tensor-core GEMM takes this product (more tokens than the matvec's).
+    bool mmq_path(const WeightRows& w, const float* x, int64_t n) const {
+        return mmq_ && n > kMaxQ8Tokens && mmq_supports(w.type, w.cols) &&
                reinterpret_cast<uintptr_t>(x) % 16 == 0;
     }
 
@@ -263,6 +309,7 @@ class CudaMatmul final : public Matmul {
 
     int64_t max_batch_, max_cols_;
     cudaStream_t stream_;
+    bool mmq_ = true;  // the int8 tensor-core GEMM takes prompts of the types it supports
     gpu::DeviceBuffer activations_;  // MatvecScratch
     MatvecScratch scratch_;
     gpu::DeviceBuffer q8_activations_;  // matvec_q8's quantized activations

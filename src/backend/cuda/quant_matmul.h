@@ -83,6 +83,15 @@ class Matmul {
     // types (expert_ffn_supports).
     virtual bool expert_ffn(const ExpertStack& experts, const int32_t* ids, int slots,
                             const float* x, bool x_per_slot, float* h, float* y, void* scratch) = 0;
+    // The routed experts of a prompt on int8 tensor cores (mmq.h): slot u < slots (x's row u)
+    // goes to expert ids[u], the ids ascending (group_slots_by_expert's order), each expert's
+    // slots multiplied as one GEMM per matrix. h[u] = silu(gate_e x_u) * (up_e x_u) (u: as large,
+    // scratch), y[u] = down_e h[u]; q8: matvec_q8_scratch_bytes(max(gate.cols, down.cols), slots)
+    // bytes; tiles: 3 * mmq_max_tiles(slots, n_expert) ints. Returns false, having launched
+    // nothing, where the GEMM does not take the experts' types or shapes.
+    virtual bool expert_ffn_grouped(const ExpertStack& experts, const int32_t* ids, int slots,
+                                    const float* x, float* h, float* u, float* y, void* q8,
+                                    int32_t* tiles) = 0;
     // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded).
     virtual std::string_view gemm_engine() const = 0;
     // Device bytes this object holds (the plan counts them).
