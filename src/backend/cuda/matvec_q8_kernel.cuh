@@ -1,10 +1,10 @@
 // The kernel template of matvec_q8 (matvec_q8.h) and the pieces every format shares: weight
 // loads into registers, the view of the quantized activations, the launch.
 //
-// Layout of the work: a warp owns R rows (R = 1 at one token, 2 at more, so the activation codes
-// a lane loads feed two rows), its lanes split each row's blocks: F::kLanes lanes per weight
-// block (4 for the 256-element K-quants, a quarter each; 1 for the 32-element formats), so one
-// warp pass covers 32 / kLanes consecutive blocks: a contiguous, fully used stretch of the row
+// Layout of the work: a warp owns R = 2 rows (so the activation codes a lane loads feed two rows,
+// and twice the weight bytes are in flight), its lanes split each row's blocks: F::kLanes lanes per
+// weight block (4 for the 256-element K-quants, a quarter each; 1 for the 32-element formats), so
+// one warp pass covers 32 / kLanes consecutive blocks: a contiguous, fully used stretch of the row
 // (1152 bytes for Q4_K, 1088 for Q8_0). Each lane first issues the loads of F::kUnroll passes
 // for all R rows (2-6 16-byte loads each, 64-200 bytes per lane in flight), then does the
 // integer dot products. The grid is sized to what fits on the GPU at once, warps stepping over
@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "gguf/tensor_type.h"
@@ -315,7 +316,7 @@ void launch_instance(const Args& args, cudaStream_t stream) {
     STRATA_CUDA(cudaLaunchKernelEx(&cfg, matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, args));
 }
 
-// One format's launch: picks the instance for n tokens (R = 2 rows per warp from 2 tokens on)
+// One format's launch: picks the instance for n tokens (R = 2 rows per warp)
 // and the aligned loads when every block of every row is 16-byte aligned.
 template <class F>
 void launch_format(const Args& args, int n, cudaStream_t stream) {
@@ -339,9 +340,21 @@ void launch_format(const Args& args, int n, cudaStream_t stream) {
         }
         launch_instance<F, NT, R, false>(args, stream);
     };
+    // Two rows per warp at one token too: each warp's loads in flight double, which a matrix of
+    // 4096 columns (one 2.3 KB row of Q4_K per warp and pass) needs to keep HBM busy (8B
+    // Q4_K_M decode on an H200: 334 tok/s against 317 with one row). STRATA_Q8_ROWS1=1 in the
+    // environment takes one row, for comparisons.
+    static const bool two_rows = [] {
+        const char* v = std::getenv("STRATA_Q8_ROWS1");
+        return !(v && v[0] == '1');
+    }();
     switch (n) {
         case 1:
-            go.template operator()<1, 1>();
+            if (two_rows) {
+                go.template operator()<1, 2>();
+            } else {
+                go.template operator()<1, 1>();
+            }
             break;
         case 2:
             go.template operator()<2, 2>();

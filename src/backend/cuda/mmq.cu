@@ -100,14 +100,13 @@ int mmq_max_tiles(int slots, int n_expert) {
 
 void launch_mmq_tiles(const int32_t* ids, int slots, int n_expert, int32_t* tiles,
                       cudaStream_t stream) {
-    make_tiles<<<1, kTileThreads, 0, stream>>>(ids, slots, n_expert,
-                                               mmq_max_tiles(slots, n_expert), tiles);
+    make_tiles<<<1, kTileThreads, 0, stream>>>(ids, slots, n_expert, mmq_max_tiles(slots, n_expert),
+                                               tiles);
     STRATA_CUDA_LAUNCHED();
 }
 
-void launch_mmq_grouped(const WeightRows& w, size_t expert_stride, const int32_t* tiles,
-                        int slots, int n_expert, float* y, const void* scratch,
-                        cudaStream_t stream) {
+void launch_mmq_grouped(const WeightRows& w, size_t expert_stride, const int32_t* tiles, int slots,
+                        int n_expert, float* y, const void* scratch, cudaStream_t stream) {
     mmq::Args a = args_for(w, slots, nullptr, y, scratch);
     a.tiles = tiles;
     a.tile_count = mmq_max_tiles(slots, n_expert);

@@ -48,8 +48,7 @@ void launch_mmq(const WeightRows& w, int n, const float* bias, float* y, const v
 int mmq_max_tiles(int slots, int n_expert);
 void launch_mmq_tiles(const int32_t* ids, int slots, int n_expert, int32_t* tiles,
                       cudaStream_t stream);
-void launch_mmq_grouped(const WeightRows& w, size_t expert_stride, const int32_t* tiles,
-                        int slots, int n_expert, float* y, const void* scratch,
-                        cudaStream_t stream);
+void launch_mmq_grouped(const WeightRows& w, size_t expert_stride, const int32_t* tiles, int slots,
+                        int n_expert, float* y, const void* scratch, cudaStream_t stream);
 
 }  // namespace strata::cuda

@@ -148,8 +148,8 @@ struct Q2K {
 #pragma unroll
         for (int i = 0; i < 8; ++i) q[i] = (r.u32(16 + 32 * h + 4 * i) >> (2 * j)) & 0x03030303u;
     }
-    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins,
-                                                  float& d, float& dmin) {
+    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins, float& d,
+                                                  float& dmin) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = r.u32(4 * i);
@@ -179,8 +179,8 @@ struct Q3K {
             q[i] = minus(lo | (hb << 2), 4);
         }
     }
-    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins,
-                                                  float& d, float& dmin) {
+    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins, float& d,
+                                                  float& dmin) {
         const uint32_t a0 = r.u32(96), a1 = r.u32(100), a2 = r.u32(104);
         const uint32_t words[4] = {
             (a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4),
@@ -230,8 +230,8 @@ struct Q4K {
             q[i] = (p & 1) ? hi_nibbles(w) : lo_nibbles(w);
         }
     }
-    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins,
-                                                  float& d, float& dmin) {
+    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins, float& d,
+                                                  float& dmin) {
         k4_scales(r, 4, sc, mins);
         d = r.f16(0);
         dmin = r.f16(2);
@@ -251,8 +251,8 @@ struct Q5K {
             q[i] = ((p & 1) ? hi_nibbles(w) : lo_nibbles(w)) | hb;
         }
     }
-    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins,
-                                                  float& d, float& dmin) {
+    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins, float& d,
+                                                  float& dmin) {
         k4_scales(r, 4, sc, mins);
         d = r.f16(0);
         dmin = r.f16(2);
@@ -273,8 +273,8 @@ struct Q6K {
             q[i] = minus(((g >> 1) ? hi_nibbles(w) : lo_nibbles(w)) | hb, 32);
         }
     }
-    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins,
-                                                  float& d, float& dmin) {
+    static __device__ __forceinline__ void scales(const RawRow& r, int* sc, uint8_t* mins, float& d,
+                                                  float& dmin) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = r.u32(192 + 4 * i);

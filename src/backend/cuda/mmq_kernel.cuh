@@ -28,9 +28,11 @@ namespace strata::cuda::mmq {
 inline constexpr int kThreads = 128;
 inline constexpr int kTileRows = 64;
 inline constexpr int kTileTokens = 64;
-inline constexpr int kStep = 256;                 // columns per step
-inline constexpr int kCodeStride = kStep + 16;    // bytes between rows of codes in shared memory
-inline constexpr int kRawWords = 272 / 4 + 2;     // a row's raw span (at most Q8_0's 272 bytes)
+inline constexpr int kStep = 256;               // columns per step
+inline constexpr int kCodeStride = kStep + 16;  // bytes between rows of codes in shared memory
+// Words of a row's raw span (at most Q8_0's 272 bytes, starting up to 2 bytes into a word, and
+// the word after it that RawRow reads), rounded so every row starts 16-byte aligned (cp.async).
+inline constexpr int kRawWords = 72;
 
 struct Args {
     const uint8_t* w;
@@ -53,7 +55,7 @@ struct Args {
 };
 
 struct Smem {
-    uint32_t raw[kTileRows][kRawWords];
+    alignas(16) uint32_t raw[kTileRows][kRawWords];
     alignas(16) int8_t wcodes[kTileRows][kCodeStride];
     alignas(16) int8_t acodes[2][kTileTokens][kCodeStride];
     // K-quants: sub-block scales, minimums (16 per row, zero-padded), d, dmin; the activations'
@@ -84,7 +86,8 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 // c = a (16 x 32, row-major) . b (32 x 8, column-major), int8 in, int32 out.
-__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile(
         "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
@@ -157,7 +160,8 @@ __device__ __forceinline__ void request_step(const Args& a, Smem& s, int64_t row
     for (int i = tid; i < kTileTokens * kLines; i += kThreads) {
         const int t = i / kLines, l = i % kLines;
         const int tok = clamp_token(a, tok0 + t);
-        cp_async16(&s.acodes[buf][t][16 * l], a.codes + int64_t(tok) * a.cols + step * kStep + 16 * l);
+        cp_async16(&s.acodes[buf][t][16 * l],
+                   a.codes + int64_t(tok) * a.cols + step * kStep + 16 * l);
     }
     cp_async_commit();
 }
@@ -397,9 +401,8 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_kernel(Args a) {
 template <class F, bool V16>
 void launch_instance(const Args& a, cudaStream_t stream) {
     static const bool configured = [] {
-        STRATA_CUDA(cudaFuncSetAttribute(mmq_kernel<F, V16>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(sizeof(Smem))));
+        STRATA_CUDA(cudaFuncSetAttribute(
+            mmq_kernel<F, V16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem))));
         return true;
     }();
     (void)configured;

@@ -2,9 +2,6 @@
 //
 //   n <= 4 tokens, Q4_0..Q8_0 and Q2_K..Q6_K weights: the int8 matvec (matvec_q8.h), after x is
 //                         quantized as the CPU quantizes it (dp4a on the CPU's codes);
-//   n > 4 tokens, those weights with a multiple of 256 columns: the int8 tensor-core GEMM
-//                         (mmq.h) on the same codes (not with STRATA_MMQ=0 in the environment
-//                         when the Matmul is created: for comparisons);
 //   n <= 8 tokens         the fused dequantize-matvec (matvec_kernels.cuh), after x is rounded as
 //                         the CPU rounds it for the weight type (one small launch; none for F32);
 //   n > 8, cuBLAS loaded  cublasGemmEx with fp32 accumulation and output, then the bias:
@@ -14,8 +11,16 @@
 //                           others the weight dequantized to fp16 in tiles of rows (at most the
 //                                  staging buffer), x as the CPU's Q8_0 / Q8_1 / Q8_K codes times
 //                                  their steps, rounded to fp16;
-//   n > 8, no cuBLAS      the matvec over chunks of 8 tokens (also with STRATA_CUBLAS=0 in the
-//                         environment when the Matmul is created: for tests and comparisons).
+//   n > 8, no cuBLAS      Q4_0..Q8_0 and Q2_K..Q6_K weights with a multiple of 256 columns: the
+//                         int8 tensor-core GEMM (mmq.h) on the CPU's codes; others the matvec
+//                         over chunks of 8 tokens (also with STRATA_CUBLAS=0 in the environment
+//                         when the Matmul is created: for tests and comparisons).
+// Routed experts of a prompt always take the int8 tensor-core GEMM, grouped by expert, where it
+// takes their types. STRATA_MMQ (read when the Matmul is created) overrides: 1 sends every
+// prompt product it takes there, cuBLAS loaded or not; 0 none, the experts' neither.
+// Why cuBLAS first: on an H200 its fp16 GEMM (weights dequantized once per product) runs a
+// 14336 x 4096 Q4_K product of 512 tokens at 350 TFLOP/s, the int8 GEMM at 130 (each 256-column
+// step waits on its loads with 8 warps per SM to hide them).
 // Float weights are read in place with lda = the row stride in elements, padded rows included.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -99,8 +104,10 @@ class CudaMatmul final : public Matmul {
                               max_cols_, int(std::max<int64_t>(max_batch_, kMaxExpertsUsed))),
                           device));
 
-        const char* mmq = std::getenv("STRATA_MMQ");
-        mmq_ = !(mmq && std::string_view(mmq) == "0");
+        if (const char* mmq = std::getenv("STRATA_MMQ")) {
+            mmq_ = std::string_view(mmq) != "0";
+            mmq_dense_ = std::string_view(mmq) == "1";
+        }
         const CublasApi* api = cublas_api();
         const char* env = std::getenv("STRATA_CUBLAS");
         if (!api || (env && std::string_view(env) == "0")) return {};  // prompts use the matvec
@@ -241,9 +248,10 @@ class CudaMatmul final : public Matmul {
                reinterpret_cast<uintptr_t>(x) % 16 == 0;
     }
 
-    // True when the int8 tensor-core GEMM takes this product (more tokens than the matvec's).
+    // True when the int8 tensor-core GEMM takes this product.
     bool mmq_path(const WeightRows& w, const float* x, int64_t n) const {
-        return mmq_ && n > kMaxQ8Tokens && mmq_supports(w.type, w.cols) &&
+        const bool wanted = mmq_dense_ ? n > kMaxQ8Tokens : (!handle_ && n > kMaxMatvecTokens);
+        return mmq_ && wanted && mmq_supports(w.type, w.cols) &&
                reinterpret_cast<uintptr_t>(x) % 16 == 0;
     }
 
@@ -309,7 +317,8 @@ class CudaMatmul final : public Matmul {
 
     int64_t max_batch_, max_cols_;
     cudaStream_t stream_;
-    bool mmq_ = true;  // the int8 tensor-core GEMM takes prompts of the types it supports
+    bool mmq_ = true;         // the int8 tensor-core GEMM takes prompts' routed experts
+    bool mmq_dense_ = false;  // ... and every other prompt product (else only without cuBLAS)
     gpu::DeviceBuffer activations_;  // MatvecScratch
     MatvecScratch scratch_;
     gpu::DeviceBuffer q8_activations_;  // matvec_q8's quantized activations
