@@ -266,9 +266,28 @@ TEST_F(ServerGenerate, FormatUnderSmallNumPredictParsesOrIsRefusedNamingTheMinim
             }
         }
         // The schema's shortest answer, {"age":0,"ok":true,"notes":[]}, is not one token.
-        if (!format.is_string()) {
-            EXPECT_GT(minimum, 1);
-        }
+        if (format.is_string()) continue;
+        ASSERT_GT(minimum, 1);
+        // A stream is refused the same way, before its first line.
+        auto streamed = srv_->post("/api/generate", {{"model", "tiny"},
+                                                     {"prompt", "data"},
+                                                     {"format", format},
+                                                     {"options", {{"num_predict", 1}}}});
+        EXPECT_EQ(streamed->status, 400);
+        EXPECT_EQ(named_minimum(streamed->body), minimum) << streamed->body;
+        // OpenAI's response_format and max_tokens follow the same rule.
+        json oa = {
+            {"model", "tiny"},
+            {"max_tokens", minimum - 1},
+            {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", format}}}}},
+            {"messages", {{{"role", "user"}, {"content", "data"}}}}};
+        auto refused = srv_->post("/v1/chat/completions", oa);
+        EXPECT_EQ(refused->status, 400);
+        EXPECT_EQ(named_minimum(refused->body), minimum) << refused->body;
+        oa["max_tokens"] = minimum;
+        json ok = post_json("/v1/chat/completions", oa);
+        const std::string content = ok["choices"][0]["message"]["content"];
+        EXPECT_TRUE(keeps_to_schema(json::parse(content, nullptr, false))) << content;
     }
 }
 
