@@ -640,6 +640,53 @@ TEST(JsonConstraintFuzz, ShortestCompletionFromRandomPrefixesIsValid) {
     }
 }
 
+// The fewest tokens that spell a text, and closing under a token budget: a token that begins the
+// plan is allowed only if the rest can still be spelled in the tokens then left.
+TEST(JsonConstraintBudget, SpellingCostsAreTheFewestTokens) {
+    const Vocab v = fake_vocab();
+    const TokenMask mask(v.bytes, v.eog);
+    // {" name ":" "}
+    EXPECT_EQ(mask.spelling_costs(R"({"name":""})")[0], 4u);
+    const std::vector<uint32_t> abc = mask.spelling_costs("xabc");
+    EXPECT_EQ(abc, (std::vector<uint32_t>{2, 1, 2, 1, 0}));
+    EXPECT_EQ(mask.spelling_costs("")[0], 0u);
+    const TokenMask no_single_bytes({"ab", "c"}, {false, false});
+    EXPECT_EQ(no_single_bytes.spelling_costs("abc")[0], 2u);
+    EXPECT_EQ(no_single_bytes.spelling_costs("ac")[0], TokenMask::kCannotSpell);
+}
+
+TEST(JsonConstraintBudget, ClosingKeepsOnlyTokensWhoseRestFits) {
+    const Vocab v = fake_vocab();
+    const TokenMask mask(v.bytes, v.eog);
+    auto allowed = [&](const JsonConstraint& c, const std::string& plan, int64_t left) {
+        std::vector<float> logits(v.bytes.size(), 0.0f);
+        mask.apply_closing(c, logits, plan, left);
+        std::vector<std::string> out;
+        for (size_t id = 0; id < v.bytes.size(); ++id) {
+            if (std::isfinite(logits[id])) out.push_back(v.eog[id] ? "<end>" : v.bytes[id]);
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    const JsonConstraint any = JsonConstraint::any_object();
+    using Tokens = std::vector<std::string>;
+    EXPECT_EQ(allowed(any, "{}", 1), (Tokens{"{}"}));
+    EXPECT_EQ(allowed(any, "{}", 2), (Tokens{"{", "{}"}));
+    EXPECT_EQ(allowed(any, "{}", -1), (Tokens{"{", "{}"}));
+    // Too few tokens for any way: the cheapest way is still followed.
+    JsonConstraint person = make_or_any(kPersonSchema);
+    ASSERT_TRUE(person.advance(R"({"name":)"));
+    const std::string plan = person.shortest_completion();
+    const uint32_t cost = mask.spelling_costs(plan)[0];
+    ASSERT_GT(cost, 1u);
+    EXPECT_FALSE(allowed(person, plan, cost).empty());
+    EXPECT_EQ(allowed(person, plan, 1), allowed(person, plan, cost));
+    // A value that may end here allows the end tokens.
+    JsonConstraint number = make_or_any(R"({"type":"number"})");
+    ASSERT_TRUE(number.advance("12"));
+    EXPECT_EQ(allowed(number, "", 1), (Tokens{"<end>", "<end>"}));
+}
+
 // ---- speed on a vocabulary the size of Qwen2's ----
 
 // 152k token strings of 1-12 bytes shaped like a BPE vocabulary of text: words with and without

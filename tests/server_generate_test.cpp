@@ -206,6 +206,151 @@ TEST_F(ServerGenerate, JsonFormatAlwaysParses) {
     EXPECT_TRUE(parsed["ok"].is_boolean());
 }
 
+// The fewest tokens a request's answer needs, when a 400 names it ("... takes at least 5 tokens").
+int named_minimum(const std::string& body) {
+    std::smatch m;
+    if (!std::regex_search(body, m, std::regex("at least ([0-9]+) tokens"))) return -1;
+    return std::stoi(m[1]);
+}
+
+// A `format` under a num_predict too small for any answer is refused with 400 naming the
+// minimum; from that minimum on, every answer parses and keeps to the schema, however the
+// model wanders (here into strings of at least 12 characters, which one token opens).
+TEST_F(ServerGenerate, FormatUnderSmallNumPredictParsesOrIsRefusedNamingTheMinimum) {
+    const json schema = {
+        {"type", "object"},
+        {"properties",
+         {{"age", {{"type", "integer"}}},
+          {"ok", {{"type", "boolean"}}},
+          {"notes", {{"type", "array"}, {"items", {{"type", "string"}, {"minLength", 12}}}}}}},
+        {"required", {"age", "ok", "notes"}}};
+    auto keeps_to_schema = [](const json& v) {
+        if (!v.is_object() || v.size() != 3 || !v["age"].is_number_integer() ||
+            !v["ok"].is_boolean() || !v["notes"].is_array()) {
+            return false;
+        }
+        for (const json& note : v["notes"]) {
+            if (!note.is_string() || note.get<std::string>().size() < 12) return false;
+        }
+        return true;
+    };
+    for (const json& format : {json("json"), schema}) {
+        int minimum = -1;
+        for (int n = 1; n <= 60; ++n) {
+            for (int seed = 1; seed <= (n > 12 ? 4 : 1); ++seed) {
+                const json req = {{"model", "tiny"},
+                                  {"prompt", "data"},
+                                  {"stream", false},
+                                  {"format", format},
+                                  {"options", {{"seed", seed}, {"num_predict", n}}}};
+                auto r = srv_->post("/api/generate", req);
+                SCOPED_TRACE(req.dump() + " -> " + r->body);
+                if (r->status == 400) {
+                    // Refused only below the minimum, and always with the same one.
+                    const int named = named_minimum(r->body);
+                    EXPECT_GT(named, n);
+                    EXPECT_TRUE(minimum == -1 || minimum == named);
+                    minimum = named;
+                    continue;
+                }
+                ASSERT_EQ(r->status, 200);
+                EXPECT_LE(minimum, n);
+                const json body = json::parse(r->body);
+                const json v = json::parse(body["response"].get<std::string>(), nullptr, false);
+                if (format.is_string()) {
+                    EXPECT_TRUE(v.is_object());
+                } else {
+                    EXPECT_TRUE(keeps_to_schema(v));
+                }
+                EXPECT_LE(body["eval_count"].get<int>(), n);
+            }
+        }
+        // The schema's shortest answer, {"age":0,"ok":true,"notes":[]}, is not one token.
+        if (format.is_string()) continue;
+        ASSERT_GT(minimum, 1);
+        // A stream is refused the same way, before its first line.
+        auto streamed = srv_->post("/api/generate", {{"model", "tiny"},
+                                                     {"prompt", "data"},
+                                                     {"format", format},
+                                                     {"options", {{"num_predict", 1}}}});
+        EXPECT_EQ(streamed->status, 400);
+        EXPECT_EQ(named_minimum(streamed->body), minimum) << streamed->body;
+        // OpenAI's response_format and max_tokens follow the same rule.
+        json oa = {
+            {"model", "tiny"},
+            {"max_tokens", minimum - 1},
+            {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", format}}}}},
+            {"messages", {{{"role", "user"}, {"content", "data"}}}}};
+        auto refused = srv_->post("/v1/chat/completions", oa);
+        EXPECT_EQ(refused->status, 400);
+        EXPECT_EQ(named_minimum(refused->body), minimum) << refused->body;
+        oa["max_tokens"] = minimum;
+        json ok = post_json("/v1/chat/completions", oa);
+        const std::string content = ok["choices"][0]["message"]["content"];
+        EXPECT_TRUE(keeps_to_schema(json::parse(content, nullptr, false))) << content;
+    }
+}
+
+// A forced tool call under a small num_predict is refused naming the minimum, or comes back
+// as a parsed call whose arguments keep to the function's schema, never as raw markup.
+TEST_F(ServerGenerate, ForcedToolCallUnderSmallNumPredictIsACallOrRefused) {
+    STRATA_REQUIRE_TESTDATA();
+    const json tools = {
+        {{"type", "function"},
+         {"function",
+          {{"name", "get_weather"},
+           {"parameters",
+            {{"type", "object"},
+             {"properties",
+              {{"city", {{"type", "string"}, {"minLength", 3}}}, {"days", {{"type", "integer"}}}}},
+             {"required", {"city"}}}}}}}};
+    const json ask = {{"role", "user"}, {"content", "What's the weather in Paris?"}};
+    auto first = srv_->post("/api/chat", {{"model", "tools"},
+                                          {"stream", false},
+                                          {"tools", tools},
+                                          {"tool_choice", "required"},
+                                          {"messages", {ask}},
+                                          {"options", {{"num_predict", 1}}}});
+    ASSERT_EQ(first->status, 400) << first->body;
+    const int minimum = named_minimum(first->body);
+    ASSERT_GT(minimum, 1) << first->body;
+    for (int n = minimum - 2; n <= minimum + 30; ++n) {
+        for (const json& choice : {json("required"), json("get_weather")}) {
+            const json req = {{"model", "tools"},  {"stream", false},
+                              {"tools", tools},    {"tool_choice", choice},
+                              {"messages", {ask}}, {"options", {{"seed", n}, {"num_predict", n}}}};
+            auto r = srv_->post("/api/chat", req);
+            SCOPED_TRACE(req.dump() + " -> " + r->body);
+            if (r->status == 400) {
+                EXPECT_EQ(named_minimum(r->body), minimum);
+                EXPECT_LT(n, minimum);
+                continue;
+            }
+            ASSERT_EQ(r->status, 200);
+            EXPECT_GE(n, minimum);
+            const json body = json::parse(r->body);
+            const json& msg = body["message"];
+            EXPECT_EQ(msg["content"].get<std::string>().find("tool_call"), std::string::npos);
+            ASSERT_TRUE(msg["tool_calls"].is_array());
+            ASSERT_EQ(msg["tool_calls"].size(), 1u);
+            const json& f = msg["tool_calls"][0]["function"];
+            EXPECT_EQ(f["name"], "get_weather");
+            ASSERT_TRUE(f["arguments"].is_object());
+            ASSERT_TRUE(f["arguments"]["city"].is_string());
+            EXPECT_GE(f["arguments"]["city"].get<std::string>().size(), 3u);
+        }
+    }
+    // The OpenAI API names the same minimum.
+    json oa = {{"model", "tools"},
+               {"tools", tools},
+               {"tool_choice", "required"},
+               {"max_tokens", 1},
+               {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}}};
+    auto r = srv_->post("/v1/chat/completions", oa);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(named_minimum(r->body), minimum) << r->body;
+}
+
 TEST_F(ServerGenerate, ChatStreamsAssistantMessages) {
     auto r = srv_->post("/api/chat", {{"model", "tiny"},
                                       {"options", kGreedy},

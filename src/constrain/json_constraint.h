@@ -102,6 +102,17 @@ class TokenMask {
     // bytes are a prefix of shortest_completion() (or end tokens when it can_end()), for when
     // the token budget runs out and the output must still parse.
     void apply(const JsonConstraint& c, std::span<float> logits, bool closing = false) const;
+    // Closing along `plan`, bytes that finish c's value: only tokens that begin the plan and
+    // leave a rest that can be spelled in tokens_left - 1 tokens (when the plan cannot be
+    // spelled in tokens_left at all, those on a way with the fewest tokens; tokens_left < 0:
+    // any that begin it), and end tokens when c.can_end().
+    void apply_closing(const JsonConstraint& c, std::span<float> logits, std::string_view plan,
+                       int64_t tokens_left) const;
+
+    static constexpr uint32_t kCannotSpell = UINT32_MAX;
+    // [i]: the fewest tokens whose bytes concatenated are text[i..] (kCannotSpell: none), so
+    // [0] is what writing all of `text` takes.
+    std::vector<uint32_t> spelling_costs(std::string_view text) const;
 
   private:
     // A byte trie over token strings sorted by bytes, so the tokens below a node are the
@@ -123,7 +134,10 @@ class TokenMask {
 
     void walk(const Trie& trie, const JsonGrammar& g, uint32_t node, size_t depth,
               std::vector<JsonConstraint::Threads>& states, std::span<float> logits) const;
-    void apply_closing(const JsonConstraint& c, std::span<float> logits) const;
+    // Calls f(node) for each trie node along text's bytes from the root (the node after
+    // 1, 2, ... bytes), as far as tokens go.
+    template <typename F>
+    void along(std::string_view text, F&& f) const;
 
     size_t vocab_size_ = 0;
     Trie all_;        // every non-empty, non-end token

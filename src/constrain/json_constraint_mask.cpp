@@ -121,7 +121,7 @@ void TokenMask::apply(const JsonConstraint& c, std::span<float> logits, bool clo
     assert(logits.size() >= vocab_size_);
     // Logits past the vocabulary (padding rows of the output matrix) are never valid tokens.
     std::fill(logits.begin() + static_cast<long>(vocab_size_), logits.end(), kMasked);
-    if (closing) return apply_closing(c, logits);
+    if (closing) return apply_closing(c, logits, c.shortest_completion(), -1);
 
     const JsonGrammar& g = *c.grammar_;
     const int64_t room = c.plain_string_room();
@@ -147,24 +147,67 @@ void TokenMask::apply(const JsonConstraint& c, std::span<float> logits, bool clo
     }
 }
 
-void TokenMask::apply_closing(const JsonConstraint& c, std::span<float> logits) const {
-    // The tokens along the path of the completion through the trie, with their logits.
-    const std::string completion = c.shortest_completion();
-    std::vector<std::pair<uint32_t, float>> kept;
+template <typename F>
+void TokenMask::along(std::string_view text, F&& f) const {
     uint32_t node = 0;
-    for (char ch : completion) {
+    for (char ch : text) {
         const TrieNode& parent = all_.nodes[node];
         const auto first = all_.nodes.begin() + parent.first_child;
         const auto last = first + parent.child_count;
         const auto byte = static_cast<uint8_t>(ch);
         const auto it = std::lower_bound(first, last, byte,
                                          [](const TrieNode& n, uint8_t b) { return n.byte < b; });
-        if (it == last || it->byte != byte) break;
+        if (it == last || it->byte != byte) return;
         node = static_cast<uint32_t>(it - all_.nodes.begin());
-        for (uint32_t k = it->tokens_begin; k < it->tokens_end; ++k) {
-            kept.emplace_back(all_.order[k], logits[all_.order[k]]);
+        f(*it);
+    }
+}
+
+std::vector<uint32_t> TokenMask::spelling_costs(std::string_view text) const {
+    // Right to left: the cost at i is one token plus the cheapest rest after any token that
+    // starts text[i..]; the walk down the trie is at most as deep as the longest token.
+    std::vector<uint32_t> cost(text.size() + 1, kCannotSpell);
+    cost[text.size()] = 0;
+    for (size_t i = text.size(); i-- > 0;) {
+        size_t depth = 0;
+        along(text.substr(i), [&](const TrieNode& n) {
+            ++depth;
+            const uint32_t rest = cost[i + depth];
+            if (n.tokens_end > n.tokens_begin && rest != kCannotSpell) {
+                cost[i] = std::min(cost[i], rest + 1);
+            }
+        });
+    }
+    return cost;
+}
+
+void TokenMask::apply_closing(const JsonConstraint& c, std::span<float> logits,
+                              std::string_view plan, int64_t tokens_left) const {
+    assert(logits.size() >= vocab_size_);
+    std::fill(logits.begin() + static_cast<long>(vocab_size_), logits.end(), kMasked);
+    std::vector<uint32_t> cost;
+    int64_t rest_allowed = INT64_MAX;
+    if (tokens_left >= 0) {
+        cost = spelling_costs(plan);
+        // When even the cheapest way does not fit, it is still the one that comes closest; a
+        // plan the vocabulary cannot spell to the end is followed as far as it goes.
+        if (cost[0] == kCannotSpell) {
+            cost.clear();
+        } else {
+            rest_allowed = std::max<int64_t>(tokens_left, cost[0]) - 1;
         }
     }
+    // The tokens along the path of the plan through the trie, with their logits.
+    thread_local std::vector<std::pair<uint32_t, float>> kept;
+    kept.clear();
+    size_t depth = 0;
+    along(plan, [&](const TrieNode& n) {
+        ++depth;
+        if (!cost.empty() && (cost[depth] == kCannotSpell || cost[depth] > rest_allowed)) return;
+        for (uint32_t k = n.tokens_begin; k < n.tokens_end; ++k) {
+            kept.emplace_back(all_.order[k], logits[all_.order[k]]);
+        }
+    });
     if (c.can_end()) {
         for (uint32_t id : end_tokens_) kept.emplace_back(id, logits[id]);
     }

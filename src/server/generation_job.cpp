@@ -175,8 +175,8 @@ json normalized_messages(const json& messages) {
     return out;
 }
 
-std::unique_ptr<TokenConstraint> make_constraint(HostedModel& h, const GenerationJob& job,
-                                                 const ReplyFormat& fmt) {
+std::unique_ptr<JsonTokenConstraint> make_constraint(HostedModel& h, const GenerationJob& job,
+                                                     const ReplyFormat& fmt) {
     std::optional<JsonConstraint> c;
     const bool forced_call =
         tools_offered(job) && !job.tool_choice.empty() && job.tool_choice != "auto";
@@ -199,6 +199,31 @@ std::unique_ptr<TokenConstraint> make_constraint(HostedModel& h, const Generatio
     if (!c) return nullptr;
     if (!h.token_mask) h.token_mask = make_token_mask(h.model->tokenizer);
     return std::make_unique<JsonTokenConstraint>(std::move(*c), *h.token_mask, h.model->tokenizer);
+}
+
+// An answer cut before it closes would not parse, so a request whose budget (num_predict, or
+// the context left after the prompt) is below the fewest tokens any answer of the format or
+// forced call takes is refused before anything is generated.
+void check_room_for_answer(const JsonTokenConstraint& c, const GenerationJob& job,
+                           size_t prompt_tokens, uint32_t limit) {
+    const uint32_t need = c.tokens_to_finish();
+    if (need == TokenMask::kCannotSpell) return;
+    const bool forced_call =
+        tools_offered(job) && !job.tool_choice.empty() && job.tool_choice != "auto";
+    const std::string what = !forced_call                    ? "an answer in that format"
+                             : job.tool_choice == "required" ? "a tool call"
+                                                             : "a call of " + job.tool_choice;
+    const std::string takes = what + " takes at least " + std::to_string(need) + " tokens";
+    const int32_t max = job.options.max_tokens;
+    if (max >= 0 && uint32_t(max) < need) {
+        throw ApiError(400, "num_predict (max_tokens) is " + std::to_string(max) + ", but " +
+                                takes + "; ask for " + std::to_string(need) + " or more");
+    }
+    const size_t room = limit > prompt_tokens ? limit - prompt_tokens : 0;
+    if (room < need) {
+        throw ApiError(400, "the context leaves room for " + std::to_string(room) +
+                                " tokens after the prompt, but " + takes);
+    }
 }
 
 }  // namespace
@@ -267,6 +292,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
 
     const ReplyFormat fmt = format_for_prompt(job.model->template_caps, rendered, think);
     auto constraint = make_constraint(h, job, fmt);
+    if (constraint) check_room_for_answer(*constraint, job, ids.size(), limit);
     GenerateOptions opts = job.options;
     opts.context_limit = limit;
     opts.constraint = constraint.get();

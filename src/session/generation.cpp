@@ -90,6 +90,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
             break;
         }
         if (options.logprobs) raw_logits_ = logits_;
+        TokenId id = 0;
         if (options.constraint) {
             int64_t left = int64_t(n_ctx) - int64_t(engine_.n_past());
             if (options.max_tokens >= 0) {
@@ -97,9 +98,21 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
                     std::min<int64_t>(left, options.max_tokens - int64_t(res.generated_ids.size()));
             }
             options.constraint->restrict(logits_, left);
+            // The sampler rewrites the logits it is given, so each draw starts from a copy.
+            constrained_logits_ = logits_;
+            id = sampler.sample(logits_, context_);
+            // A token the constraint masked is what the sampler falls back to when nothing is
+            // left; drawing again would not change that.
+            while (std::isfinite(constrained_logits_[size_t(id)]) &&
+                   !options.constraint->leaves_room(id, left)) {
+                constrained_logits_[size_t(id)] = -INFINITY;
+                logits_ = constrained_logits_;
+                id = sampler.sample(logits_, context_);
+            }
+            options.constraint->accept(id);
+        } else {
+            id = sampler.sample(logits_, context_);
         }
-        const TokenId id = sampler.sample(logits_, context_);
-        if (options.constraint) options.constraint->accept(id);
         if (options.stop_at_eog && tokenizer_.is_end_of_generation(id)) {
             res.done_reason = "stop";
             break;

@@ -34,6 +34,10 @@ class TokenConstraint {
     // tokens the answer may have (max_tokens and the context both count), so a constraint can
     // close its structure before the budget runs out.
     virtual void restrict(std::span<float> logits, int64_t tokens_left) = 0;
+    // Whether, after `id` (a token restrict() allowed, with the same tokens_left), the
+    // structure can still be closed in the tokens then left. A token that opens more than the
+    // budget can close is refused and the draw repeated without it.
+    virtual bool leaves_room(TokenId id, int64_t tokens_left) const = 0;
     virtual void accept(TokenId id) = 0;
     // The structure is complete and nothing may follow: the answer ends with "stop".
     virtual bool finished() const = 0;
@@ -99,7 +103,8 @@ class GenerationSession {
     const Tokenizer& tokenizer_;
     std::vector<TokenId> context_;
     std::vector<float> logits_;
-    std::vector<float> raw_logits_;  // a copy kept for log-probabilities
+    std::vector<float> raw_logits_;          // a copy kept for log-probabilities
+    std::vector<float> constrained_logits_;  // after the constraint, for drawing again
 };
 
 }  // namespace strata
