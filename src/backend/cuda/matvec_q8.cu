@@ -161,6 +161,15 @@ ScratchLayout scratch_layout(TensorType act_type, int64_t cols, int n) {
     return l;
 }
 
+ScratchView scratch_view(TensorType act_type, int64_t cols, int n, const void* scratch) {
+    const ScratchLayout l = scratch_layout(act_type, cols, n);
+    const auto* base = static_cast<const uint8_t*>(scratch);
+    return {reinterpret_cast<const int8_t*>(base + l.codes),
+            reinterpret_cast<const float2*>(base + l.scales),
+            reinterpret_cast<const float*>(base + l.scales),
+            reinterpret_cast<const int16_t*>(base + l.bsums)};
+}
+
 void launch_quantize_activations(TensorType act_type, const float* x, int n, int64_t cols,
                                  void* scratch, cudaStream_t stream) {
     const ScratchLayout l = scratch_layout(act_type, cols, n);
@@ -208,18 +217,17 @@ namespace {
 
 // The kernel arguments of weights w on activations of n tokens quantized into the scratch.
 q8k::Args args_for(const WeightRows& w, int n, const float* bias, float* y, const void* scratch) {
-    const TensorType at = act_type_for(w.type);
-    const q8detail::ScratchLayout l = q8detail::scratch_layout(at, w.cols, n);
-    const auto* base = static_cast<const uint8_t*>(scratch);
+    const q8detail::ScratchView v =
+        q8detail::scratch_view(act_type_for(w.type), w.cols, n, scratch);
     q8k::Args a;
     a.w = w.data;
     a.stride = w.row_stride;
     a.rows = w.rows;
     a.cols = w.cols;
-    a.act.codes = reinterpret_cast<const int8_t*>(base + l.codes);
-    a.act.ds = reinterpret_cast<const float2*>(base + l.scales);
-    a.act.d = reinterpret_cast<const float*>(base + l.scales);
-    a.act.bsums = reinterpret_cast<const int16_t*>(base + l.bsums);
+    a.act.codes = v.codes;
+    a.act.ds = v.ds;
+    a.act.d = v.d;
+    a.act.bsums = v.bsums;
     a.act.cols = w.cols;
     a.bias = bias;
     a.y = y;

@@ -83,6 +83,15 @@ struct ScratchLayout {
     size_t end = 0;
 };
 ScratchLayout scratch_layout(TensorType act_type, int64_t cols, int n);
+// The same places as typed pointers into a scratch at `scratch` (ds and d share one place: the
+// activation type says which it is).
+struct ScratchView {
+    const int8_t* codes;
+    const float2* ds;
+    const float* d;
+    const int16_t* bsums;
+};
+ScratchView scratch_view(TensorType act_type, int64_t cols, int n, const void* scratch);
 
 // The first kernel of launch_matvec_q8 alone: quantizes n rows of x into the scratch as
 // act_type (Q8_0, Q8_1 or Q8_K). For tests, which compare the result with the CPU's bytes.

@@ -61,18 +61,12 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // The kernel arguments of weights w on `n` rows quantized into the scratch.
 mmq::Args args_for(const WeightRows& w, int n, const float* bias, float* y, const void* scratch) {
-    const TensorType at = matvec_q8_act_type(w.type);
-    const q8detail::ScratchLayout l = q8detail::scratch_layout(at, w.cols, n);
-    const auto* base = static_cast<const uint8_t*>(scratch);
     mmq::Args a;
+    a.act = q8detail::scratch_view(matvec_q8_act_type(w.type), w.cols, n, scratch);
     a.w = w.data;
     a.stride = w.row_stride;
     a.rows = w.rows;
     a.cols = w.cols;
-    a.codes = reinterpret_cast<const int8_t*>(base + l.codes);
-    a.ds = reinterpret_cast<const float2*>(base + l.scales);
-    a.d = reinterpret_cast<const float*>(base + l.scales);
-    a.bsums = reinterpret_cast<const int16_t*>(base + l.bsums);
     a.n = n;
     a.bias = bias;
     a.y = y;

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq_formats.cuh"
 #include "gguf/tensor_type.h"
 
@@ -39,10 +40,10 @@ struct Args {
     size_t stride;
     int64_t rows;
     int64_t cols;
-    const int8_t* codes;   // token t: codes + t * cols
-    const float2* ds;      // Q8_0 / Q8_1: (d, sum or s) of token t's block b at [t * cols / 32 + b]
-    const float* d;        // Q8_K: [t * cols / 256 + block]
-    const int16_t* bsums;  // Q8_K: [t * cols / 16 + group]
+    // The quantized activations (matvec_q8.h): token t's codes at codes + t * cols; Q8_0 /
+    // Q8_1 (d, sum or s) of its block b at ds[t * cols / 32 + b]; Q8_K d[t * cols / 256 + block]
+    // and bsums[t * cols / 16 + group].
+    q8detail::ScratchView act;
     int n;
     const float* bias;
     float* y;
@@ -161,7 +162,7 @@ __device__ __forceinline__ void request_step(const Args& a, Smem& s, int64_t row
         const int t = i / kLines, l = i % kLines;
         const int tok = clamp_token(a, tok0 + t);
         cp_async16(&s.acodes[buf][t][16 * l],
-                   a.codes + int64_t(tok) * a.cols + step * kStep + 16 * l);
+                   a.act.codes + int64_t(tok) * a.cols + step * kStep + 16 * l);
     }
     cp_async_commit();
 }
@@ -197,7 +198,7 @@ __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0
         for (int i = tid; i < kTileTokens * 8; i += kThreads) {
             const int t = i >> 3, b = i & 7;
             const int tok = clamp_token(a, tok0 + t);
-            s.ads[t][b] = a.ds[int64_t(tok) * (a.cols / 32) + step * 8 + b];
+            s.ads[t][b] = a.act.ds[int64_t(tok) * (a.cols / 32) + step * 8 + b];
         }
     } else {
         if (tid < kTileRows) {
@@ -206,7 +207,7 @@ __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0
         for (int i = tid; i < kTileTokens * 16; i += kThreads) {
             const int t = i >> 4, g = i & 15;
             const int tok = clamp_token(a, tok0 + t);
-            const int16_t* bs = a.bsums + int64_t(tok) * (a.cols / 16) + step * 16;
+            const int16_t* bs = a.act.bsums + int64_t(tok) * (a.cols / 16) + step * 16;
             int v = 0;
             if constexpr (F::kSub == 16) {
                 v = bs[g];
@@ -215,7 +216,7 @@ __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0
             }
             s.abs_hi[t][g] = int8_t(v >> 6);  // v = 64 hi + lo, lo in [0, 64)
             s.abs_lo[t][g] = int8_t(v & 63);
-            if (g == 0) s.ad[t] = a.d[int64_t(tok) * (a.cols / 256) + step];
+            if (g == 0) s.ad[t] = a.act.d[int64_t(tok) * (a.cols / 256) + step];
         }
     }
 }
@@ -238,13 +239,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_kernel(Args a) {
     const int wr = 32 * (warp & 1), wt = 32 * (warp >> 1);
     const int64_t steps = a.cols / kStep;
 
-    float acc[2][4][4];
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
+    float acc[2][4][4] = {};
 
     request_step<F, V16>(a, s, row0, tok0, 0, 0);
     for (int64_t step = 0; step < steps; ++step) {
@@ -301,13 +296,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_kernel(Args a) {
                 }
             }
         } else {
-            int isum[2][4][4];
-#pragma unroll
-            for (int m = 0; m < 2; ++m)
-#pragma unroll
-                for (int n = 0; n < 4; ++n)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) isum[m][n][i] = 0;
+            int isum[2][4][4] = {};
             constexpr int kSubs = kStep / F::kSub;
 #pragma unroll 2
             for (int j = 0; j < kSubs; ++j) {
