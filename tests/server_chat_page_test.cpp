@@ -224,6 +224,43 @@ TEST_F(ChatPage, ChromiumShowsTheStreamedAnswer) {
         << dom;
 }
 
+TEST_F(ChatPage, ChromiumStopsTheAnswer) {
+    const std::string chromium = chromium_or_empty();
+    if (chromium.empty()) {
+        GTEST_SKIP() << kNoChromium;
+    }
+    const uint64_t gone_before = srv_->server().stats().client_gone;
+    // A long answer, stopped with the page's Stop button after three pieces.
+    const std::string url = "http://127.0.0.1:" + std::to_string(srv_->port()) +
+                            "/ui/?autotest=1&model=tiny%3Alatest&message=Tell%20a%20story"
+                            "&temperature=0&num_predict=600&stop_after=3";
+    const BrowserRun run = run_browser(chromium, url);
+    ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+    const std::string& dom = run.result.out;
+    ASSERT_NE(dom.find("data-autotest=\"stopped\""), std::string::npos) << dom;
+    const size_t assistant = dom.find("<article class=\"turn assistant\"");
+    ASSERT_NE(assistant, std::string::npos) << dom;
+    EXPECT_EQ(attribute(dom, "data-pieces", assistant), "3") << dom.substr(assistant, 300);
+    EXPECT_NE(dom.find("<p class=\"note\">Stopped.</p>", assistant), std::string::npos);
+    EXPECT_EQ(dom.find("<p class=\"stats\"", assistant), std::string::npos);
+
+    // What was shown begins the greedy answer (the first 24 tokens of it are enough).
+    const json full = json::parse(
+        srv_->post("/api/chat", {{"model", "tiny:latest"},
+                                 {"stream", false},
+                                 {"options", {{"temperature", 0}, {"num_predict", 24}}},
+                                 {"messages", {{{"role", "user"}, {"content", "Tell a story"}}}}})
+            ->body);
+    const auto shown = element_text(dom, "<div class=\"content\"", "</div>", assistant);
+    ASSERT_TRUE(shown);
+    const std::string text = html_unescape(*shown);
+    EXPECT_FALSE(text.empty());
+    EXPECT_TRUE(full["message"]["content"].get<std::string>().starts_with(text)) << text;
+    // The server saw the client leave and stopped generating (counted when the generation
+    // ends, which is before the non-streamed request above could run).
+    EXPECT_GT(srv_->server().stats().client_gone, gone_before);
+}
+
 TEST_F(ChatPage, ChromiumShowsTheServersError) {
     const std::string chromium = chromium_or_empty();
     if (chromium.empty()) {
