@@ -39,5 +39,20 @@ TEST(ServeCli, ServesTheTrainedContextUnlessTold) {
     EXPECT_NE(told.find("(context 2048,"), std::string::npos) << told;
 }
 
+TEST(ServeCli, PrintsTheChatPageUrl) {
+    const std::string model = test::shell_quote(test::synth_test_model("tiny", TensorType::F16));
+    const auto r = test::run_command(
+        "STRATA_CACHE_DIR=" + test::shell_quote(test::test_cache_dir()) + " timeout 5 " +
+        test::shell_quote(test::strata_binary()) + " serve " + model + " --port 0");
+    const std::string listening = "strata: listening on http://127.0.0.1:";
+    const size_t at = r.err.find(listening);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const size_t from = at + listening.size();
+    const std::string port = r.err.substr(from, r.err.find('\n', from) - from);
+    EXPECT_NE(r.err.find("strata: chat in a browser at http://127.0.0.1:" + port + "/ui/\n"),
+              std::string::npos)
+        << r.err;
+}
+
 }  // namespace
 }  // namespace strata

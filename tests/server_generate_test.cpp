@@ -374,6 +374,25 @@ TEST_F(ServerGenerate, ChatStreamsAssistantMessages) {
     EXPECT_EQ(one["message"]["content"], text);
 }
 
+TEST_F(ServerGenerate, FinalChunkCarriesTheDiskBytesOfTheAnswer) {
+    for (const char* path : {"/api/chat", "/api/generate"}) {
+        json body = {{"model", "tiny"},
+                     {"stream", false},
+                     {"options", {{"temperature", 0}, {"num_predict", 4}}}};
+        if (std::string(path) == "/api/chat") {
+            body["messages"] = {{{"role", "user"}, {"content", "Hi"}}};
+        } else {
+            body["prompt"] = "Hi";
+        }
+        auto r = srv_->post(path, body);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json fin = json::parse(r->body);
+        ASSERT_TRUE(fin["strata_eval_disk_bytes"].is_number_unsigned()) << path << r->body;
+        // The test models are loaded whole: their answers read nothing from the file.
+        EXPECT_EQ(fin["strata_eval_disk_bytes"], 0) << path;
+    }
+}
+
 TEST_F(ServerGenerate, ResentHistoryReusesTheKvCache) {
     json messages = {
         {{"role", "system"}, {"content", "You are a friendly helper who tells stories."}},

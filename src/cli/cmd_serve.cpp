@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_options.h"
+#include "server/chat_page.h"
 #include "server/http_server.h"
 #include "util/units.h"
 
@@ -176,6 +177,11 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
                      format_bytes(m.plan->memory.total).c_str(), format_bytes(budget).c_str());
     }
     std::fprintf(stderr, "strata: listening on http://%s:%d\n", c.host.c_str(), *port);
+    // A wildcard address is not one a browser can open; this machine reaches it on loopback.
+    std::string page_host = c.host == "0.0.0.0" ? "127.0.0.1" : c.host == "::" ? "::1" : c.host;
+    if (page_host.find(':') != std::string::npos) page_host = "[" + page_host + "]";
+    std::fprintf(stderr, "strata: chat in a browser at http://%s:%d%s\n", page_host.c_str(), *port,
+                 std::string(server::kChatPagePath).c_str());
     std::signal(SIGPIPE, SIG_IGN);
     g_server = &srv;
     std::signal(SIGINT, on_signal);

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "server/chat_page.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -25,6 +27,7 @@ const std::map<std::string, std::set<std::string>>& known_paths() {
         {"/api/status", {"GET"}},       {"/v1/chat/completions", {"POST"}},
         {"/v1/completions", {"POST"}},  {"/v1/embeddings", {"POST"}},
         {"/v1/models", {"GET"}},        {"/metrics", {"GET"}},
+        {"/ui", {"GET", "HEAD"}},       {"/ui/", {"GET", "HEAD"}},
     };
     return paths;
 }
@@ -402,6 +405,20 @@ void HttpServer::install_routes() {
     });
     http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    // The chat page. "/" stays Ollama's health answer, which clients probe. The policy keeps
+    // the page to what it is: its own inline style and script, talking only to this server.
+    http_->Get(std::string(kChatPagePath), [](const httplib::Request&, httplib::Response& res) {
+        const std::string_view page = chat_page_html();
+        res.set_header("Content-Security-Policy",
+                       "default-src 'none'; script-src 'unsafe-inline'; "
+                       "style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; "
+                       "form-action 'none'; frame-ancestors 'none'");
+        res.set_header("Cache-Control", "no-cache");
+        res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    http_->Get("/ui", [](const httplib::Request&, httplib::Response& res) {
+        res.set_redirect(std::string(kChatPagePath), 301);
     });
     // Statuses httplib sets itself (413 for a body over the limit, 400 for a request it
     // cannot read) get a JSON body like every other error.

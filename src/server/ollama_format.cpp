@@ -70,6 +70,9 @@ void add_metrics(json& j, const GenerationOutcome& o) {
     j["prompt_eval_duration"] = ns(t.prompt_seconds);
     j["eval_count"] = t.generated_tokens;
     j["eval_duration"] = ns(t.generate_seconds);
+    // Not Ollama's: what the answer's tokens read from the model file, so that a client can
+    // show disk bytes per token beside tokens/s (the figure that bounds a streamed model).
+    j["strata_eval_disk_bytes"] = t.generate_disk_bytes;
 }
 
 std::string now_rfc3339() {

@@ -22,7 +22,8 @@ json ollama_tool_call(const ToolCall& call, size_t index);
 // bytes}]} per token (the /v1 chat form is the same entries under {"content": ...}).
 json logprobs_json(const std::vector<TokenChoice>& tokens);
 
-// The six metrics of a final chunk.
+// The six metrics of a final chunk, and strata_eval_disk_bytes: the model-file bytes read
+// while generating the answer's eval_count tokens.
 void add_metrics(json& j, const GenerationOutcome& o);
 
 // One /api/tags entry.

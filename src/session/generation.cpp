@@ -77,6 +77,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     StreamDecoder decoder(tokenizer_);
     StopStringMatcher stops(options.stop);
     const uint64_t bytes_before = engine_.stats().weight_bytes;
+    const uint64_t disk_before = engine_.store().stats().bytes_from_disk;
     const auto t_gen = std::chrono::steady_clock::now();
     bool client_gone = false;
     auto emit = [&](const std::string& text) {
@@ -142,6 +143,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     res.timings.generated_tokens = uint32_t(res.generated_ids.size());
     res.timings.generate_seconds = seconds_since(t_gen);
     res.timings.generate_weight_bytes = engine_.stats().weight_bytes - bytes_before;
+    res.timings.generate_disk_bytes = engine_.store().stats().bytes_from_disk - disk_before;
     return res;
 }
 

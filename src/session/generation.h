@@ -73,6 +73,8 @@ struct GenerateTimings {
     uint32_t generated_tokens = 0;
     double generate_seconds = 0;         // from the first sampled token to the last
     uint64_t generate_weight_bytes = 0;  // weights read by the generation steps
+    uint64_t generate_disk_bytes = 0;    // of the model file, read by the generation steps
+                                         // (0 while every weight they use is resident)
 };
 
 struct GenerateResult {
