@@ -14,16 +14,7 @@
 namespace strata::test {
 namespace {
 
-class ServerBasics : public ::testing::Test {
-  protected:
-    static void SetUpTestSuite() { srv_ = new TestServer(); }
-    static void TearDownTestSuite() {
-        delete srv_;
-        srv_ = nullptr;
-    }
-    static TestServer* srv_;
-};
-TestServer* ServerBasics::srv_ = nullptr;
+class ServerBasics : public SharedServerTest<ServerBasics> {};
 
 json body_of(const httplib::Result& r) {
     return json::parse(r->body);

@@ -19,16 +19,7 @@
 namespace strata::test {
 namespace {
 
-class ChatPage : public ::testing::Test {
-  protected:
-    static void SetUpTestSuite() { srv_ = new TestServer(); }
-    static void TearDownTestSuite() {
-        delete srv_;
-        srv_ = nullptr;
-    }
-    static TestServer* srv_;
-};
-TestServer* ChatPage::srv_ = nullptr;
+class ChatPage : public SharedServerTest<ChatPage> {};
 
 TEST_F(ChatPage, ServedAtUiBesideTheHealthAnswer) {
     auto page = srv_->get("/ui/");

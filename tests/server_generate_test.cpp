@@ -12,21 +12,14 @@
 namespace strata::test {
 namespace {
 
-class ServerGenerate : public ::testing::Test {
+class ServerGenerate : public SharedServerTest<ServerGenerate> {
   protected:
-    static void SetUpTestSuite() { srv_ = new TestServer(); }
-    static void TearDownTestSuite() {
-        delete srv_;
-        srv_ = nullptr;
-    }
     static json post_json(const std::string& path, const json& body) {
         auto r = srv_->post(path, body);
         EXPECT_EQ(r->status, 200) << path << " " << body.dump() << " -> " << r->body;
         return json::parse(r->body);
     }
-    static TestServer* srv_;
 };
-TestServer* ServerGenerate::srv_ = nullptr;
 
 const json kGreedy = {{"temperature", 0}, {"num_predict", 12}};
 

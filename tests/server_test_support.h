@@ -2,6 +2,8 @@
 // directory, an HttpServer on a free loopback port, and a client for it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <httplib.h>
 
 #include <memory>
@@ -51,6 +53,19 @@ class TestServer {
     std::unique_ptr<server::HttpServer> server_;
     std::thread thread_;
     int port_ = 0;
+};
+
+// A test suite whose tests share one TestServer, started before the first and stopped after the
+// last (the model loads once per suite): `class MySuite : public SharedServerTest<MySuite> {};`.
+template <class Suite>
+class SharedServerTest : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() { srv_ = new TestServer(); }
+    static void TearDownTestSuite() {
+        delete srv_;
+        srv_ = nullptr;
+    }
+    static inline TestServer* srv_ = nullptr;
 };
 
 // The lines of an NDJSON body, each parsed; a blank line or bad JSON fails the test.
