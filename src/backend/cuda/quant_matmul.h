@@ -4,7 +4,9 @@
 //   - decode (a few tokens): a fused dequantize-matvec that reads each weight byte once,
 //     coalesced, with enough bytes in flight per SM to saturate HBM (matvec_kernels.cuh);
 //   - prompt batches: cuBLAS GEMM (block-format weights dequantized to fp16 tiles, float weights
-//     read in place; the matvec kernels where cuBLAS cannot be loaded);
+//     read in place); the int8 tensor-core GEMM (mmq.h) for routed experts grouped by expert,
+//     and for Q4_0..Q8_0 / Q2_K..Q6_K where cuBLAS cannot be loaded (the matvec kernels for the
+//     other types then);
 //   - embedding rows: rows of a table of any of these types, dequantized to float.
 // Results are checked against the quant module's reference dequantizer (tests/cuda/).
 //
