@@ -21,6 +21,8 @@
 // several blocks per row, batches 1..17, padded row strides, and pools of 1, 2 and 3 threads.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -304,6 +306,68 @@ TEST_P(CpuMatmul, MatvecIsMatmulOfOneColumn) {
     ThreadPool one(1);
     cpu::matvec(w.view(), x.data(), y2.data(), one);
     EXPECT_EQ(y1, y2);
+}
+
+// A column's products are the same bits whatever else shares the batch: sequences batched
+// together (continuous batching) must get what each gets alone.
+TEST_P(CpuMatmul, ColumnsDoNotDependOnTheBatch) {
+    const TensorType t = GetParam();
+    std::mt19937 rng(77u + uint32_t(t));
+    const Weights w = make_weights(t, 21, test_cols(t)[1], 0, rng);
+    constexpr int64_t kMaxN = 11;
+    const std::vector<float> x = make_activations(kMaxN, w.cols, rng);
+    ThreadPool pool(2);
+    for (CpuPath p : runnable_paths()) {
+        SCOPED_TRACE(cpu::cpu_path_name(p));
+        std::vector<float> alone(size_t(kMaxN * w.rows));
+        for (int64_t c = 0; c < kMaxN; ++c) {
+            cpu::matmul_on_path(p, w.view(), x.data() + c * w.cols, alone.data() + c * w.rows, 1,
+                                pool);
+        }
+        for (int64_t n = 2; n <= kMaxN; ++n) {
+            std::vector<float> y(size_t(n * w.rows));
+            cpu::matmul_on_path(p, w.view(), x.data(), y.data(), n, pool);
+            for (int64_t o = 0; o < n * w.rows; ++o) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(o)]),
+                          std::bit_cast<uint32_t>(alone[size_t(o)]))
+                    << "n=" << n << " column " << o / w.rows << " row " << o % w.rows;
+            }
+        }
+    }
+}
+
+// Float rows extended by elements whose activations are zero give the same bits: attention's
+// value product runs over a row as long as the batch's last position, with zero weights past
+// each query's own, so without this a query's output would depend on how the batch was cut.
+TEST(CpuMatmulFloat, ZeroExtendedRowsGiveTheSameBits) {
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+        std::mt19937 rng(31u + uint32_t(t));
+        ThreadPool pool(2);
+        for (int64_t cols = 1; cols <= 40; ++cols) {
+            const Weights w = make_weights(t, 5, 48, 0, rng);
+            std::vector<float> x = make_activations(2, 48, rng);
+            for (int64_t c = 0; c < 2; ++c) {
+                std::fill(x.begin() + c * 48 + cols, x.begin() + (c + 1) * 48, 0.0f);
+            }
+            std::vector<float> compact(size_t(2 * cols));
+            for (int64_t c = 0; c < 2; ++c) {
+                std::copy_n(x.begin() + c * 48, cols, compact.begin() + c * cols);
+            }
+            for (CpuPath p : runnable_paths()) {
+                SCOPED_TRACE(std::string(cpu::cpu_path_name(p)) + " " +
+                             std::string(tensor_type_name(t)) + " cols=" + std::to_string(cols));
+                auto short_rows = cpu::make_quant_matrix(t, w.bytes.data(), w.rows, cols, w.stride);
+                ASSERT_TRUE(short_rows);
+                std::vector<float> full(size_t(2 * w.rows)), part(size_t(2 * w.rows));
+                cpu::matmul_on_path(p, w.view(), x.data(), full.data(), 2, pool);
+                cpu::matmul_on_path(p, *short_rows, compact.data(), part.data(), 2, pool);
+                for (size_t o = 0; o < full.size(); ++o) {
+                    ASSERT_EQ(std::bit_cast<uint32_t>(full[o]), std::bit_cast<uint32_t>(part[o]))
+                        << "output " << o;
+                }
+            }
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, CpuMatmul, ::testing::ValuesIn(kMatmulTypes),

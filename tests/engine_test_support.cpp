@@ -101,6 +101,7 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
     if (mode != "resident") {
         PlanOptions po;
         po.n_ctx = options.engine.n_ctx;
+        po.n_seq = options.engine.n_seq;
         po.max_batch = options.engine.max_batch;
         po.threads = options.engine.threads;
         auto pm = parse_plan_mode(mode);

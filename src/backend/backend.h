@@ -61,6 +61,17 @@ struct LinearJob {
     Act out;
 };
 
+// The rows of a batch that continue one sequence: rows row0 .. row0+n-1 are its tokens at
+// positions pos0 .. pos0+n-1, and their keys and values go to (and are read from) KV-cache slot
+// `seq`. A batch is one run (a prompt, a decode step) or several sequences' runs one after the
+// other (continuous batching: every weight read serves them all).
+struct SeqRun {
+    int seq = 0;
+    int64_t row0 = 0;
+    int64_t n = 0;
+    int64_t pos0 = 0;
+};
+
 // Which backend to create: the CPU's, or CUDA's on a GPU.
 enum class BackendKind : uint8_t { Cpu, Cuda };
 struct BackendSpec {
@@ -73,7 +84,8 @@ struct BackendSpec {
 struct BackendConfig {
     ModelHparams hp;
     RopeConfig rope;
-    uint32_t n_ctx = 0;  // KV-cache positions
+    uint32_t n_ctx = 0;  // KV-cache positions of each sequence
+    uint32_t n_seq = 1;  // sequences, each with its own KV cache of n_ctx positions
     KvType kv_type = KvType::F16;
     uint32_t max_batch = 512;  // rows of every activation
     int threads = 0;           // CPU threads; 0: physical cores
@@ -104,8 +116,9 @@ class Backend {
     // valid until the next operation. For debug dumps: never on the hot path.
     virtual const float* peek(Act a, int64_t rows) = 0;
 
-    // --- The operations. n is the batch's token count (<= max_batch); pos0 the position of its
-    // first token. Row-wise operations read and write rows 0..n-1 of their activations.
+    // --- The operations. n is the batch's token count (<= max_batch); `runs` say which
+    // sequence and position each row is (they cover rows 0..n-1 in order). Row-wise operations
+    // read and write rows 0..n-1 of their activations.
 
     // Hidden = rows `tokens` of the embedding table.
     virtual void embed(const TensorView& table, std::span<const int32_t> tokens) = 0;
@@ -114,11 +127,13 @@ class Backend {
     // Several projections of the same input as one job (q, k and v; gate and up).
     virtual void linear(std::span<const LinearJob> jobs, Act in, int64_t n) = 0;
     // Per-head RMS norms of Q and K when the layer has them (absent views: none), rotary
-    // position embedding of Q and K, and K and V stored in the layer's KV cache.
+    // position embedding of Q and K, and K and V stored in the layer's KV cache of each row's
+    // sequence.
     virtual void rope_store_kv(int layer, const TensorView& q_norm, const TensorView& k_norm,
-                               int64_t n, int64_t pos0) = 0;
-    // AttnOut = causal attention of Q over the layer's cached keys and values.
-    virtual void attention(int layer, int64_t n, int64_t pos0) = 0;
+                               std::span<const SeqRun> runs) = 0;
+    // AttnOut = causal attention of Q over the layer's cached keys and values, each row over its
+    // own sequence's.
+    virtual void attention(int layer, std::span<const SeqRun> runs) = 0;
     // out = down(silu(gate in) * up in).
     virtual void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                             Act in, Act out, int64_t n) = 0;

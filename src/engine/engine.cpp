@@ -120,6 +120,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         config.hp = hp;
         config.rope = rope;
         config.n_ctx = n_ctx;
+        config.n_seq = std::max(1u, options.n_seq);
         config.kv_type = options.kv_type;
         config.max_batch = e->max_batch_;
         config.threads = e->threads_;
@@ -135,6 +136,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     e->be_ = e->layer_backend_.empty() ? e->backends_[0].get() : e->layer_backend_[0];
     if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
+    e->n_past_.assign(std::max(1u, options.n_seq), 0);
     e->row_ids_.resize(e->max_batch_);
     for (uint32_t i = 0; i < e->max_batch_; ++i) e->row_ids_[i] = int32_t(i);
     if (hp.is_moe()) {
@@ -167,15 +169,19 @@ void Engine::reset_stats() {
     store_.reset_stats();
 }
 
-void Engine::truncate(uint32_t n_keep) {
-    n_past_ = std::min(n_past_, n_keep);
+void Engine::truncate(uint32_t n_keep, int seq) {
+    uint32_t& past = n_past_[size_t(seq)];
+    past = std::min(past, n_keep);
 }
 
-Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
-                          std::vector<float>& logits) {
-    if (tokens.empty()) return err("nothing to evaluate: no tokens");
-    if (uint64_t(n_past_) + tokens.size() > n_ctx()) {
-        return err("the context is full: " + std::to_string(n_past_) + " of " +
+Result<void> Engine::check_room(std::span<const int32_t> tokens, int seq) const {
+    if (seq < 0 || size_t(seq) >= n_past_.size()) {
+        return err("sequence " + std::to_string(seq) + " does not exist (the engine holds " +
+                   std::to_string(n_past_.size()) + ")");
+    }
+    const uint32_t past = n_past_[size_t(seq)];
+    if (uint64_t(past) + tokens.size() > n_ctx()) {
+        return err("the context is full: " + std::to_string(past) + " of " +
                    std::to_string(n_ctx()) + " positions used, " + std::to_string(tokens.size()) +
                    " more do not fit");
     }
@@ -185,19 +191,96 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
                        std::to_string(n_vocab_) + " tokens)");
         }
     }
+    return {};
+}
+
+Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
+                          std::vector<float>& logits, int seq) {
+    if (tokens.empty()) return err("nothing to evaluate: no tokens");
+    STRATA_TRY(check_room(tokens, seq));
     const bool every = wanted != LogitsWanted::Last;
     const size_t row = wanted == LogitsWanted::Hidden ? size_t(hp_.n_embd) : size_t(n_vocab_);
-    const uint32_t start = n_past_;
+    const uint32_t start = n_past_[size_t(seq)];
     logits.resize(row * (every ? tokens.size() : 1));
     for (size_t first = 0; first < tokens.size(); first += max_batch_) {
         const size_t count = std::min<size_t>(max_batch_, tokens.size() - first);
         const bool last = first + count == tokens.size();
         float* out = every ? logits.data() + first * row : (last ? logits.data() : nullptr);
         // A failure part way through leaves the context as it was before the call.
-        if (auto r = eval_batch(tokens.subspan(first, count), wanted, out); !r) {
-            n_past_ = start;
+        if (auto r = eval_batch(tokens.subspan(first, count), wanted, out, seq); !r) {
+            n_past_[size_t(seq)] = start;
             return r;
         }
+    }
+    return {};
+}
+
+Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vector<float>& logits) {
+    size_t wanted = 0;
+    std::vector<bool> seen(n_past_.size(), false);
+    for (const SeqTokens& in : inputs) {
+        if (in.tokens.empty())
+            return err("nothing to evaluate for sequence " + std::to_string(in.seq) +
+                       ": no tokens");
+        STRATA_TRY(check_room(in.tokens, in.seq));
+        if (seen[size_t(in.seq)]) {
+            return err("sequence " + std::to_string(in.seq) + " appears twice in one evaluation");
+        }
+        seen[size_t(in.seq)] = true;
+        wanted += in.logits ? 1 : 0;
+    }
+    if (forced_routing_ && inputs.size() > 1) {
+        return err("a forced routing trace replays one sequence at a time");
+    }
+    logits.resize(wanted * n_vocab_);
+    // Only these sequences' contexts are touched (others may be truncated by their owners
+    // meanwhile), and only they are put back after an error.
+    std::vector<std::pair<int, uint32_t>> start;
+    for (const SeqTokens& in : inputs) start.emplace_back(in.seq, n_past_[size_t(in.seq)]);
+    float* out = logits.data();
+    // Batches of up to max_batch rows, filled in entry order; an entry may straddle two. The
+    // rows whose logits are handed out are the last rows of entries that ask for them.
+    size_t entry = 0, done = 0;  // the next entry and how many of its tokens are in batches
+    std::vector<int64_t> logit_rows;
+    while (entry < inputs.size()) {
+        batch_tokens_.clear();
+        batch_runs_.clear();
+        logit_rows.clear();
+        while (entry < inputs.size() && batch_tokens_.size() < max_batch_) {
+            const SeqTokens& in = inputs[entry];
+            const size_t take =
+                std::min(in.tokens.size() - done, max_batch_ - batch_tokens_.size());
+            const int64_t row0 = int64_t(batch_tokens_.size());
+            batch_runs_.push_back(
+                SeqRun{in.seq, row0, int64_t(take), int64_t(n_past_[size_t(in.seq)])});
+            batch_tokens_.insert(batch_tokens_.end(), in.tokens.begin() + long(done),
+                                 in.tokens.begin() + long(done + take));
+            done += take;
+            if (done == in.tokens.size()) {
+                if (in.logits) logit_rows.push_back(row0 + int64_t(take) - 1);
+                ++entry;
+                done = 0;
+            }
+        }
+        // An entry straddling two batches continues where its first part ended: forward()
+        // advanced its sequence by that part.
+        const uint64_t served_before = store_.stats().bytes_served;
+        Result<void> r = forward(batch_tokens_, batch_runs_);
+        int heads = 0;
+        for (size_t i = 0; r && i < logit_rows.size();) {
+            size_t j = i + 1;  // rows i..j-1 are consecutive: one pass over the head
+            while (j < logit_rows.size() && logit_rows[j] == logit_rows[j - 1] + 1) ++j;
+            r = output_head(store_.globals().weight(TensorRole::OutputNorm), logit_rows[i],
+                            int64_t(j - i), out);
+            out += (j - i) * n_vocab_;
+            ++heads;
+            i = j;
+        }
+        if (!r) {
+            for (const auto& [seq, past] : start) n_past_[size_t(seq)] = past;
+            return r;
+        }
+        count_batch(int64_t(batch_tokens_.size()), served_before, heads);
     }
     return {};
 }
@@ -210,16 +293,12 @@ void Engine::enter_layer(int layer, int64_t n) {
     be_ = next;
 }
 
-Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out) {
+Result<void> Engine::forward(std::span<const int32_t> tokens, std::span<const SeqRun> runs) {
     const int64_t n = int64_t(tokens.size());
-    const int64_t pos0 = n_past_;
     const int64_t d = hp_.n_embd;
-    const uint64_t served_before = store_.stats().bytes_served;
-    dump_.begin_call(pos0);
+    dump_.begin_call(runs.front().pos0);
 
     be_ = layer_backend_.empty() ? backends_[0].get() : layer_backend_[0];
-    const LayerView& g = store_.globals();
-    const TensorView& embd = g.weight(TensorRole::TokenEmbedding);
     STRATA_ASSIGN(const WeightStore::EmbeddingLookup lookup, store_.embedding_rows(tokens));
     const std::span<const int32_t> rows =
         lookup.rows_in_order ? std::span<const int32_t>(row_ids_).first(tokens.size()) : tokens;
@@ -229,15 +308,35 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
     for (int il = 0; il < int(hp_.n_layer); ++il) {
         enter_layer(il, n);
         STRATA_ASSIGN(const LayerView* w, store_.acquire_layer(il));
-        Result<void> r = layer_fn_(*this, LayerArgs{il, *w, n, pos0});
+        Result<void> r = layer_fn_(*this, LayerArgs{il, *w, n, runs});
         store_.release_layer(il);
         STRATA_TRY(r);
         dump("l_out", il, Act::Hidden, n, d);
     }
-    n_past_ += uint32_t(n);
+    for (const SeqRun& run : runs) n_past_[size_t(run.seq)] += uint32_t(run.n);
+    return {};
+}
 
-    uint64_t head_bytes = 0;
-    const TensorView& norm = g.weight(TensorRole::OutputNorm);
+void Engine::count_batch(int64_t n, uint64_t served_before, int heads) {
+    const TensorView& head = store_.head_view();
+    const uint64_t head_bytes = head.row_bytes * uint64_t(head.rows());
+    const TensorView& embd = store_.globals().weight(TensorRole::TokenEmbedding);
+    stats_.weight_bytes += store_.stats().bytes_served - served_before +
+                           uint64_t(heads) * head_bytes + uint64_t(n) * embd.row_bytes;
+    stats_.tokens += uint64_t(n);
+    ++stats_.eval_calls;
+}
+
+Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out,
+                                int seq) {
+    const int64_t n = int64_t(tokens.size());
+    const int64_t d = hp_.n_embd;
+    const uint64_t served_before = store_.stats().bytes_served;
+    const SeqRun run{seq, 0, n, int64_t(n_past_[size_t(seq)])};
+    STRATA_TRY(forward(tokens, {&run, 1}));
+
+    int heads = 0;
+    const TensorView& norm = store_.globals().weight(TensorRole::OutputNorm);
     if (out && wanted == LogitsWanted::Hidden) {
         timed(Op::Elementwise, [&] { be_->output_norm(norm, 0, n, out); });
         if (dump_.enabled()) dump_.write("result_norm", -1, out, n, d);
@@ -246,13 +345,9 @@ Result<void> Engine::eval_batch(std::span<const int32_t> tokens, LogitsWanted wa
         STRATA_TRY(output_head(norm, first, n - first, out));
         dump("result_norm", -1, Act::Normed, n - first, d);
         if (dump_.enabled()) dump_.write("result_output", -1, out, n - first, n_vocab_);
-        const TensorView& head = store_.head_view();
-        head_bytes = head.row_bytes * uint64_t(head.rows());
+        heads = 1;
     }
-    stats_.weight_bytes +=
-        store_.stats().bytes_served - served_before + head_bytes + uint64_t(n) * embd.row_bytes;
-    stats_.tokens += uint64_t(n);
-    ++stats_.eval_calls;
+    count_batch(n, served_before, heads);
     return {};
 }
 
@@ -294,14 +389,14 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
         be_->linear(qkv, Act::Normed, n);
     });
     timed(Op::Elementwise, [&] {
-        be_->rope_store_kv(il, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm), n,
-                           a.pos0);
+        be_->rope_store_kv(il, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
+                           a.runs);
     });
     dump("Qcur", il, Act::Q, n, dq);
     dump("Kcur", il, Act::K, n, dk);
     dump("Vcur", il, Act::V, n, dv);
 
-    timed(Op::Attention, [&] { be_->attention(il, n, a.pos0); });
+    timed(Op::Attention, [&] { be_->attention(il, a.runs); });
     dump("kqv_out", il, Act::AttnOut, n, da);
     timed(Op::Projection, [&] {
         const LinearJob out[] = {
@@ -360,7 +455,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     const int layer = a.layer;
     const int64_t n = a.n;
     const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
-                        forced_routing_.get(), a.pos0};
+                        forced_routing_.get(), a.runs.front().pos0};
     const int k = cfg.n_used;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
     if (!cfg.forced) {

@@ -10,6 +10,11 @@
 // (backend/backend.h): each layer runs on the backend the options assign it, and between two
 // backends only the hidden state moves. Prompts are evaluated in batches of up to max_batch
 // tokens, generation one token at a time.
+//
+// An engine holds n_seq sequences, each with its own context (KV cache) of n_ctx positions.
+// eval() continues one of them; eval_sequences() continues several in one forward pass, so that
+// each weight read serves all of them (continuous batching): rows of one sequence never see
+// another's keys, and each row's arithmetic is the same as in a batch of its own.
 #pragma once
 
 #include <array>
@@ -32,6 +37,7 @@ namespace strata::engine {
 
 struct EngineOptions {
     uint32_t n_ctx = 0;  // 0: the model's training context, capped at kDefaultContextCap
+    uint32_t n_seq = 1;  // sequences, each with a KV cache of n_ctx positions
     KvType kv_type = KvType::F16;
     int threads = 0;           // 0: physical cores
     uint32_t max_batch = 512;  // prompt tokens evaluated together
@@ -68,8 +74,15 @@ class Engine;
 struct LayerArgs {
     int layer;
     const LayerView& w;
-    int64_t n;     // tokens in the batch
-    int64_t pos0;  // position of the first
+    int64_t n;                     // tokens in the batch
+    std::span<const SeqRun> runs;  // whose they are and at which positions
+};
+
+// One sequence's part of a multi-sequence evaluation.
+struct SeqTokens {
+    int seq = 0;
+    std::span<const int32_t> tokens;
+    bool logits = false;  // hand out the logits of its last token
 };
 using LayerFn = Result<void> (*)(Engine&, const LayerArgs&);
 
@@ -82,14 +95,22 @@ class Engine {
     // receives n_vocab floats: for the last token (Last), or for every token, row after row
     // (All); or n_embd floats a token (Hidden). An error when the context has no room for them
     // (nothing is evaluated then).
+    // `seq` picks the sequence (0 .. n_seq-1).
     Result<void> eval(std::span<const int32_t> tokens, LogitsWanted wanted,
-                      std::vector<float>& logits);
+                      std::vector<float>& logits, int seq = 0);
+    // Evaluates several sequences' tokens together (at most one entry per sequence), each
+    // appended to its own context; `logits` receives n_vocab floats for each entry that asks, in
+    // entry order. More than max_batch tokens in all are evaluated in several passes, in entry
+    // order. An error (a full context, a bad id) evaluates nothing and changes no context.
+    Result<void> eval_sequences(std::span<const SeqTokens> inputs, std::vector<float>& logits);
 
-    uint32_t n_past() const { return n_past_; }
-    // Forgets every position from n_keep on (a new chat turn reusing a common prefix, a new
-    // perplexity chunk with 0).
-    void truncate(uint32_t n_keep);
+    uint32_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
+    // Forgets every position of sequence `seq` from n_keep on (a new chat turn reusing a common
+    // prefix, a new perplexity chunk with 0).
+    void truncate(uint32_t n_keep, int seq = 0);
 
+    uint32_t n_seq() const { return uint32_t(n_past_.size()); }
+    uint32_t max_batch() const { return max_batch_; }
     uint32_t n_ctx() const { return n_ctx_; }
     uint32_t n_vocab() const { return n_vocab_; }
     int threads() const { return threads_; }
@@ -111,7 +132,14 @@ class Engine {
 
   private:
     Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options);
-    Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out);
+    Result<void> check_room(std::span<const int32_t> tokens, int seq) const;
+    Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out,
+                            int seq);
+    // Embedding and layers of a batch whose rows `runs` describe; each run's sequence advances.
+    Result<void> forward(std::span<const int32_t> tokens, std::span<const SeqRun> runs);
+    // Weight bytes of a batch of n tokens since `served_before` (the store's count then), with
+    // `heads` passes over the LM head.
+    void count_batch(int64_t n, uint64_t served_before, int heads);
     // Moves the hidden state of n tokens to the backend of `layer` when it differs.
     void enter_layer(int layer, int64_t n);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
@@ -131,7 +159,9 @@ class Engine {
     uint32_t n_vocab_ = 0;
     uint32_t max_batch_ = 512;
     std::vector<int32_t> row_ids_;  // 0..max_batch-1: rows of an embedding table in batch order
-    uint32_t n_past_ = 0;
+    std::vector<uint32_t> n_past_;  // per sequence
+    std::vector<int32_t> batch_tokens_;  // eval_sequences' batch, assembled
+    std::vector<SeqRun> batch_runs_;
     int threads_ = 0;
     std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;

@@ -81,8 +81,10 @@ struct Inputs {
 };
 
 std::string kv_phrase(const Inputs& in) {
-    return "the KV cache (" + format_bytes(in.kv_bytes) + " for " + std::to_string(in.n_ctx) +
-           " tokens)";
+    const std::string seqs =
+        in.options.n_seq > 1 ? std::to_string(in.options.n_seq) + " sequences of " : std::string();
+    return "the KV cache (" + format_bytes(in.kv_bytes) + " for " + seqs +
+           std::to_string(in.n_ctx) + " tokens)";
 }
 
 // The lines besides weights and KV cache, in words, for the errors that name a minimum.
@@ -557,7 +559,8 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     Inputs in{
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
     in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
-    in.kv_bytes = kv_cache_bytes(hp, in.n_ctx, options.kv_type);
+    if (options.n_seq == 0) return err("a plan needs at least one sequence");
+    in.kv_bytes = uint64_t(options.n_seq) * kv_cache_bytes(hp, in.n_ctx, options.kv_type);
     if (options.max_batch == 0) return err("the batch must be at least one token");
     const int threads = options.threads > 0 ? options.threads : physical_core_count();
     in.overhead = overhead_lines(model, hp, options, in.n_ctx, budgets.ram, threads);
@@ -565,6 +568,7 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     Plan plan;
     plan.budgets = budgets;
     plan.n_ctx = in.n_ctx;
+    plan.n_seq = options.n_seq;
     plan.kv_type = options.kv_type;
     plan.batch = batch_rows(options.max_batch, in.n_ctx);
     plan.threads = threads;

@@ -110,6 +110,7 @@ inline constexpr uint64_t kSlackPerBudget = 128;  // budget / this
 
 struct PlanOptions {
     uint32_t n_ctx = 0;  // KV-cache positions; 0: the engine's default for the model
+    uint32_t n_seq = 1;  // sequences decoded together, each with its own KV cache of n_ctx
     KvType kv_type = KvType::F16;
     uint32_t max_batch = 512;  // prompt tokens evaluated together (at most n_ctx are)
     int threads = 0;           // compute threads; 0: the machine's physical cores
@@ -208,6 +209,7 @@ struct Plan {
     std::string reason;  // why this mode, in words
     Budgets budgets;
     uint32_t n_ctx = 0;
+    uint32_t n_seq = 1;  // KV caches of n_ctx positions (sequences decoded together)
     KvType kv_type = KvType::F16;
     uint32_t batch = 0;  // rows the engine evaluates together: PlanOptions::max_batch, <= n_ctx
     int threads = 0;     // compute threads the engine runs with

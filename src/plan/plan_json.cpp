@@ -35,6 +35,7 @@ Result<Plan> from_json(const json& j) {
     p.budgets.gpu_from_flag = b.at("gpu_from_flag");
     p.budgets.warnings = b.at("warnings").get<std::vector<std::string>>();
     p.n_ctx = j.at("n_ctx");
+    p.n_seq = j.value("n_seq", 1u);
     STRATA_ASSIGN(p.kv_type, parse_kv_type(j.at("kv_type").get<std::string>()));
 
     p.batch = j.at("batch");
@@ -156,6 +157,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"gpu_from_flag", p.budgets.gpu_from_flag},
               {"warnings", p.budgets.warnings}}},
             {"n_ctx", p.n_ctx},
+            {"n_seq", p.n_seq},
             {"kv_type", std::string(kv_type_name(p.kv_type))},
             {"batch", p.batch},
             {"threads", p.threads},

@@ -5,8 +5,9 @@
 // {
 //   "mode": "resident" | "ffn-stream" | "expert-stream", "mode_forced": bool, "reason": string,
 //   "budgets": {"ram", "gpu_mem", "ram_from_flag", "gpu_from_flag", "warnings": [string]},
-//   "n_ctx": int, "kv_type": "f16" | "q8_0", "batch": int, "threads": int,
-//   "memory": {"resident_weights", "cached_weights", "expert_cache", "slots", "kv_cache",
+//   "n_ctx": int, "n_seq": int (KV caches of n_ctx), "kv_type": "f16" | "q8_0", "batch": int,
+//   "threads": int, "memory": {"resident_weights", "cached_weights", "expert_cache", "slots",
+//   "kv_cache",
 //              "activations", "io_buffers", "baseline", "baseline_measured": bool, "slack",
 //              "total", "budget"},                          bytes of RAM; total <= budget
 //   "stream": {"slots", "slot_bytes", "lookahead", "block_size", "slots_forced",

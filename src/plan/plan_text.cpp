@@ -154,8 +154,11 @@ std::string plan_text(const Plan& p) {
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"engine", engine_line(p)});
     kv.add_row({"process", process_line(p.memory)});
-    kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + std::to_string(p.n_ctx) +
-                                " tokens (" + std::string(kv_type_name(p.kv_type)) + ")"});
+    const std::string seqs =
+        p.n_seq > 1 ? std::to_string(p.n_seq) + " sequences of " : std::string();
+    kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + seqs +
+                                std::to_string(p.n_ctx) + " tokens (" +
+                                std::string(kv_type_name(p.kv_type)) + ")"});
     kv.add_row({"streaming", streaming_line(p)});
     kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +
                                    std::string(tier_name(p.bound))});

@@ -35,12 +35,23 @@ TokenLogprob token_logprob(const std::vector<float>& logits, TokenId id, int32_t
 }
 }  // namespace
 
-GenerationSession::GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer)
-    : engine_(engine), tokenizer_(tokenizer) {}
+GenerationSession::GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer, int seq,
+                                     SequenceBatcher* batcher)
+    : engine_(engine), tokenizer_(tokenizer), seq_(seq), batcher_(batcher) {}
 
 void GenerationSession::reset() {
     context_.clear();
-    engine_.truncate(0);
+    engine_.truncate(0, seq_);
+}
+
+Result<void> GenerationSession::eval(std::span<const TokenId> tokens) {
+    if (batcher_) return batcher_->eval(seq_, tokens, logits_, &batched_reads_);
+    return engine_.eval(tokens, engine::LogitsWanted::Last, logits_, seq_);
+}
+
+SequenceReads GenerationSession::reads() const {
+    if (batcher_) return batched_reads_;
+    return {double(engine_.stats().weight_bytes), double(engine_.store().stats().bytes_from_disk)};
 }
 
 Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& prompt,
@@ -63,11 +74,22 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     size_t keep = 0;
     while (keep < context_.size() && keep < prompt.size() && context_[keep] == prompt[keep]) ++keep;
     keep = std::min(keep, prompt.size() - 1);
-    engine_.truncate(uint32_t(keep));
+    engine_.truncate(uint32_t(keep), seq_);
     context_.resize(keep);
+    // With a batcher, steps wait for this sequence's inputs from here until it returns.
+    struct Membership {
+        SequenceBatcher* batcher;
+        int seq;
+        Membership(SequenceBatcher* b, int s) : batcher(b), seq(s) {
+            if (batcher) batcher->join(seq);
+        }
+        ~Membership() {
+            if (batcher) batcher->leave(seq);
+        }
+    } membership(batcher_, seq_);
     const auto t_prompt = std::chrono::steady_clock::now();
     const std::span<const TokenId> fresh(prompt.data() + keep, prompt.size() - keep);
-    STRATA_TRY(engine_.eval(fresh, engine::LogitsWanted::Last, logits_));
+    STRATA_TRY(eval(fresh));
     context_.insert(context_.end(), fresh.begin(), fresh.end());
     res.timings.prompt_seconds = seconds_since(t_prompt);
     res.timings.prompt_tokens = uint32_t(fresh.size());
@@ -76,8 +98,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     Sampler sampler(options.sampling);
     StreamDecoder decoder(tokenizer_);
     StopStringMatcher stops(options.stop);
-    const uint64_t bytes_before = engine_.stats().weight_bytes;
-    const uint64_t disk_before = engine_.store().stats().bytes_from_disk;
+    const SequenceReads before = reads();
     const auto t_gen = std::chrono::steady_clock::now();
     bool client_gone = false;
     auto emit = [&](const std::string& text) {
@@ -93,7 +114,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
         if (options.logprobs) raw_logits_ = logits_;
         TokenId id = 0;
         if (options.constraint) {
-            int64_t left = int64_t(n_ctx) - int64_t(engine_.n_past());
+            int64_t left = int64_t(n_ctx) - int64_t(engine_.n_past(seq_));
             if (options.max_tokens >= 0) {
                 left =
                     std::min<int64_t>(left, options.max_tokens - int64_t(res.generated_ids.size()));
@@ -128,11 +149,11 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
             res.done_reason = "stop";
             break;
         }
-        if (engine_.n_past() >= n_ctx) {
+        if (engine_.n_past(seq_) >= n_ctx) {
             res.done_reason = "length";
             break;
         }
-        STRATA_TRY(engine_.eval({&id, 1}, engine::LogitsWanted::Last, logits_));
+        STRATA_TRY(eval({&id, 1}));
         context_.push_back(id);
     }
     if (!stops.stopped()) {
@@ -142,8 +163,9 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     }
     res.timings.generated_tokens = uint32_t(res.generated_ids.size());
     res.timings.generate_seconds = seconds_since(t_gen);
-    res.timings.generate_weight_bytes = engine_.stats().weight_bytes - bytes_before;
-    res.timings.generate_disk_bytes = engine_.store().stats().bytes_from_disk - disk_before;
+    const SequenceReads after = reads();
+    res.timings.generate_weight_bytes = uint64_t(after.weight_bytes - before.weight_bytes);
+    res.timings.generate_disk_bytes = uint64_t(after.disk_bytes - before.disk_bytes);
     return res;
 }
 

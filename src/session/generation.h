@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "session/sampler.h"
+#include "session/sequence_batcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {
@@ -91,7 +92,11 @@ using TextSink = std::function<bool(std::string_view)>;
 
 class GenerationSession {
   public:
-    GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer);
+    // The conversation in sequence `seq` of the engine; with a batcher, its evaluations go
+    // through it (batched with the other sequences'), and the engine may be busy with them
+    // whenever this session is not evaluating.
+    GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer, int seq = 0,
+                      SequenceBatcher* batcher = nullptr);
 
     Result<GenerateResult> generate(const std::vector<TokenId>& prompt,
                                     const GenerateOptions& options, const TextSink& sink);
@@ -101,8 +106,15 @@ class GenerationSession {
     void reset();
 
   private:
+    Result<void> eval(std::span<const TokenId> tokens);
+    // Weight and disk bytes read for this session so far (its share of batched steps).
+    SequenceReads reads() const;
+
     engine::Engine& engine_;
     const Tokenizer& tokenizer_;
+    int seq_ = 0;
+    SequenceBatcher* batcher_ = nullptr;
+    SequenceReads batched_reads_;
     std::vector<TokenId> context_;
     std::vector<float> logits_;
     std::vector<float> raw_logits_;          // a copy kept for log-probabilities

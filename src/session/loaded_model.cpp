@@ -56,6 +56,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
     if (plan && !options.mapped) {
         layout = store_layout(m->info, *plan);
         engine_options.n_ctx = plan->n_ctx;
+        engine_options.n_seq = plan->n_seq;
         engine_options.kv_type = plan->kv_type;
         if (plan->batch) engine_options.max_batch = plan->batch;
         if (plan->threads) engine_options.threads = plan->threads;

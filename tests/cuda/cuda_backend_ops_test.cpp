@@ -74,6 +74,7 @@ Pair make_pair(const std::string& path) {
     if (!rope) return p;
     c.rope = *rope;
     c.n_ctx = 64;
+    c.n_seq = 2;
     c.max_batch = 16;
     c.threads = 2;
     auto cpu = make_cpu_backend(c);
@@ -140,9 +141,10 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
         expect_close(p, Act::K, n, dk, tol, "linear k");
         // Rope, the cache and attention: a prompt of n tokens, then two decode steps.
         both([&](Backend& b, const LayerView& w) {
-            b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm), n,
-                            0);
-            b.attention(0, n, 0);
+            const SeqRun prompt{0, 0, n, 0};
+            b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
+                            {&prompt, 1});
+            b.attention(0, {&prompt, 1});
         });
         expect_close(p, Act::Q, n, dq, tol, "rope (+ q norm)");
         const int64_t da = int64_t(p.hp.n_head) * p.hp.head_dim_v;
@@ -153,12 +155,22 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
         expect_close(p, Act::AttnOut, n, da, attention_tol, "attention, prompt");
         for (int64_t pos = n; pos < n + 2; ++pos) {
             both([&](Backend& b, const LayerView& w) {
+                const SeqRun step{0, 0, 1, pos};
                 b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
-                                1, pos);
-                b.attention(0, 1, pos);
+                                {&step, 1});
+                b.attention(0, {&step, 1});
             });
         }
         expect_close(p, Act::AttnOut, 1, da, attention_tol, "attention, decode");
+        // Two sequences in one batch: row 0 continues sequence 0, rows 1.. start sequence 1,
+        // which must see only its own keys.
+        both([&](Backend& b, const LayerView& w) {
+            const SeqRun runs[] = {{0, 0, 1, n + 2}, {1, 1, n - 1, 0}};
+            b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
+                            runs);
+            b.attention(0, runs);
+        });
+        expect_close(p, Act::AttnOut, n, da, attention_tol, "attention, two sequences");
 
         both([&](Backend& b, const LayerView&) { b.write_hidden(x.data(), n); });
         both([&](Backend& b, const LayerView& w) {

@@ -22,11 +22,11 @@ using namespace cpu;
 
 class CpuBackend final : public Backend {
   public:
-    CpuBackend(const BackendConfig& config, KvCache kv)
-        : hp_(config.hp), rope_(config.rope), kv_(std::move(kv)), pool_(config.threads) {
+    CpuBackend(const BackendConfig& config, std::vector<KvCache> kvs)
+        : hp_(config.hp), rope_(config.rope), kvs_(std::move(kvs)), pool_(config.threads) {
         // Every buffer is sized (or reserved) here for the largest batch the context allows, as
         // model/activation_memory.h counts it, so none grows past that count later.
-        const int64_t rows = batch_rows(config.max_batch, kv_.n_ctx());
+        const int64_t rows = batch_rows(config.max_batch, config.n_ctx);
         uint32_t n_head = 0, n_head_kv = 0;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
             n_head = std::max(n_head, hp_.n_head_at(l));
@@ -57,8 +57,9 @@ class CpuBackend final : public Backend {
                 std::max(widest_group, int(hp_.n_head_at(l) / std::max(1u, hp_.n_head_kv_at(l))));
         }
         reserve_attention_scratch(
-            kv_, AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
-            rows, pool_);
+            kvs_.front(),
+            AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f}, rows,
+            pool_);
     }
 
     std::string_view name() const override { return "cpu"; }
@@ -116,8 +117,8 @@ class CpuBackend final : public Backend {
         }
     }
 
-    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn, int64_t n,
-                       int64_t pos0) override {
+    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn,
+                       std::span<const SeqRun> runs) override {
         const int n_head = int(hp_.n_head_at(uint32_t(layer)));
         const int n_head_kv = int(hp_.n_head_kv_at(uint32_t(layer)));
         const int hd_k = int(hp_.head_dim_k);
@@ -126,30 +127,39 @@ class CpuBackend final : public Backend {
         float* q = act(Act::Q);
         float* k = act(Act::K);
         const float* v = act(Act::V);
-        for (int64_t t = 0; t < n; ++t) {
-            float* qt = q + t * dq;
-            float* kt = k + t * dk;
-            if (qn.present()) {
-                for (int h = 0; h < n_head; ++h)
-                    rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
+        for (const SeqRun& run : runs) {
+            KvCache& kv = kvs_[size_t(run.seq)];
+            for (int64_t t = run.row0; t < run.row0 + run.n; ++t) {
+                const int64_t pos = run.pos0 + (t - run.row0);
+                float* qt = q + t * dq;
+                float* kt = k + t * dk;
+                if (qn.present()) {
+                    for (int h = 0; h < n_head; ++h)
+                        rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
+                }
+                if (kn.present()) {
+                    for (int h = 0; h < n_head_kv; ++h)
+                        rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
+                }
+                rope_angles(rope_, pos, cos_.data(), sin_.data());
+                rope_apply(rope_, qt, n_head, hd_k, cos_.data(), sin_.data());
+                rope_apply(rope_, kt, n_head_kv, hd_k, cos_.data(), sin_.data());
+                kv.store(layer, pos, kt, v + t * dv);
             }
-            if (kn.present()) {
-                for (int h = 0; h < n_head_kv; ++h)
-                    rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
-            }
-            rope_angles(rope_, pos0 + t, cos_.data(), sin_.data());
-            rope_apply(rope_, qt, n_head, hd_k, cos_.data(), sin_.data());
-            rope_apply(rope_, kt, n_head_kv, hd_k, cos_.data(), sin_.data());
-            kv_.store(layer, pos0 + t, kt, v + t * dv);
         }
     }
 
-    void attention(int layer, int64_t n, int64_t pos0) override {
+    void attention(int layer, std::span<const SeqRun> runs) override {
         const int hd_k = int(hp_.head_dim_k);
         const AttentionShape shape{int(hp_.n_head_at(uint32_t(layer))),
                                    int(hp_.n_head_kv_at(uint32_t(layer))), hd_k,
                                    int(hp_.head_dim_v), 1.0f / std::sqrt(float(hd_k))};
-        cpu::attention(kv_, layer, shape, act(Act::Q), n, pos0, act(Act::AttnOut), pool_);
+        const int64_t dq = int64_t(shape.n_head) * hd_k,
+                      da = int64_t(shape.n_head) * shape.head_dim_v;
+        for (const SeqRun& run : runs) {
+            cpu::attention(kvs_[size_t(run.seq)], layer, shape, act(Act::Q) + run.row0 * dq, run.n,
+                           run.pos0, act(Act::AttnOut) + run.row0 * da, pool_);
+        }
     }
 
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
@@ -249,7 +259,7 @@ class CpuBackend final : public Backend {
 
     ModelHparams hp_;
     RopeConfig rope_;
-    KvCache kv_;
+    std::vector<KvCache> kvs_;  // one per sequence
     ThreadPool pool_;
     std::array<std::vector<float>, size_t(Act::Count)> acts_;
     std::vector<float> cos_, sin_, gate_;
@@ -261,9 +271,13 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
-    STRATA_ASSIGN(KvCache kv,
-                  KvCache::create(config.hp, config.n_ctx, config.kv_type, config.layers));
-    return std::unique_ptr<Backend>(new CpuBackend(config, std::move(kv)));
+    std::vector<KvCache> kvs;
+    for (uint32_t s = 0; s < std::max(1u, config.n_seq); ++s) {
+        STRATA_ASSIGN(KvCache kv,
+                      KvCache::create(config.hp, config.n_ctx, config.kv_type, config.layers));
+        kvs.push_back(std::move(kv));
+    }
+    return std::unique_ptr<Backend>(new CpuBackend(config, std::move(kvs)));
 }
 
 }  // namespace strata

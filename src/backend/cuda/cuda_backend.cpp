@@ -95,6 +95,9 @@ struct Record {
     std::array<size_t, 3> strides{};
     int n_expert = 0, k = 0;
     bool norm_weights = false;
+    // RopeStoreKv, Attention: the sequence whose KV cache the rows use, and the first row.
+    int seq = 0;
+    int64_t row0 = 0;
 };
 
 bool same(const Record& x, const Record& y) {
@@ -102,9 +105,10 @@ bool same(const Record& x, const Record& y) {
         return p.data == q.data && p.type == q.type && p.ne == q.ne && p.row_bytes == q.row_bytes;
     };
     return x.kind == y.kind && x.a == y.a && x.b == y.b && x.layer == y.layer && x.n == y.n &&
-           view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) && view_eq(x.w2, y.w2) && x.outs == y.outs &&
-           x.biases == y.biases && view_eq(x.w3, y.w3) && x.strides == y.strides &&
-           x.n_expert == y.n_expert && x.k == y.k && x.norm_weights == y.norm_weights;
+           x.seq == y.seq && x.row0 == y.row0 && view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) &&
+           view_eq(x.w2, y.w2) && x.outs == y.outs && x.biases == y.biases && view_eq(x.w3, y.w3) &&
+           x.strides == y.strides && x.n_expert == y.n_expert && x.k == y.k &&
+           x.norm_weights == y.norm_weights;
 }
 
 // The weights of a record, in order.
@@ -148,7 +152,11 @@ class CudaBackend final : public Backend {
         STRATA_CUDA(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
         shapes_ = shapes_of(config);
         const GpuShapes& s = shapes_;
-        STRATA_ASSIGN(kv_, GpuKvCache::create(hp_, config.n_ctx, config.kv_type, config.layers));
+        for (uint32_t seq = 0; seq < std::max(1u, config.n_seq); ++seq) {
+            STRATA_ASSIGN(GpuKvCache kv,
+                          GpuKvCache::create(hp_, config.n_ctx, config.kv_type, config.layers));
+            kvs_.push_back(std::move(kv));
+        }
         STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
         STRATA_ASSIGN(attention_, GpuAttention::create(hp_, config.n_ctx, uint32_t(s.rows)));
         STRATA_ASSIGN(matmul_, Matmul::create(s.max_weight, s.rows, s.max_cols, stream_));
@@ -289,15 +297,26 @@ class CudaBackend final : public Backend {
         }
     }
 
-    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn, int64_t n,
-                       int64_t pos0) override {
-        position_is(pos0);
-        run({OpKind::RopeStoreKv, Act::Q, Act::K, layer, n, qn, kn, {}});
+    // One op per sequence of the batch, each at its own position (a decode step is one).
+    void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn,
+                       std::span<const SeqRun> runs) override {
+        for (const SeqRun& sr : runs) {
+            position_is(sr.pos0);
+            Record r{OpKind::RopeStoreKv, Act::Q, Act::K, layer, sr.n, qn, kn, {}};
+            r.seq = sr.seq;
+            r.row0 = sr.row0;
+            run(r);
+        }
     }
 
-    void attention(int layer, int64_t n, int64_t pos0) override {
-        position_is(pos0);
-        run({OpKind::Attention, Act::Q, Act::AttnOut, layer, n, {}, {}, {}});
+    void attention(int layer, std::span<const SeqRun> runs) override {
+        for (const SeqRun& sr : runs) {
+            position_is(sr.pos0);
+            Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, {}, {}, {}};
+            r.seq = sr.seq;
+            r.row0 = sr.row0;
+            run(r);
+        }
     }
 
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
@@ -553,20 +572,29 @@ class CudaBackend final : public Backend {
                 matmul_->linear_many({products.data(), count}, act(r.a), r.n);
                 break;
             }
-            case OpKind::RopeStoreKv:
-                cuda::rope_store_kv(
-                    rope_, kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
-                    int(hp_.head_dim_k), int(hp_.head_dim_v), act(Act::Q), act(Act::K), act(Act::V),
-                    r.w0.present() ? r.w0.f32() : nullptr, r.w1.present() ? r.w1.f32() : nullptr,
-                    hp_.rms_eps, r.n, position(), stream_);
+            case OpKind::RopeStoreKv: {
+                // Rows are packed per layer: n_head (n_head_kv) heads of head_dim each.
+                const int64_t q0 = r.row0 * hp_.n_head_at(l) * hp_.head_dim_k,
+                              k0 = r.row0 * hp_.n_head_kv_at(l) * hp_.head_dim_k,
+                              v0 = r.row0 * hp_.n_head_kv_at(l) * hp_.head_dim_v;
+                cuda::rope_store_kv(rope_, kvs_[size_t(r.seq)], r.layer, int(hp_.n_head_at(l)),
+                                    int(hp_.n_head_kv_at(l)), int(hp_.head_dim_k),
+                                    int(hp_.head_dim_v), act(Act::Q) + q0, act(Act::K) + k0,
+                                    act(Act::V) + v0, r.w0.present() ? r.w0.f32() : nullptr,
+                                    r.w1.present() ? r.w1.f32() : nullptr, hp_.rms_eps, r.n,
+                                    position(), stream_);
                 break;
-            case OpKind::Attention:
-                attention_.run(kv_, r.layer, int(hp_.n_head_at(l)), int(hp_.n_head_kv_at(l)),
-                               int(hp_.head_dim_k), int(hp_.head_dim_v),
-                               1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q), r.n,
+            }
+            case OpKind::Attention: {
+                const int64_t q0 = r.row0 * hp_.n_head_at(l) * hp_.head_dim_k,
+                              o0 = r.row0 * hp_.n_head_at(l) * hp_.head_dim_v;
+                attention_.run(kvs_[size_t(r.seq)], r.layer, int(hp_.n_head_at(l)),
+                               int(hp_.n_head_kv_at(l)), int(hp_.head_dim_k), int(hp_.head_dim_v),
+                               1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q) + q0, r.n,
                                position(), recorded ? int64_t(n_ctx_) : pos_set_ + r.n,
-                               act(Act::AttnOut), stream_);
+                               act(Act::AttnOut) + o0, stream_);
                 break;
+            }
             case OpKind::Ffn:
                 ffn(r.w0, r.w1, r.w2, act(r.a), act(r.b), r.n);
                 break;
@@ -722,7 +750,7 @@ class CudaBackend final : public Backend {
     GpuShapes shapes_;
     cudaStream_t stream_ = nullptr;
     cudaEvent_t staging_free_ = nullptr;
-    GpuKvCache kv_;
+    std::vector<GpuKvCache> kvs_;  // one per sequence
     GpuRope rope_;
     GpuAttention attention_;
     std::unique_ptr<Matmul> matmul_;

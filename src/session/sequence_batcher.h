@@ -1,0 +1,89 @@
+// Continuous batching: several generations on one engine, each in its own sequence (KV slot),
+// decoded together so that every weight read (from RAM, from the expert cache, from disk) serves
+// all of them.
+//
+// Each generation runs on its own thread, as it would alone, and hands its tokens to eval()
+// instead of the engine. One step thread owns the engine: a step starts once every sequence that
+// has joined has handed in its next input (a sampled token, or a prompt), and evaluates them as
+// one batch (Engine::eval_sequences): first the decoding sequences' tokens, then as much of the
+// waiting prompts as the batch has room for. A long prompt is thus cut into chunks that ride
+// along with the others' decode steps instead of stalling them, and a new request joins at the
+// next step; a finished one leaves. Each sequence gets the logits it would get alone, bit for
+// bit (the engine's rows never depend on the rest of the batch).
+//
+// What a step reads is shared out among the sequences in it by their token counts, so that each
+// generation reports its own share of weight and disk bytes.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace strata {
+
+// Bytes read on a sequence's behalf: its share of every step it was in.
+struct SequenceReads {
+    double weight_bytes = 0;
+    double disk_bytes = 0;
+};
+
+// What the batcher did since it started.
+struct BatcherStats {
+    uint64_t steps = 0;
+    uint64_t tokens = 0;           // evaluated, all sequences
+    uint64_t decode_tokens = 0;    // of them, single tokens of decoding sequences
+    uint32_t widest_step = 0;      // most sequences in one step
+    uint64_t sequence_steps = 0;   // sum over steps of the sequences in each
+};
+
+class SequenceBatcher {
+  public:
+    explicit SequenceBatcher(engine::Engine& engine);
+    ~SequenceBatcher();  // waits for the step in flight; no sequence may still be joined
+    SequenceBatcher(const SequenceBatcher&) = delete;
+    SequenceBatcher& operator=(const SequenceBatcher&) = delete;
+
+    // Sequence `seq` takes part in steps from now on: steps wait for its inputs.
+    void join(int seq);
+    // It no longer does (its generation ended, or failed).
+    void leave(int seq);
+    // Evaluates `tokens` for joined sequence `seq` in the coming steps and returns once they are
+    // in its context, with the logits of the last one. `reads` (may be null) accumulates its
+    // share of what the steps read.
+    Result<void> eval(int seq, std::span<const int32_t> tokens, std::vector<float>& logits,
+                      SequenceReads* reads);
+
+    BatcherStats stats() const;
+
+  private:
+    struct Slot {
+        bool joined = false;
+        std::span<const int32_t> pending;  // tokens not yet evaluated
+        bool waiting = false;              // an eval() is in progress
+        bool done = false;                 // its eval() has its answer
+        uint64_t order = 0;                // when its eval() began (prompts go first come)
+        std::vector<float>* logits = nullptr;
+        SequenceReads* reads = nullptr;
+        Result<void> result;
+    };
+
+    void run();
+    bool ready_locked() const;
+
+    engine::Engine& engine_;
+    mutable std::mutex mu_;
+    std::condition_variable step_cv_;  // the step thread waits for inputs
+    std::condition_variable done_cv_;  // generations wait for their step
+    std::vector<Slot> slots_;
+    uint64_t next_order_ = 0;
+    bool stopping_ = false;
+    BatcherStats stats_;
+    std::thread thread_;
+};
+
+}  // namespace strata
