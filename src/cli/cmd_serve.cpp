@@ -28,6 +28,7 @@ struct ServeCommand {
     uint32_t context = kDefaultContextCap;
     std::vector<std::string> origins;
     size_t max_queue = 64;
+    uint32_t parallel = 0;  // 0: as many of kDefaultParallel as the budget allows
     std::string keep_alive = "5m";
     EngineFlags engine;
 };
@@ -97,14 +98,22 @@ bool same_kind(const std::vector<Plan>& plans, const std::vector<Plan>& base) {
     return true;
 }
 
+// Sequences each model decodes together when --parallel is not given, as far as the budget
+// allows their KV caches without a slower plan.
+constexpr uint32_t kDefaultParallel = 4;
+
 // Plans every model against the one RAM budget they share; a model that fits no plan stops the
 // server before it listens. Without a context from the command line each model is served with
 // its trained context length as far as the budget allows: the longest of trained, trained / 2,
 // ... down to the default 4096 at which every model keeps the kind of plan it gets at 4096
-// (agents send prompts of 12-27k tokens). Returns the budget.
-uint64_t plan_served_models(server::ModelCatalog& catalog, const PlanFlags& flags,
-                            const server::ServerOptions& so, bool context_given) {
+// (agents send prompts of 12-27k tokens). Then, without --parallel, each model gets KV caches for
+// 4 sequences decoded together, or 2, or 1: the most that keep every plan's kind (the context
+// comes first: a long prompt must fit). Returns the budget.
+uint64_t plan_served_models(server::ModelCatalog& catalog, PlanFlags flags,
+                            const server::ServerOptions& so, bool context_given,
+                            uint32_t parallel) {
     const std::optional<uint64_t> baseline = served_baseline(catalog, so);
+    flags.n_seq = parallel ? parallel : 1;
     auto plans = plans_for(catalog, flags, baseline);
     if (!plans) fail(plans.error().message);
     if (!context_given) {
@@ -120,6 +129,16 @@ uint64_t plan_served_models(server::ModelCatalog& catalog, const PlanFlags& flag
                 break;
             }
             catalog.cap_context(kDefaultContextCap);
+        }
+    }
+    if (!parallel) {
+        for (uint32_t n = kDefaultParallel; n > 1; n /= 2) {
+            flags.n_seq = n;
+            auto wider = plans_for(catalog, flags, baseline);
+            if (wider && same_kind(*wider, *plans)) {
+                plans = std::move(wider);
+                break;
+            }
         }
     }
     if (!plans->empty()) say_where_it_runs(plans->front());
@@ -160,7 +179,7 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
     so.max_queue = c.max_queue;
     so.log_requests = true;
     const uint64_t budget =
-        plan_served_models(*catalog, c.engine.plan, so, context_given || ctx_given);
+        plan_served_models(*catalog, c.engine.plan, so, context_given || ctx_given, c.parallel);
     try {
         so.default_keep_alive =
             server::parse_keep_alive({{"keep_alive", c.keep_alive}}, std::nullopt);
@@ -171,8 +190,10 @@ void serve_command(ServeCommand& c, bool host_given, bool port_given, bool conte
     auto port = srv.bind();
     if (!port) fail(port.error().message);
     for (const auto& m : srv.catalog().models()) {
-        std::fprintf(stderr, "strata: serving %s as %s (context %u, %s, %s of the %s budget)\n",
-                     m.path.c_str(), m.name.c_str(), m.served_context,
+        std::fprintf(stderr,
+                     "strata: serving %s as %s (context %u, %u sequences decoded together, %s, "
+                     "%s of the %s budget)\n",
+                     m.path.c_str(), m.name.c_str(), m.served_context, m.plan->n_seq,
                      std::string(plan_mode_name(m.plan->mode)).c_str(),
                      format_bytes(m.plan->memory.total).c_str(), format_bytes(budget).c_str());
     }
@@ -213,6 +234,10 @@ void add_serve(CLI::App& app) {
     cmd->add_option("--max-queue", c->max_queue,
                     "Requests waiting or running before new ones get 503")
         ->capture_default_str();
+    cmd->add_option("--parallel", c->parallel,
+                    "Requests a model decodes together, each with its own KV cache (default: "
+                    "up to 4, as far as the memory budget allows)")
+        ->check(CLI::Range(1u, 64u));
     cmd->add_option("--keep-alive", c->keep_alive,
                     "How long a model stays loaded after a request (5m, 1h, -1 forever)")
         ->capture_default_str();

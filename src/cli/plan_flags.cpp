@@ -40,6 +40,7 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
     options.threads = flags.threads;
     options.logit_rows = flags.logit_rows;
     options.embeddings = flags.embeddings;
+    options.n_seq = flags.n_seq;
     if (flags.mode) {
         auto mode = parse_plan_mode(*flags.mode);
         if (!mode) return err("--mode: ", mode.error().message);

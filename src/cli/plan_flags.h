@@ -30,6 +30,7 @@ struct PlanFlags {
     // a context's hidden states for embeddings), which the plan counts.
     uint32_t logit_rows = 1;
     bool embeddings = false;
+    uint32_t n_seq = 1;  // serve: sequences decoded together (--parallel)
 
     bool given() const { return ram || gpu_mem || mode || kv_type || ctx || slots || lookahead; }
 };

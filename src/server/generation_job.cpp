@@ -262,13 +262,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
         ModelHost& host;
         HostedModel& h;
         const GenerationJob& job;
-        ~Release() {
-            if (job.keep_alive && job.keep_alive->count() == 0) {
-                host.unload(*job.model);
-            } else {
-                host.release(h, job.keep_alive);
-            }
-        }
+        ~Release() { host.release(h, job.keep_alive); }
     } release{host, h, job};
     if (load_only) {
         out.load_only_reason = "load";
@@ -331,7 +325,18 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
         deliver(parser.feed(piece));
         return !gone;
     };
-    auto r = h.session->generate(ids, opts, text_sink);
+    // The sequence whose cache holds the most of this prompt; others may be generating in the
+    // rest meanwhile, decoded together with this one.
+    struct Lease {
+        ModelHost& host;
+        HostedModel& h;
+        int seq;
+        ~Lease() {
+            if (seq >= 0) host.return_sequence(h, seq);
+        }
+    } lease{host, h, host.lease_sequence(h, ids)};
+    if (lease.seq < 0) throw ApiError(503, "every sequence of the model is busy");
+    auto r = h.sessions[size_t(lease.seq)]->generate(ids, opts, text_sink);
     if (!r) throw ApiError(500, r.error().message);
     if (injected_failure) throw ApiError(500, "generation failed part way through (test hook)");
     deliver(parser.finish());
@@ -360,8 +365,10 @@ EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
     auto acquired = host.acquire(*job.model, out.load_seconds);
     if (!acquired) throw ApiError(500, acquired.error().message);
     HostedModel& h = **acquired;
-    // The KV cache will hold the input now, not the last conversation.
-    h.session->reset();
+    // The KV cache of sequence 0 will hold the input now, not the last conversation. (An
+    // embedding runs alone: no generation uses the engine meanwhile.)
+    GenerationSession& session = *h.sessions.front();
+    session.reset();
     for (const std::string& text : inputs) {
         const auto ids = tokenize_prompt(h.model->tokenizer, text);
         if (ids.empty()) {  // "" in a vocabulary without BOS: nothing to pool
@@ -371,6 +378,7 @@ EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
         auto e = embed_tokens(*h.model->engine, ids, job.truncate);
         if (!e) {
             const bool overflow = e.error().message.find("context length") != std::string::npos;
+            session.reset();
             host.release(h, job.keep_alive);
             throw ApiError(overflow ? 400 : 500, e.error().message);
         }
@@ -382,12 +390,8 @@ EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
         }
         out.vectors.push_back(std::move(e->vector));
     }
-    h.session->reset();
-    if (job.keep_alive && job.keep_alive->count() == 0) {
-        host.unload(*job.model);
-    } else {
-        host.release(h, job.keep_alive);
-    }
+    session.reset();
+    host.release(h, job.keep_alive);
     out.total_seconds = seconds_since(job.received);
     return out;
 }

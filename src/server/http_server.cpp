@@ -96,7 +96,12 @@ HttpServer::HttpServer(ModelCatalog catalog, ModelLoadOptions load_options, uint
       options_(std::move(options)),
       host_(std::move(load_options), ram_budget),
       http_(std::make_unique<httplib::Server>()) {
-    queue_ = std::make_unique<WorkQueue>(options_.max_queue, [this] { return host_.expire(); });
+    size_t widest = 1;  // the most generations that can run at once
+    for (const ServedModelInfo& m : catalog_.models()) {
+        if (m.plan) widest = std::max<size_t>(widest, m.plan->n_seq);
+    }
+    queue_ = std::make_unique<WorkQueue>(
+        options_.max_queue, [this] { return host_.expire(); }, widest);
     const size_t threads = http_threads(options_);
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_->set_payload_max_length(options_.max_body_bytes);
@@ -168,6 +173,14 @@ std::string HttpServer::metrics_text() const {
     value("strata_prompt_tokens_total", double(st.prompt_tokens));
     metric("strata_generated_tokens_total", "counter", "Tokens generated.");
     value("strata_generated_tokens_total", double(st.generated_tokens));
+    metric("strata_batch_steps_total", "counter",
+           "Forward passes of models decoding several sequences together.");
+    value("strata_batch_steps_total", double(st.host.batching.steps));
+    metric("strata_batch_sequences_total", "counter",
+           "Sequences in those passes, summed (over the steps: the mean batch).");
+    value("strata_batch_sequences_total", double(st.host.batching.sequence_steps));
+    metric("strata_batch_widest", "gauge", "Most sequences decoded in one pass.");
+    value("strata_batch_widest", double(st.host.batching.widest_step));
     metric("strata_tokens_per_second", "gauge", "Decode speed of the last generation.");
     value("strata_tokens_per_second", st.last_tokens_per_second);
     const auto [loads, unloads] = host_.loads_and_unloads();
@@ -261,30 +274,39 @@ const ServedModelInfo& HttpServer::require_model(const json& body, ApiFlavor fla
     return *m;
 }
 
+JobTag HttpServer::generation_tag(const GenerationJob& job) {
+    const bool load_only =
+        job.chat ? job.messages.empty() : job.prompt.empty() && job.suffix.empty();
+    if (load_only || !job.model->plan) return {};
+    return {job.model, job.model->plan->n_seq};
+}
+
 void HttpServer::respond_queued(httplib::Response& res, ApiFlavor flavor, bool stream,
                                 const std::string& content_type,
-                                std::function<void(ResponseChannel&)> work) {
+                                std::function<void(ResponseChannel&)> work, JobTag tag) {
     auto channel = std::make_shared<ResponseChannel>();
     channel->set_before_last([this] { queue_->release_slot(); });
-    const bool queued = queue_->submit([this, channel, work = std::move(work)] {
-        int status = 0;
-        std::string message;
-        try {
-            work(*channel);
-        } catch (const ApiError& e) {
-            status = e.status;
-            message = e.what();
-        } catch (const std::exception& e) {
-            status = 500;
-            message = e.what();
-        }
-        queue_->release_slot();
-        if (status) {
-            channel->fail(status, message);
-        } else {
-            channel->finish();
-        }
-    });
+    const bool queued = queue_->submit(
+        [this, channel, work = std::move(work)] {
+            int status = 0;
+            std::string message;
+            try {
+                work(*channel);
+            } catch (const ApiError& e) {
+                status = e.status;
+                message = e.what();
+            } catch (const std::exception& e) {
+                status = 500;
+                message = e.what();
+            }
+            queue_->release_slot();
+            if (status) {
+                channel->fail(status, message);
+            } else {
+                channel->finish();
+            }
+        },
+        tag);
     if (!queued) {
         send_error(res, flavor, 503,
                    "server busy, please try again.  maximum pending requests exceeded (" +

@@ -90,9 +90,13 @@ class HttpServer {
 
     // Queues `work` (run on the worker, pushing chunks into the channel) and answers with
     // what it produced: streamed as `content_type` when `stream`, else as one JSON body.
+    // `tag`: the requests it may run beside (generation_tag), by default none.
     void respond_queued(httplib::Response& res, ApiFlavor flavor, bool stream,
-                        const std::string& content_type,
-                        std::function<void(ResponseChannel&)> work);
+                        const std::string& content_type, std::function<void(ResponseChannel&)> work,
+                        JobTag tag = {});
+    // A generation runs beside the other generations on its model, up to its sequence count; a
+    // request that only loads or unloads the model runs alone.
+    static JobTag generation_tag(const GenerationJob& job);
     void send_error(httplib::Response& res, ApiFlavor flavor, int status,
                     const std::string& message) const;
     const ServedModelInfo& require_model(const json& body, ApiFlavor flavor,

@@ -15,6 +15,15 @@ uint64_t ram_estimate(const ServedModelInfo& m, uint64_t budget) {
     return budget ? std::min(m.file_bytes, budget) : m.file_bytes;
 }
 
+void add_steps(BatcherStats& into, const SequenceBatcher& b) {
+    const BatcherStats s = b.stats();
+    into.steps += s.steps;
+    into.tokens += s.tokens;
+    into.decode_tokens += s.decode_tokens;
+    into.widest_step = std::max(into.widest_step, s.widest_step);
+    into.sequence_steps += s.sequence_steps;
+}
+
 // What the process holds whatever is loaded, as the plans count it (the same in each).
 uint64_t process_estimate(const ServedModelInfo& m) {
     return m.plan ? m.plan->memory.process() : 0;
@@ -32,11 +41,14 @@ bool ModelHost::is_loaded(const ServedModelInfo& m) const {
 
 Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_seconds) {
     load_seconds = 0;
+    std::lock_guard loading(load_mu_);
     {
         std::lock_guard lock(mu_);
         for (auto& h : hosted_) {
             if (h->served == &m) {
                 h->last_used = SteadyClock::now();
+                h->expires.reset();  // not while in use
+                ++h->users;
                 return h.get();
             }
         }
@@ -51,12 +63,15 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
                 }
                 return sum + process;
             };
-            while (!hosted_.empty() && used() + need > ram_budget_) {
-                size_t lru = 0;
-                for (size_t i = 1; i < hosted_.size(); ++i) {
-                    if (hosted_[i]->last_used < hosted_[lru]->last_used) lru = i;
+            for (;;) {
+                // Models in use stay (the WorkQueue runs one model at a time, so none is).
+                std::optional<size_t> lru;
+                for (size_t i = 0; i < hosted_.size(); ++i) {
+                    if (hosted_[i]->users > 0) continue;
+                    if (!lru || hosted_[i]->last_used < hosted_[*lru]->last_used) lru = i;
                 }
-                unload_locked(lru);
+                if (!lru || used() + need <= ram_budget_) break;
+                unload_locked(*lru);
             }
         }
     }
@@ -69,7 +84,15 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
     auto h = std::make_unique<HostedModel>();
     h->served = &m;
     h->model = std::move(*loaded);
-    h->session = std::make_unique<GenerationSession>(*h->model->engine, h->model->tokenizer);
+    engine::Engine& engine = *h->model->engine;
+    if (engine.n_seq() > 1) h->batcher = std::make_unique<SequenceBatcher>(engine);
+    for (uint32_t seq = 0; seq < engine.n_seq(); ++seq) {
+        h->sessions.push_back(std::make_unique<GenerationSession>(engine, h->model->tokenizer,
+                                                                  int(seq), h->batcher.get()));
+    }
+    h->leased.assign(engine.n_seq(), false);
+    h->sequence_used.assign(engine.n_seq(), SteadyClock::time_point{});
+    h->users = 1;
     if (auto t = ChatTemplate::from_gguf(h->model->info.file)) h->chat_template = std::move(*t);
     h->last_used = SteadyClock::now();
     load_seconds = std::chrono::duration<double>(h->last_used - t0).count();
@@ -82,12 +105,47 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
 void ModelHost::release(HostedModel& h, const KeepAlive& keep_alive) {
     std::lock_guard lock(mu_);
     h.last_used = SteadyClock::now();
+    --h.users;
     if (keep_alive) {
         h.expires = h.last_used + *keep_alive;
         h.expires_wall = std::chrono::system_clock::now() + *keep_alive;
     } else {
         h.expires.reset();
     }
+    if (h.users == 0 && keep_alive && keep_alive->count() == 0) {
+        for (size_t i = 0; i < hosted_.size(); ++i) {
+            if (hosted_[i].get() == &h) {
+                unload_locked(i);
+                return;
+            }
+        }
+    }
+}
+
+int ModelHost::lease_sequence(HostedModel& h, const std::vector<TokenId>& prompt) {
+    std::lock_guard lock(mu_);
+    int best = -1;
+    size_t best_shared = 0;
+    for (size_t s = 0; s < h.sessions.size(); ++s) {
+        if (h.leased[s]) continue;
+        const std::vector<TokenId>& cached = h.sessions[s]->context();
+        size_t shared = 0;
+        while (shared < cached.size() && shared < prompt.size() && cached[shared] == prompt[shared])
+            ++shared;
+        if (best < 0 || shared > best_shared ||
+            (shared == best_shared && h.sequence_used[s] < h.sequence_used[size_t(best)])) {
+            best = int(s);
+            best_shared = shared;
+        }
+    }
+    if (best >= 0) h.leased[size_t(best)] = true;
+    return best;
+}
+
+void ModelHost::return_sequence(HostedModel& h, int seq) {
+    std::lock_guard lock(mu_);
+    h.leased[size_t(seq)] = false;
+    h.sequence_used[size_t(seq)] = SteadyClock::now();
 }
 
 void ModelHost::unload(const ServedModelInfo& m) {
@@ -104,6 +162,7 @@ void ModelHost::unload_locked(size_t index) {
     const StoreReport r = hosted_[index]->model->store->report();
     gone_.bytes_from_disk += r.totals.bytes_from_disk;
     gone_.experts += r.experts;
+    if (const SequenceBatcher* b = hosted_[index]->batcher.get()) add_steps(gone_.batching, *b);
     ++gone_.unloads;
     hosted_.erase(hosted_.begin() + long(index));
 }
@@ -120,6 +179,7 @@ HostTotals ModelHost::totals() const {
         const StoreReport r = h->model->store->report();
         t.bytes_from_disk += r.totals.bytes_from_disk;
         t.experts += r.experts;
+        if (const SequenceBatcher* b = h->batcher.get()) add_steps(t.batching, *b);
     }
     return t;
 }
@@ -130,7 +190,7 @@ std::optional<SteadyClock::time_point> ModelHost::expire() {
     std::optional<SteadyClock::time_point> next;
     for (size_t i = hosted_.size(); i-- > 0;) {
         const auto& e = hosted_[i]->expires;
-        if (!e) continue;
+        if (!e || hosted_[i]->users > 0) continue;
         if (*e <= now) {
             unload_locked(i);
         } else if (!next || *e < *next) {

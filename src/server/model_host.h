@@ -5,7 +5,10 @@
 // a model takes the memory its plan counts (ServedModelInfo::plan), or without one its file
 // size.
 //
-// Everything except loaded_models() runs on the worker thread.
+// A model planned for several sequences (Plan::n_seq) holds one GenerationSession per sequence
+// and a SequenceBatcher that decodes them together; generations on it run on several worker
+// threads at once, each leasing a sequence. Loads, unloads and expiry happen only while no
+// generation runs (the WorkQueue's rule); every call is thread-safe.
 #pragma once
 
 #include <chrono>
@@ -20,6 +23,7 @@
 #include "server/model_catalog.h"
 #include "session/generation.h"
 #include "session/loaded_model.h"
+#include "session/sequence_batcher.h"
 #include "store/store_report.h"
 #include "template/chat_template.h"
 
@@ -31,9 +35,15 @@ using KeepAlive = std::optional<std::chrono::milliseconds>;
 struct HostedModel {
     const ServedModelInfo* served = nullptr;
     std::unique_ptr<LoadedModel> model;
-    std::unique_ptr<GenerationSession> session;  // the KV cache and the tokens in it
-    std::optional<ChatTemplate> chat_template;   // nullopt: the file has none and no family fits
-    std::unique_ptr<TokenMask> token_mask;       // structured output; built on first use
+    // Null with one sequence: the session then drives the engine directly.
+    std::unique_ptr<SequenceBatcher> batcher;
+    // One per sequence: its KV cache and the tokens in it.
+    std::vector<std::unique_ptr<GenerationSession>> sessions;
+    std::vector<bool> leased;  // per sequence
+    std::vector<std::chrono::steady_clock::time_point> sequence_used;
+    int users = 0;                              // requests holding the model now
+    std::optional<ChatTemplate> chat_template;  // nullopt: the file has none and no family fits
+    std::unique_ptr<TokenMask> token_mask;      // structured output; built on first use
     std::chrono::steady_clock::time_point last_used;
     std::optional<std::chrono::steady_clock::time_point> expires;  // nullopt: never
     std::chrono::system_clock::time_point expires_wall;            // for /api/ps
@@ -55,6 +65,7 @@ struct HostTotals {
     uint64_t unloads = 0;
     uint64_t bytes_from_disk = 0;
     ExpertStreamStats experts;  // the expert caches of expert-stream models
+    BatcherStats batching;      // steps of models decoding several sequences together
 };
 
 class ModelHost {
@@ -65,8 +76,14 @@ class ModelHost {
     // The model loaded and ready; `load_seconds` gets the time spent loading it now (0 when it
     // was already in memory).
     Result<HostedModel*> acquire(const ServedModelInfo& m, double& load_seconds);
-    // Called when a request is done with the model.
+    // Called when a request is done with the model. A keep-alive of 0 unloads it once the last
+    // request using it is done.
     void release(HostedModel& h, const KeepAlive& keep_alive);
+    // A free sequence of the model for a generation of `prompt`: the one whose cached tokens
+    // share the longest prefix with it (the least recently used among equals). The WorkQueue
+    // runs at most as many generations on a model as it has sequences, so one is always free.
+    int lease_sequence(HostedModel& h, const std::vector<TokenId>& prompt);
+    void return_sequence(HostedModel& h, int seq);
     void unload(const ServedModelInfo& m);
     bool is_loaded(const ServedModelInfo& m) const;
     // Unloads expired models; returns when the next one expires.
@@ -85,6 +102,7 @@ class ModelHost {
 
     ModelLoadOptions options_;
     uint64_t ram_budget_;
+    std::mutex load_mu_;     // one load at a time; requests for the model being loaded wait
     mutable std::mutex mu_;  // guards hosted_ against loaded_models()
     std::vector<std::unique_ptr<HostedModel>> hosted_;
     HostTotals gone_;  // loads, unloads, and the store work of unloaded models

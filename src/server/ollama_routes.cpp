@@ -121,6 +121,7 @@ void HttpServer::install_ollama_routes() {
         read_native_settings(body, job);
         const bool stream = bool_field(body, "stream").value_or(true);
         const bool raw = job.raw;
+        const JobTag tag = generation_tag(job);
         respond_queued(
             res, ApiFlavor::Ollama, stream, kNdjson,
             [this, job = std::move(job), stream, raw](ResponseChannel& ch) mutable {
@@ -160,7 +161,8 @@ void HttpServer::install_ollama_routes() {
                 logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
                 if (want_logprobs && !logprobs.empty()) fin["logprobs"] = logprobs_json(logprobs);
                 ch.push_last(stream ? line(chunk(fin)) : to_text(chunk(fin)));
-            });
+            },
+            tag);
     });
 
     s.Post("/api/chat", [this](const httplib::Request& req, httplib::Response& res) {
@@ -180,6 +182,7 @@ void HttpServer::install_ollama_routes() {
         job.tool_choice = parse_tool_choice(body);
         read_native_settings(body, job);
         const bool stream = bool_field(body, "stream").value_or(true);
+        const JobTag tag = generation_tag(job);
         respond_queued(
             res, ApiFlavor::Ollama, stream, kNdjson,
             [this, job = std::move(job), stream](ResponseChannel& ch) mutable {
@@ -236,7 +239,8 @@ void HttpServer::install_ollama_routes() {
                 logprobs.insert(logprobs.end(), o.logprobs_tail.begin(), o.logprobs_tail.end());
                 if (want_logprobs && !logprobs.empty()) fin["logprobs"] = logprobs_json(logprobs);
                 ch.push_last(stream ? line(fin) : to_text(fin));
-            });
+            },
+            tag);
     });
 
     auto embed = [this](const httplib::Request& req, httplib::Response& res, bool legacy) {

@@ -243,6 +243,7 @@ void HttpServer::install_openai_routes() {
         const bool include_usage = wants_usage(body);
         const std::string id = "chatcmpl-" + std::to_string(next_id_++);
         const int64_t created = int64_t(std::time(nullptr));
+        const JobTag tag = generation_tag(job);
         respond_queued(
             res, ApiFlavor::OpenAI, stream, kEventStream,
             [this, job = std::move(job), stream, include_usage, id, created,
@@ -328,7 +329,8 @@ void HttpServer::install_openai_routes() {
                 json u = chunk(json::array());
                 u["usage"] = usage(o);
                 end_stream(ch, std::move(u), include_usage);
-            });
+            },
+            tag);
     });
 
     s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
@@ -348,6 +350,7 @@ void HttpServer::install_openai_routes() {
         const bool include_usage = wants_usage(body);
         const std::string id = "cmpl-" + std::to_string(next_id_++);
         const int64_t created = int64_t(std::time(nullptr));
+        const JobTag tag = generation_tag(job);
         respond_queued(
             res, ApiFlavor::OpenAI, stream, kEventStream,
             [this, job = std::move(job), stream, include_usage, id, created,
@@ -392,7 +395,8 @@ void HttpServer::install_openai_routes() {
                 u["choices"] = json::array();
                 u["usage"] = usage(o);
                 end_stream(ch, std::move(u), include_usage);
-            });
+            },
+            tag);
     });
 
     s.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {

@@ -6,8 +6,7 @@
 
 namespace strata {
 
-SequenceBatcher::SequenceBatcher(engine::Engine& engine)
-    : engine_(engine), slots_(engine.n_seq()) {
+SequenceBatcher::SequenceBatcher(engine::Engine& engine) : engine_(engine), slots_(engine.n_seq()) {
     thread_ = std::thread([this] { run(); });
 }
 

@@ -35,10 +35,10 @@ struct SequenceReads {
 // What the batcher did since it started.
 struct BatcherStats {
     uint64_t steps = 0;
-    uint64_t tokens = 0;           // evaluated, all sequences
-    uint64_t decode_tokens = 0;    // of them, single tokens of decoding sequences
-    uint32_t widest_step = 0;      // most sequences in one step
-    uint64_t sequence_steps = 0;   // sum over steps of the sequences in each
+    uint64_t tokens = 0;          // evaluated, all sequences
+    uint64_t decode_tokens = 0;   // of them, single tokens of decoding sequences
+    uint32_t widest_step = 0;     // most sequences in one step
+    uint64_t sequence_steps = 0;  // sum over steps of the sequences in each
 };
 
 class SequenceBatcher {
