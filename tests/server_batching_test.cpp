@@ -32,26 +32,6 @@ Plan plan_with_sequences(uint32_t n_seq) {
     return *plan;
 }
 
-json request(int seed, const std::string& prompt, int n) {
-    return {{"model", "tiny"},
-            {"prompt", prompt},
-            {"stream", false},
-            {"options",
-             {{"seed", seed},
-              {"temperature", 0.8},
-              {"top_k", 40},
-              {"top_p", 0.9},
-              {"min_p", 0},
-              {"repeat_penalty", 1},
-              {"num_predict", n}}}};
-}
-
-std::string run_flags(int seed, const std::string& prompt, int n) {
-    return "--prompt " + shell_quote(prompt) + " --seed " + std::to_string(seed) +
-           " --temperature 0.8 --top-k 40 --top-p 0.9 --min-p 0 --repeat-penalty 1 -n " +
-           std::to_string(n) + " --json --threads 2";
-}
-
 // The value of a sample line of /metrics.
 double metric(TestServer& srv, const std::string& name) {
     std::istringstream in(srv.get("/metrics")->body);
@@ -63,19 +43,20 @@ double metric(TestServer& srv, const std::string& name) {
 }
 
 TEST(ServerBatching, ConcurrentRequestsDecodeTogetherAndGetTheAnswersOfStrataRun) {
-    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0, {plan_with_sequences(4)});
+    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0,
+                   {plan_with_sequences(4)});
     // Six requests on four sequences: two wait for a sequence. One prompt is long (hundreds of
     // tokens: it is evaluated in chunks beside the others' decode steps).
     std::string long_prompt;
     for (int i = 0; i < 60; ++i) long_prompt += "the river runs past the old mill and ";
     const std::vector<std::pair<int, std::string>> asks = {
-        {11, "Once upon a time"}, {12, "The river"},     {13, long_prompt},
+        {11, "Once upon a time"}, {12, "The river"},      {13, long_prompt},
         {14, "A story about"},    {15, "In the morning"}, {16, "Once upon a time"}};
     constexpr int kTokens = 24;
     std::vector<std::future<json>> answers;
     for (const auto& [seed, prompt] : asks) {
         answers.push_back(std::async(std::launch::async, [&, seed, prompt] {
-            auto r = srv.post("/api/generate", request(seed, prompt, kTokens));
+            auto r = srv.post("/api/generate", sampled_request(seed, prompt, kTokens));
             EXPECT_EQ(r->status, 200) << r->body;
             return json::parse(r->body);
         }));
@@ -84,11 +65,12 @@ TEST(ServerBatching, ConcurrentRequestsDecodeTogetherAndGetTheAnswersOfStrataRun
     for (auto& f : answers) got.push_back(f.get());
     for (size_t i = 0; i < asks.size(); ++i) {
         auto run = run_strata("run " + shell_quote(server_models().tiny) + " " +
-                              run_flags(asks[i].first, asks[i].second, kTokens));
+                              sampled_run_flags(asks[i].first, asks[i].second, kTokens));
         ASSERT_EQ(run.exit_code, 0) << run.err;
         const json expected = json::parse(run.out);
         EXPECT_EQ(got[i]["response"], expected["text"]) << "seed " << asks[i].first;
-        EXPECT_EQ(got[i]["eval_count"], expected["timings"]["generated_tokens"]) << "seed " << asks[i].first;
+        EXPECT_EQ(got[i]["eval_count"], expected["timings"]["generated_tokens"])
+            << "seed " << asks[i].first;
     }
     // They were decoded together: passes held several sequences, and there were fewer passes
     // than the tokens generated.
@@ -102,7 +84,8 @@ TEST(ServerBatching, ConcurrentRequestsDecodeTogetherAndGetTheAnswersOfStrataRun
 }
 
 TEST(ServerBatching, AConversationKeepsItsSequenceAndItsCachedPrefix) {
-    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0, {plan_with_sequences(2)});
+    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0,
+                   {plan_with_sequences(2)});
     const json first = {{"model", "tiny"},
                         {"messages", json::array({{{"role", "user"}, {"content", "Hello there"}}})},
                         {"stream", false},

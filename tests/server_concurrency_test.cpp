@@ -16,27 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The sampling settings of every request below, as `strata run` flags.
-std::string run_flags(int seed, const std::string& prompt, int n) {
-    return "--prompt " + shell_quote(prompt) + " --seed " + std::to_string(seed) +
-           " --temperature 0.8 --top-k 40 --top-p 0.9 --min-p 0 --repeat-penalty 1 -n " +
-           std::to_string(n) + " --json --threads 2";
-}
-
-json request(int seed, const std::string& prompt, int n) {
-    return {{"model", "tiny"},
-            {"prompt", prompt},
-            {"stream", false},
-            {"options",
-             {{"seed", seed},
-              {"temperature", 0.8},
-              {"top_k", 40},
-              {"top_p", 0.9},
-              {"min_p", 0},
-              {"repeat_penalty", 1},
-              {"num_predict", n}}}};
-}
-
 // POSTs to /api/generate and reads the streamed answer, calling `on_chunk` for each piece;
 // it returning false hangs up. True when the whole answer was read.
 bool stream_post(TestServer& srv, const json& body, const std::function<bool()>& on_chunk) {
@@ -65,7 +44,8 @@ TEST(ServerConcurrency, ClientsAtOnceGetTheAnswersOfStrataRun) {
             for (int i = 0; i < kRequestsEach; ++i) {
                 const int seed = 100 + c * 10 + i;
                 const auto start = Clock::now();
-                auto r = srv.post("/api/generate", request(seed, prompts[size_t(c)], kTokens));
+                auto r =
+                    srv.post("/api/generate", sampled_request(seed, prompts[size_t(c)], kTokens));
                 const double ms =
                     std::chrono::duration<double, std::milli>(Clock::now() - start).count();
                 EXPECT_EQ(r->status, 200);
@@ -95,7 +75,7 @@ TEST(ServerConcurrency, ClientsAtOnceGetTheAnswersOfStrataRun) {
     for (size_t i = 0; i < answers.size(); i += 2) {
         const json& a = answers[i];
         auto run = run_strata("run " + shell_quote(server_models().tiny) + " " +
-                              run_flags(a["seed"], a["prompt"], kTokens));
+                              sampled_run_flags(a["seed"], a["prompt"], kTokens));
         ASSERT_EQ(run.exit_code, 0) << run.err;
         json expected = json::parse(run.out);
         EXPECT_EQ(a["response"], expected["text"]) << "seed " << a["seed"];

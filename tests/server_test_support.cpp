@@ -144,4 +144,24 @@ bool valid_utf8(const std::string& s) {
     return true;
 }
 
+json sampled_request(int seed, const std::string& prompt, int n) {
+    return {{"model", "tiny"},
+            {"prompt", prompt},
+            {"stream", false},
+            {"options",
+             {{"seed", seed},
+              {"temperature", 0.8},
+              {"top_k", 40},
+              {"top_p", 0.9},
+              {"min_p", 0},
+              {"repeat_penalty", 1},
+              {"num_predict", n}}}};
+}
+
+std::string sampled_run_flags(int seed, const std::string& prompt, int n) {
+    return "--prompt " + shell_quote(prompt) + " --seed " + std::to_string(seed) +
+           " --temperature 0.8 --top-k 40 --top-p 0.9 --min-p 0 --repeat-penalty 1 -n " +
+           std::to_string(n) + " --json --threads 2";
+}
+
 }  // namespace strata::test

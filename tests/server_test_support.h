@@ -68,6 +68,11 @@ class SharedServerTest : public ::testing::Test {
     static inline TestServer* srv_ = nullptr;
 };
 
+// A non-streamed /api/generate of the "tiny" model with sampling that depends on the seed
+// (temperature 0.8, top_k 40, top_p 0.9), and the `strata run` flags that sample the same.
+json sampled_request(int seed, const std::string& prompt, int n);
+std::string sampled_run_flags(int seed, const std::string& prompt, int n);
+
 // The lines of an NDJSON body, each parsed; a blank line or bad JSON fails the test.
 std::vector<json> ndjson_lines(const std::string& body);
 // The JSON payloads of an SSE body ("data: ..." events), with "[DONE]" as a string.

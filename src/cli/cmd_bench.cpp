@@ -1,5 +1,5 @@
 // strata bench MODEL [--prompt-tokens 512] [--gen-tokens 128] [--reps 3] [--baseline] [--force]
-//                    [--json FILE] [engine and budget flags]
+//                    [--json FILE] [--streams 1,2,4,8] [engine and budget flags]
 //
 // Measures the model as strata runs it under its placement plan: prompt and generation tok/s
 // (median, min and max over the repetitions), time to first token, bytes per generated token
@@ -12,8 +12,12 @@
 //
 // The table goes to stdout; each invocation is appended as one JSON line to --json FILE, or to
 // bench-results.jsonl in the cache directory.
+//
+// --streams measures continuous batching instead (eval/stream_bench.h): the plan counts a KV
+// cache per stream, and each count of streams decodes that many sequences together.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,11 +25,13 @@
 #include "cli/bench_report.h"
 #include "cli/commands.h"
 #include "cli/run_options.h"
+#include "eval/stream_bench.h"
 #include "plan/budget.h"
 #include "profile/profile.h"
 #include "profile/system_memory.h"
 #include "util/memory_cap.h"
 #include "util/process_stats.h"
+#include "util/table.h"
 #include "util/units.h"
 
 namespace strata::cli {
@@ -40,6 +46,7 @@ struct BenchCommand {
     bool baseline = false;
     bool force = false;
     std::string json;
+    std::vector<uint32_t> streams;
     EngineFlags engine;
 };
 
@@ -105,6 +112,51 @@ void check_baseline_fits(const BenchCommand& c, uint64_t file_bytes) {
     }
 }
 
+// --streams: one load with a KV cache per stream of the largest count, then each count.
+void stream_bench_command(BenchCommand& c) {
+    if (c.baseline) fail("--streams and --baseline measure different things: give one");
+    if (c.gen_tokens == 0) fail("--gen-tokens must be at least 1 with --streams");
+    const uint32_t widest = *std::max_element(c.streams.begin(), c.streams.end());
+    c.engine.plan.n_seq = widest;
+    auto opts = model_load_options(c.engine, isatty(STDERR_FILENO));
+    if (!opts) fail(opts.error().message);
+    auto planned = plan_model(c.model, c.engine.plan);
+    if (!planned) fail(planned.error().message);
+    auto m = LoadedModel::load(std::move(planned->model), std::move(planned->plan), *opts);
+    if (!m) fail(m.error().message);
+    print_load_warnings(**m);
+    const Plan& p = *(*m)->plan;
+    say("planned run: " + std::string(plan_mode_name(p.mode)) + ", RAM budget " +
+        format_bytes(p.budgets.ram) + ", " + format_bytes(p.memory.total) + " planned for " +
+        std::to_string(widest) + " sequences, limit " + format_fixed(p.tokens_per_second, 2) +
+        " tok/s for one (bound by " + std::string(tier_name(p.bound)) + ")");
+    StreamBenchOptions o;
+    o.streams = c.streams;
+    o.prompt_tokens = c.prompt_tokens;
+    o.gen_tokens = c.gen_tokens;
+    o.progress = [](const std::string& line) { say(line); };
+    auto rows = run_stream_bench(**m, o);
+    if (!rows) fail(rows.error().message);
+    std::printf("%s: %s, %s, prompt %u tokens and %u generated per stream\n", c.model.c_str(),
+                std::string(plan_mode_name(p.mode)).c_str(), format_bytes(p.budgets.ram).c_str(),
+                c.prompt_tokens, c.gen_tokens);
+    TextTable t({{"streams", Align::Right},
+                 {"aggregate tok/s", Align::Right},
+                 {"per stream tok/s", Align::Right},
+                 {"vs 1 stream", Align::Right},
+                 {"weights/token", Align::Right},
+                 {"disk/token", Align::Right}});
+    const double one = rows->empty() ? 0 : rows->front().aggregate_tps;
+    for (const StreamBenchRow& r : *rows) {
+        t.add_row({std::to_string(r.streams), format_fixed(r.aggregate_tps, 2),
+                   format_fixed(r.stream_tps, 2),
+                   one > 0 ? format_fixed(r.aggregate_tps / one, 2) + "x" : "-",
+                   format_bytes(uint64_t(r.weight_bytes_per_token)),
+                   format_bytes(uint64_t(r.disk_bytes_per_token))});
+    }
+    std::printf("%s", t.render("  ").c_str());
+}
+
 void bench_command(BenchCommand& c) {
     if (c.prompt_tokens == 0) fail("--prompt-tokens must be at least 1");
     if (c.reps == 0) fail("--reps must be at least 1");
@@ -113,6 +165,10 @@ void bench_command(BenchCommand& c) {
     if (ec) fail("cannot read " + c.model + ": " + ec.message());
     if (c.baseline) check_baseline_fits(c, file_bytes);
     if (c.engine.plan.ctx == 0) c.engine.plan.ctx = c.prompt_tokens + c.gen_tokens;
+    if (!c.streams.empty()) {
+        stream_bench_command(c);
+        return;
+    }
 
     std::string json_path = c.json;
     if (json_path.empty()) {
@@ -193,6 +249,11 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--json", c->json,
                     "Append the results as one JSON line to this file (default: "
                     "bench-results.jsonl in the cache directory)");
+    cmd->add_option("--streams", c->streams,
+                    "Measure continuous batching: decode this many sequences together, for each "
+                    "count of a list (1,2,4,8)")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 64u));
     add_engine_flags(*cmd, c->engine);
     cmd->callback([c] { bench_command(*c); });
 }
