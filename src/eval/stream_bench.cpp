@@ -14,8 +14,7 @@ double since(Clock::time_point t0) {
 }
 }  // namespace
 
-Result<std::vector<StreamBenchRow>> run_stream_bench(LoadedModel& m,
-                                                     const StreamBenchOptions& o) {
+Result<std::vector<StreamBenchRow>> run_stream_bench(LoadedModel& m, const StreamBenchOptions& o) {
     engine::Engine& e = *m.engine;
     const uint32_t n_vocab = e.n_vocab();
     std::vector<StreamBenchRow> rows;

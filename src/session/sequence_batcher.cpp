@@ -102,6 +102,10 @@ void SequenceBatcher::run() {
         }
         std::sort(prompts.begin(), prompts.end(),
                   [&](int a, int b) { return slots_[size_t(a)].order < slots_[size_t(b)].order; });
+        // Beside decoding sequences a step takes a quarter batch of prompt: each of their tokens
+        // waits for the whole step, so a long prompt advances in chunks that keep it short.
+        if (!inputs.empty())
+            room = std::min(room, prompt_tokens_beside_decode(engine_.max_batch()));
         for (int q : prompts) {
             if (room == 0) break;
             take(q);

@@ -5,9 +5,10 @@
 // Each generation runs on its own thread, as it would alone, and hands its tokens to eval()
 // instead of the engine. One step thread owns the engine: a step starts once every sequence that
 // has joined has handed in its next input (a sampled token, or a prompt), and evaluates them as
-// one batch (Engine::eval_sequences): first the decoding sequences' tokens, then as much of the
-// waiting prompts as the batch has room for. A long prompt is thus cut into chunks that ride
-// along with the others' decode steps instead of stalling them, and a new request joins at the
+// one batch (Engine::eval_sequences): first the decoding sequences' tokens, then the waiting
+// prompts, first come first: a whole batch of them when nobody decodes, a quarter batch beside
+// decoding sequences. A long prompt is thus cut into chunks that ride along with the others'
+// decode steps instead of stalling them, and a new request joins at the
 // next step; a finished one leaves. Each sequence gets the logits it would get alone, bit for
 // bit (the engine's rows never depend on the rest of the batch).
 //
@@ -25,6 +26,11 @@
 #include "engine/engine.h"
 
 namespace strata {
+
+// Prompt tokens a step takes beside decoding sequences (a whole batch when none decodes).
+constexpr size_t prompt_tokens_beside_decode(size_t max_batch) {
+    return max_batch / 4 > 32 ? max_batch / 4 : (max_batch < 32 ? max_batch : 32);
+}
 
 // Bytes read on a sequence's behalf: its share of every step it was in.
 struct SequenceReads {
