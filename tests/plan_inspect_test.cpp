@@ -7,6 +7,8 @@
 
 #include "model_test_files.h"
 #include "plan/plan.h"
+#include "plan_test_support.h"
+#include "profile/profile.h"
 #include "synth_test_support.h"
 #include "test_support.h"
 
@@ -158,6 +160,44 @@ TEST_F(PlanInspect, DefaultBudgetAlwaysDescribes) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out);
     EXPECT_TRUE(j["plan"].is_object() || j["plan_note"].is_string()) << j["plan_note"];
+}
+
+// A profile saved on another machine (here: one with a large GPU and a 128 GiB host) plans
+// for that machine: the model goes to its GPU, at its bandwidth, with its RAM as the default
+// budget; this machine's figures do not enter.
+TEST_F(PlanInspect, AnotherMachinesProfilePlansForThatMachine) {
+    HardwareProfile p = test::plan_profile();
+    p.memory.total = p.memory.system_total = 128ull << 30;
+    p.memory.available = 120ull << 30;
+    GpuProfile g;
+    g.name = "Other GPU";
+    g.memory_total = 140ull << 30;
+    g.memory_free = 139ull << 30;
+    g.read_bandwidth = 4.4e12;
+    g.device_copy_bandwidth = 4.2e12;
+    p.gpus.push_back(g);
+    test::TempDir dir;
+    const std::string file = dir.file("other.json");
+    ASSERT_TRUE(save_profile(p, file));
+    const json j = inspect_json("--profile " + test::shell_quote(file));
+    ASSERT_TRUE(j.contains("plan")) << j.dump();
+    const json& plan = j["plan"];
+    EXPECT_EQ(plan["gpu_device"], 0);
+    EXPECT_EQ(plan["bound"], "gpu");
+    EXPECT_DOUBLE_EQ(plan["tokens_per_second"].get<double>(),
+                     4.4e12 / plan["tiers"][0]["bytes_per_token"].get<double>());
+    // The budgets are that machine's: its available RAM less the headroom, its free GPU memory
+    // less the margin.
+    EXPECT_GT(plan["budgets"]["ram"].get<uint64_t>(), 100ull << 30);
+    EXPECT_GT(plan["budgets"]["gpu_mem"].get<uint64_t>(), 100ull << 30);
+    const auto text =
+        test::run_strata("inspect --profile " + test::shell_quote(file) + " " + model());
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("bound by gpu"), std::string::npos) << text.out;
+    // A file that is not a profile is an error naming it.
+    const auto bad = test::run_strata("inspect --profile " + model() + " " + model());
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("tiny8.gguf"), std::string::npos) << bad.err;
 }
 
 TEST(PlanInspectNoPlan, UnsupportedArchitectureIsDescribedWithoutAPlan) {

@@ -106,5 +106,58 @@ TEST(ServerBatching, AConversationKeepsItsSequenceAndItsCachedPrefix) {
               a1["prompt_eval_count"].get<int>() + a1["eval_count"].get<int>());
 }
 
+// Clients that hang up, requests refused for their length and normal ones, all at once on a
+// batched model: the refused ones get their 400, the hung-up ones stop, the others still get the
+// answer they get alone, and the server goes on serving.
+TEST(ServerBatching, HangUpsAndRefusalsDoNotDisturbTheOthers) {
+    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0,
+                   {plan_with_sequences(4)});
+    std::string too_long;
+    for (int i = 0; i < 700; ++i) too_long += "word and ";  // over the 1024-token context
+    const std::vector<std::string> prompts = {"Once upon a time", "The river", "A story about",
+                                              "In the morning"};
+    std::vector<std::future<json>> normal;
+    std::vector<std::future<int>> refused;
+    std::vector<std::future<bool>> gone;
+    for (int i = 0; i < 4; ++i) {
+        gone.push_back(std::async(std::launch::async, [&] {
+            httplib::Client c = srv.client();
+            httplib::Request req;
+            req.method = "POST";
+            req.path = "/api/generate";
+            req.body = json{{"model", "tiny"}, {"prompt", "x"}, {"options", {{"num_predict", 800}}}}
+                           .dump();
+            int chunks = 0;
+            req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+                return ++chunks < 3;
+            };
+            httplib::Response res;
+            httplib::Error error = httplib::Error::Success;
+            return c.send(req, res, error);
+        }));
+        normal.push_back(std::async(std::launch::async, [&, i] {
+            auto r = srv.post("/api/generate", sampled_request(40 + i, prompts[size_t(i)], 20));
+            EXPECT_EQ(r->status, 200) << r->body;
+            return json::parse(r->body);
+        }));
+        refused.push_back(std::async(std::launch::async, [&] {
+            json body = {
+                {"model", "tiny"}, {"prompt", too_long}, {"truncate", false}, {"stream", false}};
+            return srv.post("/api/generate", body)->status;
+        }));
+    }
+    for (auto& f : gone) EXPECT_FALSE(f.get()) << "a client that hung up read the whole answer";
+    for (auto& f : refused) EXPECT_EQ(f.get(), 400);
+    std::vector<json> together;
+    for (auto& f : normal) together.push_back(f.get());
+    // The same requests one at a time.
+    for (int i = 0; i < 4; ++i) {
+        auto r = srv.post("/api/generate", sampled_request(40 + i, prompts[size_t(i)], 20));
+        ASSERT_EQ(r->status, 200);
+        EXPECT_EQ(json::parse(r->body)["response"], together[size_t(i)]["response"]) << i;
+    }
+    EXPECT_EQ(srv.server().stats().client_gone, 4u);
+}
+
 }  // namespace
 }  // namespace strata::test

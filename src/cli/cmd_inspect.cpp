@@ -1,4 +1,4 @@
-// strata inspect MODEL [--json] [--tensors] [--metadata] [--full-metadata]
+// strata inspect MODEL [--json] [--tensors] [--metadata] [--full-metadata] [--profile FILE]
 //     [--ram SIZE] [--gpu-mem SIZE] [--ctx N] [--kv-type T] [--mode M] [--slots N] [--lookahead N]
 //
 // Describes a GGUF file: format, architecture and hyper-parameters, parameter count, the
@@ -18,6 +18,10 @@
 // given, a budget too small for any plan (the message names the minimum). Without plan flags a
 // model that fits no plan on this machine is still described: "plan" is null and "plan_note" (in
 // the human output "plan: none: ...") says why, as for a file strata cannot run.
+//
+// --profile FILE plans for another machine: the one whose `strata profile --json` FILE holds
+// (its RAM, GPU and disk; budgets default to what was available there), so that a laptop shows
+// what a model would do on a GPU server.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -425,6 +429,9 @@ void add_inspect(CLI::App& app) {
     cmd->add_flag("--full-metadata", opt->full_metadata,
                   "With --json: metadata arrays in full, not just their length and type");
     add_plan_flags(*cmd, opt->plan);
+    cmd->add_option("--profile", opt->plan.profile,
+                    "Plan for the machine this saved profile describes (strata profile --json > "
+                    "FILE there) instead of this one");
     cmd->footer(
         "Exit status 0 whenever the file can be read, also when strata cannot run it (the\n"
         "reasons are printed as warnings, or listed in \"problems\" with --json); 1 when the file\n"

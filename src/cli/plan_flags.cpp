@@ -57,7 +57,16 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
 namespace {
 
 // The profile whose disks include the one holding `model_path`, and that disk's index.
-Result<LoadedProfile> profile_for(const std::string& model_path) {
+Result<LoadedProfile> profile_for(const std::string& model_path, const PlanFlags& flags) {
+    if (flags.profile) {
+        // Another machine's: its disks were measured there, the first one is taken for the
+        // model's.
+        LoadedProfile loaded;
+        STRATA_ASSIGN(loaded.profile, load_profile(*flags.profile));
+        loaded.cache_path = *flags.profile;
+        if (!loaded.profile.disks.empty()) loaded.disk = 0;
+        return loaded;
+    }
     ProfileRequest request;
     const std::filesystem::path dir = std::filesystem::path(model_path).parent_path();
     request.model_dir = dir.empty() ? "." : dir.string();
@@ -68,8 +77,8 @@ Result<LoadedProfile> profile_for(const std::string& model_path) {
 
 Result<Budgets> budgets_for(HardwareProfile profile, const PlanFlags& flags) {
     // The profile's available RAM is a snapshot from when it was measured; the default budget
-    // follows what is available now.
-    if (!flags.ram) {
+    // follows what is available now (on this machine: another machine's profile keeps its own).
+    if (!flags.ram && !flags.profile) {
         if (auto now = detect_system_memory()) profile.memory.available = now->available;
     }
     STRATA_ASSIGN(Budgets budgets, resolve_budgets(profile, flags.ram, flags.gpu_mem));
@@ -88,7 +97,7 @@ Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models, con
     std::optional<Budgets> budgets;
     std::vector<Plan> plans;
     for (const PlanTarget& m : models) {
-        STRATA_ASSIGN(const LoadedProfile loaded, profile_for(m.path));
+        STRATA_ASSIGN(const LoadedProfile loaded, profile_for(m.path, flags));
         // Resolved once: models loaded side by side share the same budget, not whatever RAM is
         // left when each one is planned.
         if (!budgets) {

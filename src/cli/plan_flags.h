@@ -31,8 +31,13 @@ struct PlanFlags {
     uint32_t logit_rows = 1;
     bool embeddings = false;
     uint32_t n_seq = 1;  // serve: sequences decoded together (--parallel)
+    // inspect --profile: plan for the machine this profile (`strata profile --json`) describes
+    // instead of this one: its RAM, GPU and first disk, and its available RAM as the default.
+    std::optional<std::string> profile;
 
-    bool given() const { return ram || gpu_mem || mode || kv_type || ctx || slots || lookahead; }
+    bool given() const {
+        return ram || gpu_mem || mode || kv_type || ctx || slots || lookahead || profile;
+    }
 };
 
 void add_plan_flags(CLI::App& cmd, PlanFlags& flags);
