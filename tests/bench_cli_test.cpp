@@ -4,6 +4,8 @@
 // larger than the machine's RAM minus 4 GiB.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -83,7 +85,53 @@ TEST(BenchCli, PrintsATableAndAppendsOneJsonLinePerInvocation) {
         EXPECT_EQ(run["bytes_per_token"]["disk_store"].get<double>(), 0);
         EXPECT_GT(run["fraction_of_limit"].get<double>(), 0);
         EXPECT_GT(run["peak_rss_bytes"].get<uint64_t>(), 0u);
+        // Per operator: the projections and the FFN read their weights once per generated
+        // token (3 reps of 8 tokens) and do 2 flops per weight per token.
+        std::map<std::string, json> ops;
+        for (const json& o : run["operators"]) ops[o["operator"]] = o;
+        for (const char* op : {"attention projections", "dense FFN", "attention", "LM head"}) {
+            ASSERT_TRUE(ops.count(op)) << op;
+            EXPECT_GT(ops[op]["prompt"]["seconds"].get<double>(), 0) << op;
+            EXPECT_GT(ops[op]["generation"]["seconds"].get<double>(), 0) << op;
+            EXPECT_GT(ops[op]["generation"]["bytes"].get<double>(), 0) << op;
+        }
+        const json& ffn = ops["dense FFN"]["generation"];
+        EXPECT_NEAR(ffn["flops"].get<double>() / ffn["bytes"].get<double>(),
+                    2.0 * 32 / 34,  // Q8_0: 34 bytes a block of 32 weights
+                    1e-9);
+        EXPECT_EQ(ops["experts"]["generation"]["bytes"].get<double>(), 0);
     }
+    EXPECT_NE(first.out.find("gen us/token"), std::string::npos) << first.out;
+    EXPECT_NE(first.out.find("dense FFN"), std::string::npos) << first.out;
+}
+
+// --streams: N sequences decoded together share each weight read, so the weight bytes per
+// generated token halve from one stream to two.
+TEST(BenchCli, StreamsShareTheWeightReads) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    const auto r = test::run_strata("bench " + shell_quote(model) +
+                                    " --streams 1,2 --prompt-tokens 8 --gen-tokens 8 -t 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("aggregate tok/s"), std::string::npos) << r.out;
+    // Rows: "  1  <agg>  <per stream>  1.00x  <weights>  0 B".
+    std::istringstream in(r.out);
+    std::map<int, std::vector<std::string>> rows;
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream cells(line);
+        std::vector<std::string> c;
+        for (std::string w; cells >> w;) c.push_back(w);
+        if (c.size() >= 6 && (c[0] == "1" || c[0] == "2")) rows[std::stoi(c[0])] = c;
+    }
+    ASSERT_EQ(rows.size(), 2u) << r.out;
+    EXPECT_EQ(rows[1][3], "1.00x");
+    const auto bytes = [](const std::vector<std::string>& row) {
+        const std::map<std::string, double> unit = {
+            {"B", 1}, {"KiB", 1024}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024}};
+        return std::stod(row[4]) * unit.at(row[5]);
+    };
+    EXPECT_NEAR(bytes(rows[2]) / bytes(rows[1]), 0.5, 0.01) << r.out;
+    // No streams at all is refused.
+    EXPECT_NE(test::run_strata("bench " + shell_quote(model) + " --streams 0").exit_code, 0);
 }
 
 TEST(BenchCli, BaselineRunsTheMappedFileBesideThePlan) {

@@ -124,6 +124,53 @@ std::string bench_table(const BenchRecord& r) {
     return out;
 }
 
+namespace {
+// The read bandwidth the plan measured for the memory its weights are in.
+double weights_bandwidth(const Plan& p) {
+    return p.traffic(p.gpu_resident() ? Tier::Gpu : Tier::Ram).bandwidth;
+}
+
+double total_seconds(const engine::OpTable& ops) {
+    double s = 0;
+    for (const engine::OpFigures& o : ops) s += o.seconds;
+    return s;
+}
+}  // namespace
+
+std::string operator_table(const BenchRecord& r) {
+    std::string out;
+    for (const BenchEntry& e : r.entries) {
+        if (!e.plan) continue;
+        const SpeedBenchResult& s = e.result;
+        const double reps = double(std::max<size_t>(1, s.reps.size()));
+        const double gen_tokens = double(s.gen_tokens) * reps;
+        const double prompt_total = total_seconds(s.prompt_ops);
+        const double ceiling = weights_bandwidth(*e.plan);
+        TextTable t({{"operator (" + e.label + ", " + std::to_string(r.threads) + " threads)"},
+                     {"prompt share", Align::Right},
+                     {"GFLOP/s", Align::Right},
+                     {"gen us/token", Align::Right},
+                     {"GB/s", Align::Right},
+                     {"of " + format_fixed(ceiling / 1e9, 1) + " GB/s", Align::Right}});
+        for (size_t op = 0; op < s.gen_ops.size(); ++op) {
+            const engine::OpFigures& p = s.prompt_ops[op];
+            const engine::OpFigures& g = s.gen_ops[op];
+            if (p.seconds == 0 && g.seconds == 0) continue;
+            const double gbps = g.seconds > 0 ? g.bytes / g.seconds / 1e9 : 0;
+            t.add_row(
+                {engine::op_name(engine::Op(op)),
+                 prompt_total > 0 ? format_fixed(100 * p.seconds / prompt_total, 1) + "%" : "-",
+                 p.seconds > 0 && p.flops > 0 ? format_fixed(p.flops / p.seconds / 1e9, 1) : "-",
+                 gen_tokens > 0 ? format_fixed(1e6 * g.seconds / gen_tokens, 1) : "-",
+                 g.bytes > 0 ? format_fixed(gbps, 2) : "-",
+                 g.bytes > 0 && ceiling > 0 ? format_fixed(100 * gbps * 1e9 / ceiling, 0) + "%"
+                                            : "-"});
+        }
+        out += t.render();
+    }
+    return out;
+}
+
 nlohmann::ordered_json bench_json(const BenchRecord& r) {
     nlohmann::ordered_json j;
     j["date"] = r.date;
@@ -154,6 +201,17 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
         if (auto f = fraction_of_limit(e)) x["fraction_of_limit"] = *f;
         if (e.peak_rss) x["peak_rss_bytes"] = *e.peak_rss;
         if (e.result.experts) x["experts"] = experts_json(e);
+        nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+        for (size_t op = 0; op < s.gen_ops.size(); ++op) {
+            const auto figures = [](const engine::OpFigures& f) {
+                return nlohmann::ordered_json{
+                    {"seconds", f.seconds}, {"bytes", f.bytes}, {"flops", f.flops}};
+            };
+            ops.push_back({{"operator", engine::op_name(engine::Op(op))},
+                           {"prompt", figures(s.prompt_ops[op])},
+                           {"generation", figures(s.gen_ops[op])}});
+        }
+        x["operators"] = ops;  // summed over the repetitions
         if (!e.memory_cap.empty()) {
             x["memory_cap"] = e.memory_cap;
             x["memory_cap_peak_bytes"] = e.cap_peak;

@@ -38,6 +38,11 @@ struct BenchRecord {
 std::optional<double> fraction_of_limit(const BenchEntry& e);
 
 std::string bench_table(const BenchRecord& r);
+// Where the time goes, per kind of operator, for each planned run: in the prompt, its share of
+// the time and GFLOP/s; in generation, microseconds per token, the GB/s it read weights (or the
+// KV cache) at, and that against the plan's measured read bandwidth of the memory the weights
+// are in (RAM, or the GPU's).
+std::string operator_table(const BenchRecord& r);
 nlohmann::ordered_json bench_json(const BenchRecord& r);
 // Appends `record` as one line (JSON Lines) to `path`, creating the file and its directory.
 Result<void> append_bench_json(const std::string& path, const nlohmann::ordered_json& record);

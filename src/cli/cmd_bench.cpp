@@ -226,6 +226,7 @@ void bench_command(BenchCommand& c) {
                 c.model.c_str(), format_bytes(record.file_bytes).c_str(), record.threads,
                 c.prompt_tokens, c.gen_tokens, c.reps);
     std::printf("%s", bench_table(record).c_str());
+    std::printf("\n%s", operator_table(record).c_str());
     if (auto r = append_bench_json(json_path, bench_json(record)); !r) fail(r.error().message);
     say("results appended to " + json_path);
 }

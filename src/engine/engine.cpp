@@ -55,12 +55,24 @@ Result<std::unique_ptr<Backend>> make_backend(const BackendSpec& spec,
 }  // namespace
 
 template <typename F>
-void Engine::timed(Op op, F&& f) {
+void Engine::timed(Op op, F&& f, double bytes, double flops) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    stats_.op_seconds[size_t(op)] +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    OpFigures& o = stats_.ops[size_t(op)];
+    o.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    o.bytes += bytes;
+    o.flops += flops;
 }
+
+namespace {
+// Bytes and multiply-add flops of projecting n rows through these weights.
+double view_bytes(const TensorView& w) {
+    return w.present() ? double(w.row_bytes) * double(w.rows()) : 0.0;
+}
+double view_flops(const TensorView& w, int64_t n) {
+    return w.present() ? 2.0 * double(w.ne[0]) * double(w.rows()) * double(n) : 0.0;
+}
+}  // namespace
 
 void Engine::dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols) {
     if (dump_.enabled()) dump_.write(name, layer, be_->peek(a, rows), rows, cols);
@@ -136,6 +148,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     e->be_ = e->layer_backend_.empty() ? e->backends_[0].get() : e->layer_backend_[0];
     if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
+    e->kv_type_ = options.kv_type;
     e->n_past_.assign(std::max(1u, options.n_seq), 0);
     e->row_ids_.resize(e->max_batch_);
     for (uint32_t i = 0; i < e->max_batch_; ++i) e->row_ids_[i] = int32_t(i);
@@ -356,15 +369,19 @@ Result<void> Engine::output_head(const TensorView& norm, int64_t first, int64_t 
     int64_t vocab_first = 0;
     if (pieces == 1) {
         STRATA_ASSIGN(const TensorView* head, store_.acquire_head_piece(0, vocab_first));
-        timed(Op::LmHead, [&] { be_->output_head(norm, *head, first, rows, out); });
+        timed(
+            Op::LmHead, [&] { be_->output_head(norm, *head, first, rows, out); }, view_bytes(*head),
+            view_flops(*head, rows));
         store_.release_head_piece(0);
         return {};
     }
     timed(Op::LmHead, [&] { be_->normalize_output(norm, first, rows); });
     for (int p = 0; p < pieces; ++p) {
         STRATA_ASSIGN(const TensorView* piece, store_.acquire_head_piece(p, vocab_first));
-        timed(Op::LmHead,
-              [&] { be_->head_logits(*piece, vocab_first, int64_t(n_vocab_), rows, out); });
+        timed(
+            Op::LmHead,
+            [&] { be_->head_logits(*piece, vocab_first, int64_t(n_vocab_), rows, out); },
+            view_bytes(*piece), view_flops(*piece, rows));
         store_.release_head_piece(p);
     }
     return {};
@@ -381,13 +398,18 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     timed(Op::Elementwise,
           [&] { be_->rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n); });
     dump("attn_norm", il, Act::Normed, n, d);
-    timed(Op::Projection, [&] {
-        const LinearJob qkv[] = {
-            {&w.weight(TensorRole::AttnQ), &w.bias(TensorRole::AttnQ), Act::Q},
-            {&w.weight(TensorRole::AttnK), &w.bias(TensorRole::AttnK), Act::K},
-            {&w.weight(TensorRole::AttnV), &w.bias(TensorRole::AttnV), Act::V}};
-        be_->linear(qkv, Act::Normed, n);
-    });
+    const TensorView &wq = w.weight(TensorRole::AttnQ), &wk = w.weight(TensorRole::AttnK),
+                     &wv = w.weight(TensorRole::AttnV), &wo = w.weight(TensorRole::AttnOutput);
+    timed(
+        Op::Projection,
+        [&] {
+            const LinearJob qkv[] = {{&wq, &w.bias(TensorRole::AttnQ), Act::Q},
+                                     {&wk, &w.bias(TensorRole::AttnK), Act::K},
+                                     {&wv, &w.bias(TensorRole::AttnV), Act::V}};
+            be_->linear(qkv, Act::Normed, n);
+        },
+        view_bytes(wq) + view_bytes(wk) + view_bytes(wv),
+        view_flops(wq, n) + view_flops(wk, n) + view_flops(wv, n));
     timed(Op::Elementwise, [&] {
         be_->rope_store_kv(il, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
                            a.runs);
@@ -396,13 +418,26 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     dump("Kcur", il, Act::K, n, dk);
     dump("Vcur", il, Act::V, n, dv);
 
-    timed(Op::Attention, [&] { be_->attention(il, a.runs); });
+    // Each run reads its sequence's cached keys and values once; token t of a run scores and
+    // weighs pos0 + t + 1 positions.
+    double kv_bytes = 0, kv_flops = 0;
+    const double kv_element = kv_type_ == KvType::F16 ? 2.0 : 34.0 / 32.0;
+    for (const SeqRun& run : a.runs) {
+        const double seen = double(run.pos0 + run.n);
+        kv_bytes += seen * double(dk + dv) * kv_element;
+        kv_flops += 2.0 * double(n_head) * double(hp_.head_dim_k + hp_.head_dim_v) *
+                    (double(run.n) * double(run.pos0) + double(run.n) * double(run.n + 1) / 2);
+    }
+    timed(
+        Op::Attention, [&] { be_->attention(il, a.runs); }, kv_bytes, kv_flops);
     dump("kqv_out", il, Act::AttnOut, n, da);
-    timed(Op::Projection, [&] {
-        const LinearJob out[] = {
-            {&w.weight(TensorRole::AttnOutput), &w.bias(TensorRole::AttnOutput), Act::Out}};
-        be_->linear(out, Act::AttnOut, n);
-    });
+    timed(
+        Op::Projection,
+        [&] {
+            const LinearJob out[] = {{&wo, &w.bias(TensorRole::AttnOutput), Act::Out}};
+            be_->linear(out, Act::AttnOut, n);
+        },
+        view_bytes(wo), view_flops(wo, n));
     be_->add(Act::Hidden, Act::Out, n);
     dump("ffn_inp", il, Act::Hidden, n, d);
     return {};
@@ -417,10 +452,12 @@ void Engine::ffn_norm(const LayerArgs& a) {
 Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
     const LayerView& w = a.w;
     ffn_norm(a);
-    timed(Op::Ffn, [&] {
-        be_->swiglu_ffn(w.weight(TensorRole::FfnGate), w.weight(TensorRole::FfnUp),
-                        w.weight(TensorRole::FfnDown), Act::Normed, Act::Out, a.n);
-    });
+    const TensorView &gate = w.weight(TensorRole::FfnGate), &up = w.weight(TensorRole::FfnUp),
+                     &down = w.weight(TensorRole::FfnDown);
+    timed(
+        Op::Ffn, [&] { be_->swiglu_ffn(gate, up, down, Act::Normed, Act::Out, a.n); },
+        view_bytes(gate) + view_bytes(up) + view_bytes(down),
+        view_flops(gate, a.n) + view_flops(up, a.n) + view_flops(down, a.n));
     dump("ffn_out", a.layer, Act::Out, a.n, hp_.n_embd);
     be_->add(Act::Hidden, Act::Out, a.n);
     return {};
@@ -435,13 +472,19 @@ Result<void> Engine::moe_ffn_block(const LayerArgs& a, bool norm_weights) {
           [&] { r = routed_experts(a, w.weight(TensorRole::MoeRouter), norm_weights); });
     STRATA_TRY(r);
     if (w.weight(TensorRole::SharedGate).present()) {
-        timed(Op::Ffn, [&] {
-            be_->swiglu_ffn(w.weight(TensorRole::SharedGate), w.weight(TensorRole::SharedUp),
-                            w.weight(TensorRole::SharedDown), Act::Normed, Act::Side, n);
-            const TensorView& gate = w.weight(TensorRole::SharedExpertGate);
-            if (gate.present()) be_->sigmoid_gate(gate, Act::Normed, Act::Side, n);
-            be_->add(Act::Out, Act::Side, n);
-        });
+        const TensorView &sg = w.weight(TensorRole::SharedGate),
+                         &su = w.weight(TensorRole::SharedUp),
+                         &sd = w.weight(TensorRole::SharedDown);
+        timed(
+            Op::Ffn,
+            [&] {
+                be_->swiglu_ffn(sg, su, sd, Act::Normed, Act::Side, n);
+                const TensorView& gate = w.weight(TensorRole::SharedExpertGate);
+                if (gate.present()) be_->sigmoid_gate(gate, Act::Normed, Act::Side, n);
+                be_->add(Act::Out, Act::Side, n);
+            },
+            view_bytes(sg) + view_bytes(su) + view_bytes(sd),
+            view_flops(sg, n) + view_flops(su, n) + view_flops(sd, n));
     }
     dump("ffn_out", a.layer, Act::Out, n, hp_.n_embd);
     be_->add(Act::Hidden, Act::Out, n);
@@ -458,12 +501,22 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                         forced_routing_.get(), a.runs.front().pos0};
     const int k = cfg.n_used;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
+    OpFigures& figures = stats_.ops[size_t(Op::Experts)];
+    figures.bytes += view_bytes(router);
+    figures.flops += view_flops(router, n);
     if (!cfg.forced) {
         // A backend that holds every expert routes and runs them without the host.
         if (const auto stack = store_.resident_experts(layer);
             stack &&
             be_->routed_experts(router, *stack, k, norm_weights, Act::Normed, Act::Out, n)) {
             stats.token_choices += uint64_t(n * k);
+            // Which experts were chosen stays on the device: counted as n * k distinct ones
+            // (at most all of them), each token through its k.
+            const ExpertView& e = stack->first;
+            const double one = view_bytes(e.gate) + view_bytes(e.up) + view_bytes(e.down);
+            figures.bytes += one * double(std::min<int64_t>(n * k, cfg.n_expert));
+            figures.flops += (view_flops(e.gate, 1) + view_flops(e.up, 1) + view_flops(e.down, 1)) *
+                             double(n * k);
             return {};
         }
     }
@@ -498,6 +551,9 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         }
         if (users_.empty()) continue;
         STRATA_ASSIGN(const ExpertView ev, store_.acquire_expert(layer, e));
+        const int64_t m = int64_t(users_.size());
+        figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
+        figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
         be_->expert(ev, users_, user_weights_, Act::Normed);
         store_.release_expert(layer, e);
         ++stats.expert_loads;

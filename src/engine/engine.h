@@ -56,11 +56,31 @@ struct EngineOptions {
 enum class Op { Projection, Attention, Ffn, Experts, Router, LmHead, Elementwise, Count };
 const char* op_name(Op op);
 
+// One kind of operator's share of the forward passes: wall time on the host (a GPU backend's
+// asynchronous ops show where the host waited), the weight (or KV-cache) bytes it read, and its
+// multiply-adds counted as 2 flops each.
+struct OpFigures {
+    double seconds = 0;
+    double bytes = 0;
+    double flops = 0;
+    OpFigures& operator+=(const OpFigures& o) {
+        seconds += o.seconds;
+        bytes += o.bytes;
+        flops += o.flops;
+        return *this;
+    }
+    OpFigures operator-(const OpFigures& o) const {
+        return {seconds - o.seconds, bytes - o.bytes, flops - o.flops};
+    }
+};
+
+using OpTable = std::array<OpFigures, size_t(Op::Count)>;
+
 struct EngineStats {
     uint64_t tokens = 0;  // tokens evaluated
     uint64_t eval_calls = 0;
     uint64_t weight_bytes = 0;  // weight bytes the forward passes read (store + LM head + rows)
-    std::array<double, size_t(Op::Count)> op_seconds{};
+    OpTable ops{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
 };
 
@@ -145,8 +165,9 @@ class Engine {
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
+    // Runs f and counts its time, and the bytes and flops given, against `op`.
     template <typename F>
-    void timed(Op op, F&& f);
+    void timed(Op op, F&& f, double bytes = 0, double flops = 0);
 
     ModelHparams hp_;
     WeightStore& store_;
@@ -160,6 +181,7 @@ class Engine {
     uint32_t max_batch_ = 512;
     std::vector<int32_t> row_ids_;  // 0..max_batch-1: rows of an embedding table in batch order
     std::vector<uint32_t> n_past_;  // per sequence
+    KvType kv_type_ = KvType::F16;
     std::vector<int32_t> batch_tokens_;  // eval_sequences' batch, assembled
     std::vector<SeqRun> batch_runs_;
     int threads_ = 0;

@@ -44,6 +44,7 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     const auto t0 = Clock::now();
     STRATA_TRY(e.eval(prompt, engine::LogitsWanted::Last, logits));
     r.prompt_seconds = since(t0);
+    r.prompt_ops = e.stats().ops;
     int32_t next = greedy(logits);
     r.first_token_seconds = since(t0);
 
@@ -65,6 +66,9 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     }
     r.gen_seconds = since(g0);
     r.seconds = since(t0);
+    for (size_t op = 0; op < r.gen_ops.size(); ++op) {
+        r.gen_ops[op] = e.stats().ops[op] - r.prompt_ops[op];
+    }
     const uint64_t io1 = io_now();
     r.gen_weight_bytes = e.stats().weight_bytes - weight0;
     r.gen_store_disk_bytes = store.stats().bytes_from_disk - disk0;
@@ -118,6 +122,10 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
         disk += double(r.gen_store_disk_bytes);
         io += double(r.gen_io_bytes);
         gen_seconds += r.gen_seconds;
+        for (size_t op = 0; op < out.gen_ops.size(); ++op) {
+            out.prompt_ops[op] += r.prompt_ops[op];
+            out.gen_ops[op] += r.gen_ops[op];
+        }
         if (r.experts) {
             if (!out.experts) out.experts = ExpertStreamStats{};
             *out.experts += *r.experts;

@@ -39,6 +39,8 @@ struct SpeedRep {
     double stall_seconds = 0;                  // the engine waiting for the store, whole repetition
     double seconds = 0;                        // whole repetition
     std::optional<ExpertStreamStats> experts;  // the expert cache while generating
+    // Each kind of operator's time, bytes and flops in the prompt and in the generation steps.
+    engine::OpTable prompt_ops{}, gen_ops{};
 };
 
 struct Spread {
@@ -57,6 +59,7 @@ struct SpeedBenchResult {
     double disk_gbps = 0;     // storage reads while generating / generation time, whole run
     bool io_counted = false;  // the kernel's counters were readable
     std::optional<ExpertStreamStats> experts;  // summed over the repetitions' generation
+    engine::OpTable prompt_ops{}, gen_ops{};   // summed over the repetitions
 };
 
 Result<SpeedBenchResult> run_speed_bench(LoadedModel& model, const SpeedBenchOptions& options);
