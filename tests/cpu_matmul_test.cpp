@@ -370,6 +370,39 @@ TEST(CpuMatmulFloat, ZeroExtendedRowsGiveTheSameBits) {
     }
 }
 
+// Several matrices, each on its own rows of one activation block (the routed experts of a
+// batch), in one job: the same bits as matmul of each matrix on its rows.
+TEST_P(CpuMatmul, SegmentsEqualMatmulOnEachSegment) {
+    const TensorType t = GetParam();
+    std::mt19937 rng(913u + uint32_t(t));
+    const int64_t cols = test_cols(t)[1];
+    std::vector<Weights> ws;
+    for (int i = 0; i < 5; ++i) ws.push_back(make_weights(t, 9 + i, cols, 0, rng));
+    const std::vector<int64_t> counts = {1, 3, 0, 2, 1};
+    const int64_t rows = 7;
+    const std::vector<float> x = make_activations(rows, cols, rng);
+    ThreadPool pool(2);
+    std::vector<std::vector<float>> got(ws.size()), want(ws.size());
+    std::vector<cpu::MatmulSegment> segs;
+    int64_t first = 0;
+    for (size_t i = 0; i < ws.size(); ++i) {
+        got[i].assign(size_t(rows * ws[i].rows), -1.0f);
+        want[i].assign(size_t(counts[i] * ws[i].rows), 0.0f);
+        cpu::matmul(ws[i].view(), x.data() + first * cols, want[i].data(), counts[i], pool);
+        segs.push_back({ws[i].view(), first, counts[i], got[i].data()});
+        first += counts[i];
+    }
+    cpu::matmul_segments(segs, x.data(), rows, pool);
+    for (size_t i = 0; i < ws.size(); ++i) {
+        const int64_t f = segs[i].first;
+        for (int64_t o = 0; o < counts[i] * ws[i].rows; ++o) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i][size_t(f * ws[i].rows + o)]),
+                      std::bit_cast<uint32_t>(want[i][size_t(o)]))
+                << "segment " << i << " output " << o;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, CpuMatmul, ::testing::ValuesIn(kMatmulTypes),
                          [](const ::testing::TestParamInfo<TensorType>& p) {
                              return std::string(tensor_type_name(p.param));

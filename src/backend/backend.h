@@ -72,6 +72,14 @@ struct SeqRun {
     int64_t pos0 = 0;
 };
 
+// One chosen expert of a batch and the (token * k + choice) slots that chose it, with their
+// routing weights.
+struct ExpertJob {
+    ExpertView expert;
+    std::span<const int64_t> slots;
+    std::span<const float> weights;
+};
+
 // Which backend to create: the CPU's, or CUDA's on a GPU.
 enum class BackendKind : uint8_t { Cpu, Cuda };
 struct BackendSpec {
@@ -152,6 +160,13 @@ class Backend {
     virtual void begin_experts(int64_t n, int k) = 0;
     virtual void expert(const ExpertView& e, std::span<const int64_t> slots,
                         std::span<const float> weights, Act in) = 0;
+    // Every chosen expert at once, between begin_experts and end_experts, for experts whose
+    // views all stay valid until end_experts (a resident store's): a backend may run them as one
+    // job instead of one per expert. The same results as expert() on each in turn, which is
+    // what it does by default.
+    virtual void experts(std::span<const ExpertJob> jobs, Act in) {
+        for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
+    }
     virtual void end_experts(Act out, int64_t n) = 0;
 
     // Routing and experts in one operation, for a layer whose experts all lie where this

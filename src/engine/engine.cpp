@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "backend/cpu/cpu_backend.h"
+#include "model/activation_memory.h"
 #include "util/thread_pool.h"
 #if STRATA_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -63,6 +64,8 @@ void Engine::timed(Op op, F&& f, double bytes, double flops) {
     o.bytes += bytes;
     o.flops += flops;
 }
+
+static_assert(sizeof(ExpertJob) <= kExpertJobBytes, "activation_memory.h counts less");
 
 namespace {
 // Bytes and multiply-add flops of projecting n rows through these weights.
@@ -159,6 +162,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         e->weight_.resize(rows * k);
         e->users_.reserve(rows * k);
         e->user_weights_.reserve(rows * k);
+        e->jobs_.reserve(n_expert);
+        e->expert_ids_.reserve(n_expert);
         e->guess_.resize(k);
         e->guess_weight_.resize(k);
         e->routing_.probs.reserve(n_expert);
@@ -539,25 +544,46 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         store_.hint_experts(layer + 1, guess_);
     }
     store_.prepare_experts(layer, choices, k);
-    // Each expert once, for every (token, slot) that chose it.
-    be_->begin_experts(n, k);
+    // Each expert once, for every (token, slot) that chose it: the slots of all chosen experts,
+    // expert by expert.
+    users_.clear();
+    user_weights_.clear();
+    jobs_.clear();
     for (int e = 0; e < cfg.n_expert; ++e) {
-        users_.clear();
-        user_weights_.clear();
+        const size_t first = users_.size();
         for (int64_t i = 0; i < n * k; ++i) {
             if (choice_[size_t(i)] != e) continue;
             users_.push_back(i);
             user_weights_.push_back(weight_[size_t(i)]);
         }
-        if (users_.empty()) continue;
-        STRATA_ASSIGN(const ExpertView ev, store_.acquire_expert(layer, e));
-        const int64_t m = int64_t(users_.size());
+        if (users_.size() == first) continue;
+        const size_t m = users_.size() - first;
+        jobs_.push_back({ExpertView{}, std::span<const int64_t>(users_).subspan(first, m),
+                         std::span<const float>(user_weights_).subspan(first, m)});
+        expert_ids_.push_back(e);
+    }
+    // A resident store's experts stay where they are: all of them are handed to the backend at
+    // once, to run as one job. A streaming store's are computed one by one as their reads
+    // complete, each released before the next is waited for.
+    const bool together = store_.resident_experts(layer).has_value();
+    be_->begin_experts(n, k);
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+        const int e = expert_ids_[j];
+        STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
+        const ExpertView& ev = jobs_[j].expert;
+        const int64_t m = int64_t(jobs_[j].slots.size());
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
         figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
-        be_->expert(ev, users_, user_weights_, Act::Normed);
-        store_.release_expert(layer, e);
         ++stats.expert_loads;
+        if (together) continue;
+        be_->expert(ev, jobs_[j].slots, jobs_[j].weights, Act::Normed);
+        store_.release_expert(layer, e);
     }
+    if (together) {
+        be_->experts(jobs_, Act::Normed);
+        for (int e : expert_ids_) store_.release_expert(layer, e);
+    }
+    expert_ids_.clear();
     be_->end_experts(Act::Out, n);
     stats.token_choices += uint64_t(n * k);
     return {};

@@ -193,8 +193,10 @@ class Engine {
     std::vector<float> router_logits_, crossing_;
     std::vector<int32_t> choice_, guess_;
     std::vector<float> weight_, guess_weight_;
-    std::vector<int64_t> users_;
+    std::vector<int64_t> users_;  // the slots of each chosen expert, expert by expert
     std::vector<float> user_weights_;
+    std::vector<ExpertJob> jobs_;  // the chosen experts of a layer
+    std::vector<int> expert_ids_;
     RoutingScratch routing_;
 };
 

@@ -64,7 +64,8 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     // SwiGLU: gate and up rows (the product overwrites gate). Routed experts: each token's k
     // weighted outputs, and the rows of one expert gathered and computed.
     m.ffn = 2 * R * ff * f;
-    if (hp.is_moe()) m.ffn += R * k * d * f + 2 * R * d * f;
+    // Grouped experts: two matmul segments per expert (a QuantMatrix, two row numbers, an out).
+    if (hp.is_moe()) m.ffn += R * k * d * f + 2 * R * d * f + 2 * uint64_t(hp.n_expert) * 64;
 
     // Converted activations on the calling thread: the widest weight row (R rows), one buffer per
     // activation type among the weights of n_embd columns (q/k/v and gate/up are converted
@@ -100,9 +101,10 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     m.attention = T * per_thread;
 
     if (hp.is_moe()) {
-        // Router logits, choices and weights, the users of each expert, routing scratch, stats.
+        // Router logits, choices and weights, the users of each expert, routing scratch, the
+        // chosen experts' jobs and ids, stats.
         m.engine = R * hp.n_expert * f + R * k * (4 + 4 + 8 + 4) + k * 8 +
-                   uint64_t(hp.n_expert) * 8 + uint64_t(hp.n_layer) * 16;
+                   uint64_t(hp.n_expert) * (8 + kExpertJobBytes + 4) + uint64_t(hp.n_layer) * 16;
     }
     m.threads = T * kComputeThreadBytes;
     m.logits = uint64_t(std::max(1u, shape.logit_rows)) * hp.n_vocab * f +

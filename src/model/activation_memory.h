@@ -33,6 +33,9 @@ namespace strata {
 inline constexpr int64_t kAttentionTokensPerTask = 32;
 // Activation columns the scalar matmul path dequantizes at a time.
 inline constexpr int64_t kScalarMatmulColumns = 16;
+// What the engine keeps per chosen expert of a layer to hand them to the backend at once: an
+// ExpertJob (three tensor views and two spans), at most.
+inline constexpr uint64_t kExpertJobBytes = 512;
 // A compute thread's own memory: the pages of its stack it touches and its thread-local state.
 inline constexpr uint64_t kComputeThreadBytes = 256ull << 10;
 // What sampling and the generation loop keep per token id: the logits and a raw copy (4 + 4),

@@ -20,6 +20,8 @@ namespace {
 
 using namespace cpu;
 
+static_assert(sizeof(MatmulSegment) <= 64, "activation_memory.cpp counts 64 bytes a segment");
+
 class CpuBackend final : public Backend {
   public:
     CpuBackend(const BackendConfig& config, std::vector<KvCache> kvs)
@@ -27,6 +29,7 @@ class CpuBackend final : public Backend {
         // Every buffer is sized (or reserved) here for the largest batch the context allows, as
         // model/activation_memory.h counts it, so none grows past that count later.
         const int64_t rows = batch_rows(config.max_batch, config.n_ctx);
+        rows_ = rows;
         uint32_t n_head = 0, n_head_kv = 0;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
             n_head = std::max(n_head, hp_.n_head_at(l));
@@ -45,6 +48,7 @@ class CpuBackend final : public Backend {
         gate_.resize(size_t(rows));
         ffn_.reserve(rows, widest_ffn(hp_));
         if (hp_.is_moe()) {
+            segments_.reserve(2 * size_t(hp_.n_expert));
             slot_out_.reserve(size_t(rows) * hp_.n_expert_used * size_t(d));
             x_rows_.reserve(size_t(rows * d));
             y_rows_.reserve(size_t(rows * d));
@@ -211,6 +215,59 @@ class CpuBackend final : public Backend {
         }
     }
 
+    // A decode step's experts (or any batch whose slots fit the activation rows) as one job:
+    // gate and up of every expert in one parallel pass over all their rows, then every down.
+    // Small matrices otherwise pay a dispatch each; the arithmetic of each row is the same.
+    void experts(std::span<const ExpertJob> jobs, Act in) override {
+        int64_t total = 0;
+        for (const ExpertJob& j : jobs) total += int64_t(j.slots.size());
+        const ExpertView& first = jobs.empty() ? ExpertView{} : jobs.front().expert;
+        const bool same_shape = std::all_of(jobs.begin(), jobs.end(), [&](const ExpertJob& j) {
+            return j.expert.gate.ne == first.gate.ne && j.expert.down.ne == first.down.ne;
+        });
+        if (jobs.size() < 2 || total > rows_ || !same_shape) {
+            Backend::experts(jobs, in);
+            return;
+        }
+        const int64_t d = hp_.n_embd, ff = first.gate.rows();
+        const float* x = act(in);
+        x_rows_.resize(size_t(total * d));
+        ffn_.gate.resize(size_t(total * ff));
+        ffn_.up.resize(size_t(total * ff));
+        y_rows_.resize(size_t(total * d));
+        segments_.clear();
+        int64_t row = 0;
+        for (const ExpertJob& j : jobs) {
+            const int64_t m = int64_t(j.slots.size());
+            for (int64_t u = 0; u < m; ++u) {
+                std::memcpy(&x_rows_[size_t((row + u) * d)],
+                            x + (j.slots[size_t(u)] / experts_k_) * d, sizeof(float) * size_t(d));
+            }
+            segments_.push_back({quant_matrix(j.expert.gate), row, m, ffn_.gate.data()});
+            segments_.push_back({quant_matrix(j.expert.up), row, m, ffn_.up.data()});
+            row += m;
+        }
+        matmul_segments(segments_, x_rows_.data(), total, pool_);
+        swiglu(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff);
+        segments_.clear();
+        row = 0;
+        for (const ExpertJob& j : jobs) {
+            const int64_t m = int64_t(j.slots.size());
+            segments_.push_back({quant_matrix(j.expert.down), row, m, y_rows_.data()});
+            row += m;
+        }
+        matmul_segments(segments_, ffn_.gate.data(), total, pool_);
+        row = 0;
+        for (const ExpertJob& j : jobs) {
+            for (size_t u = 0; u < j.slots.size(); ++u, ++row) {
+                const float w = j.weights[u];
+                float* dst = &slot_out_[size_t(j.slots[u] * d)];
+                const float* src = &y_rows_[size_t(row * d)];
+                for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
+            }
+        }
+    }
+
     void end_experts(Act out, int64_t n) override {
         // Weighted outputs summed in slot order, as the reference engine adds them.
         const int64_t d = hp_.n_embd;
@@ -266,6 +323,8 @@ class CpuBackend final : public Backend {
     FfnBuffers ffn_;
     int experts_k_ = 1;
     std::vector<float> slot_out_, x_rows_, y_rows_;
+    int64_t rows_ = 0;  // activation rows (the batch at its largest)
+    std::vector<MatmulSegment> segments_;
 };
 
 }  // namespace

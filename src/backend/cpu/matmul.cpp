@@ -2,6 +2,7 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 #include <span>
@@ -234,12 +235,11 @@ void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool) {
     matmul_on_path(active_cpu_path(), W, x, y, 1, pool);
 }
 
-void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
-                  int64_t n, ThreadPool& pool) {
-    assert(Ws.size() == Ys.size());
+void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_t rows,
+                     ThreadPool& pool) {
     const CpuPath path = active_cpu_path();
-    if (n == 0 || Ws.empty()) return;
-    const int64_t cols = Ws[0].cols;
+    if (rows == 0 || segs.empty()) return;
+    const int64_t cols = segs[0].W.cols;
     // Activations converted once per activation type (q, k and v of a Q4_K_M file mix Q4_K and
     // Q6_K, which share Q8_K); one work list over the rows of every matrix.
     // Scratch of the calling thread, reused from call to call (decode calls this a few dozen
@@ -250,7 +250,7 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
         uint8_t* bytes;
     };
     struct Item {
-        size_t matrix;
+        size_t segment;
         int64_t begin, end;
     };
     struct MultiScratch {
@@ -268,26 +268,30 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
     std::vector<detail::TileKernel>& kernels = sc.kernels;
     acts.clear();
     items.clear();
-    act_of.assign(Ws.size(), 0);
-    kernels.assign(Ws.size(), {});
-    for (size_t i = 0; i < Ws.size(); ++i) {
-        const QuantMatrix& W = Ws[i];
+    act_of.assign(segs.size(), 0);
+    kernels.assign(segs.size(), {});
+    for (size_t i = 0; i < segs.size(); ++i) {
+        const MatmulSegment& sg = segs[i];
+        const QuantMatrix& W = sg.W;
         assert(matmul_supports(W.type) && W.cols == cols);
+        assert(sg.first >= 0 && sg.count >= 0 && sg.first + sg.count <= rows);
+        if (sg.count == 0) continue;
         kernels[i] = tile_kernel_for(path, W.type);
         if (kernels[i].fn == nullptr || W.cols == 0) {
-            matmul_on_path(path, W, X, Ys[i], n, pool);  // rare: no fast kernel for this type
+            // rare: no fast kernel for this type
+            matmul_on_path(path, W, X + sg.first * cols, sg.Y + sg.first * W.rows, sg.count, pool);
             continue;
         }
         const TensorType at = quant::vec_dot_type(W.type);
         size_t a = 0;
         while (a < acts.size() && acts[a].type != at) ++a;
         if (a == acts.size()) {
-            // At most one activation type per matrix, and callers pass few matrices.
+            // At most one activation type per matrix, and callers pass few types.
             assert(a < std::size(sc.act_bytes));
             const size_t rb = size_t(quant::quant_row_bytes(at, cols).value());
-            const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(n)))};
+            const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(rows)))};
             acts.push_back(act);
-            pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+            pool.parallel_for(rows, 1, [&](int64_t begin, int64_t end, int) {
                 for (int64_t c = begin; c < end; ++c) {
                     quantize_activations_on_path(path, at, X + c * cols,
                                                  act.bytes + size_t(c) * act.row_bytes, cols);
@@ -295,7 +299,7 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
             });
         }
         act_of[i] = a;
-        const int64_t chunk = rows_per_chunk(W, n, kernels[i].max_rows, pool.size());
+        const int64_t chunk = rows_per_chunk(W, sg.count, kernels[i].max_rows, pool.size());
         for (int64_t r = 0; r < W.rows; r += chunk) {
             items.push_back({i, r, std::min(W.rows, r + chunk)});
         }
@@ -303,11 +307,20 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
     pool.parallel_for(int64_t(items.size()), 1, [&](int64_t begin, int64_t end, int) {
         for (int64_t j = begin; j < end; ++j) {
             const Item& it = items[size_t(j)];
-            const Act& act = acts[act_of[it.matrix]];
-            tile_rows(kernels[it.matrix], Ws[it.matrix], act.bytes, act.row_bytes, n, Ys[it.matrix],
-                      it.begin, it.end);
+            const MatmulSegment& sg = segs[it.segment];
+            const Act& act = acts[act_of[it.segment]];
+            tile_rows(kernels[it.segment], sg.W, act.bytes + size_t(sg.first) * act.row_bytes,
+                      act.row_bytes, sg.count, sg.Y + sg.first * sg.W.rows, it.begin, it.end);
         }
     });
+}
+
+void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
+                  int64_t n, ThreadPool& pool) {
+    assert(Ws.size() == Ys.size() && Ws.size() <= 4);
+    std::array<MatmulSegment, 4> segs;
+    for (size_t i = 0; i < Ws.size(); ++i) segs[i] = {Ws[i], 0, n, Ys[i]};
+    matmul_segments({segs.data(), Ws.size()}, X, n, pool);
 }
 
 std::string_view matmul_kernel_name(CpuPath path, TensorType t) {

@@ -65,6 +65,23 @@ void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPoo
 void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<float* const> Ys,
                   int64_t n, ThreadPool& pool);
 
+// One product of matmul_segments: rows first .. first+count-1 of Y (W.rows floats each) are those
+// rows of X times W^T.
+struct MatmulSegment {
+    QuantMatrix W;
+    int64_t first = 0, count = 0;
+    float* Y = nullptr;
+};
+
+// matmul_multi for matrices that each take their own rows of X (the routed experts of a batch,
+// each with the tokens that chose it) as one parallel job: X (rows x cols) is converted once per
+// activation type, the rows of every matrix shared out together. Results are those of matmul of
+// each matrix on its rows.
+// PRECONDITION: as matmul for each; all Ws have the same cols; segments lie within X's rows;
+// at most 4 distinct activation types.
+void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_t rows,
+                     ThreadPool& pool);
+
 // Gives the calling thread's buffer of converted activations (the weight's dot-product type) room
 // for `bytes`, so that no later matmul of up to that size on this thread allocates.
 void reserve_converted_activations(size_t bytes);

@@ -64,7 +64,6 @@ void softmax(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-namespace {
 cpu::QuantMatrix quant_matrix(const TensorView& W) {
     cpu::QuantMatrix m;
     m.type = W.type;
@@ -75,6 +74,7 @@ cpu::QuantMatrix quant_matrix(const TensorView& W) {
     return m;
 }
 
+namespace {
 void add_bias(const TensorView* bias, float* Y, int64_t rows, int64_t n) {
     if (!bias || !bias->present()) return;
     for (int64_t t = 0; t < n; ++t) add_into(Y + t * rows, bias->f32(), rows);

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/matmul.h"
 #include "model/tensor_view.h"
 #include "util/thread_pool.h"
 
@@ -30,6 +31,9 @@ float silu(float x);
 float sigmoid(float x);
 // In-place softmax of n values.
 void softmax(float* x, int64_t n);
+
+// A 2-D weight view as the matmul kernels take it.
+cpu::QuantMatrix quant_matrix(const TensorView& W);
 
 // Y = X W^T (+ bias) for n rows of X: a decode step (n == 1) takes the matrix-vector kernel.
 // W is a 2-D weight view (rows = output features); bias (optional) is F32 of W's row count.
