@@ -124,6 +124,10 @@ class Engine {
     // order. An error (a full context, a bad id) evaluates nothing and changes no context.
     Result<void> eval_sequences(std::span<const SeqTokens> inputs, std::vector<float>& logits);
 
+    // Whether sequence `seq` can take `tokens` now (it exists, its context has room, the ids are
+    // in the vocabulary): the error eval would give, without evaluating anything.
+    Result<void> check_room(std::span<const int32_t> tokens, int seq) const;
+
     uint32_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
     // Forgets every position of sequence `seq` from n_keep on (a new chat turn reusing a common
     // prefix, a new perplexity chunk with 0).
@@ -152,7 +156,6 @@ class Engine {
 
   private:
     Engine(const ModelHparams& hp, WeightStore& store, const EngineOptions& options);
-    Result<void> check_room(std::span<const int32_t> tokens, int seq) const;
     Result<void> eval_batch(std::span<const int32_t> tokens, LogitsWanted wanted, float* out,
                             int seq);
     // Embedding and layers of a batch whose rows `runs` describe; each run's sequence advances.

@@ -39,6 +39,9 @@ Result<void> SequenceBatcher::eval(int seq, std::span<const int32_t> tokens,
     std::unique_lock lock(mu_);
     Slot& s = slots_[size_t(seq)];
     assert(s.joined && !s.waiting);
+    // A sequence whose tokens cannot go in fails alone, before it joins a step: a step's error
+    // is every member's.
+    if (auto ok = engine_.check_room(tokens, seq); !ok) return ok;
     s.pending = tokens;
     s.waiting = true;
     s.done = false;
