@@ -59,6 +59,12 @@ double median(std::vector<double> v) {
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
+std::array<double, size_t(engine::Op::Count)> seconds_of(const engine::OpTable& ops) {
+    std::array<double, size_t(engine::Op::Count)> s{};
+    for (size_t i = 0; i < ops.size(); ++i) s[i] = ops[i].seconds;
+    return s;
+}
+
 Sample run_once(engine::Engine& e, const std::vector<int32_t>& prompt, int gen_tokens) {
     Sample s;
     e.truncate(0);
@@ -70,7 +76,7 @@ Sample run_once(engine::Engine& e, const std::vector<int32_t>& prompt, int gen_t
         std::exit(1);
     }
     s.prompt_tps = double(prompt.size()) / since(t0);
-    s.prompt_ops = e.stats().op_seconds;
+    s.prompt_ops = seconds_of(e.stats().ops);
     e.reset_stats();
     t0 = Clock::now();
     for (int i = 0; i < gen_tokens; ++i) {
@@ -83,7 +89,7 @@ Sample run_once(engine::Engine& e, const std::vector<int32_t>& prompt, int gen_t
     }
     s.gen_tps = gen_tokens / since(t0);
     s.bytes_per_token = double(e.stats().weight_bytes) / gen_tokens;
-    s.gen_ops = e.stats().op_seconds;
+    s.gen_ops = seconds_of(e.stats().ops);
     return s;
 }
 

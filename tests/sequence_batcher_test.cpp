@@ -32,9 +32,9 @@ int32_t greedy(const std::vector<float>& l) {
 }
 
 // A prompt and `steps` greedy tokens, every logits vector on the way.
-std::vector<std::vector<float>> run(const std::function<Result<void>(std::span<const int32_t>,
-                                                                     std::vector<float>&)>& eval,
-                                    std::vector<int32_t> prompt, int steps) {
+std::vector<std::vector<float>> run(
+    const std::function<Result<void>(std::span<const int32_t>, std::vector<float>&)>& eval,
+    std::vector<int32_t> prompt, int steps) {
     std::vector<std::vector<float>> out;
     std::vector<float> logits;
     EXPECT_TRUE(eval(prompt, logits));
@@ -69,11 +69,9 @@ TEST(SequenceBatcher, ThreadsGetWhatTheyGetAlone) {
     for (size_t q = 0; q < prompts.size(); ++q) {
         threads.emplace_back([&, q] {
             batcher.join(int(q));
-            got[q] = run(
-                [&](std::span<const int32_t> t, std::vector<float>& l) {
-                    return batcher.eval(int(q), t, l, nullptr);
-                },
-                prompts[q], kSteps);
+            got[q] = run([&](std::span<const int32_t> t,
+                             std::vector<float>& l) { return batcher.eval(int(q), t, l, nullptr); },
+                         prompts[q], kSteps);
             batcher.leave(int(q));
         });
     }
@@ -81,9 +79,9 @@ TEST(SequenceBatcher, ThreadsGetWhatTheyGetAlone) {
     for (size_t q = 0; q < prompts.size(); ++q) {
         ASSERT_EQ(got[q].size(), want[q].size());
         for (size_t r = 0; r < got[q].size(); ++r) {
-            EXPECT_EQ(std::memcmp(got[q][r].data(), want[q][r].data(),
-                                  want[q][r].size() * sizeof(float)),
-                      0)
+            EXPECT_EQ(
+                std::memcmp(got[q][r].data(), want[q][r].data(), want[q][r].size() * sizeof(float)),
+                0)
                 << "sequence " << q << " row " << r;
         }
     }
