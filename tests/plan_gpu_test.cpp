@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "model/activation_memory.h"
+#include "plan/budget.h"
 #include "plan/plan.h"
 #include "plan_test_support.h"
+#include "profile/profile.h"
 
 namespace strata {
 namespace {
@@ -77,6 +79,25 @@ TEST(PlanGpu, CpuOnlyPlansIgnoreTheGpu) {
     auto no_gpu = make_plan(m, test::plan_profile(), budgets(8 * GiB, 0));
     ASSERT_TRUE(no_gpu) << no_gpu.error().message;
     EXPECT_FALSE(no_gpu->gpu_resident());
+}
+
+// The profile measured on the H200 machine (docs/profiles/h200.json, `strata profile --json`
+// there) plans an 8B Q4_K_M onto its GPU with its default budgets, at its measured HBM read
+// bandwidth: what `strata inspect --profile docs/profiles/h200.json` shows anywhere.
+TEST(PlanGpu, TheH200ProfilePlansAnEightBOnItsGpu) {
+    auto profile = load_profile(std::string(STRATA_SOURCE_DIR) + "/docs/profiles/h200.json");
+    ASSERT_TRUE(profile) << profile.error().message;
+    ASSERT_EQ(profile->gpus.size(), 1u);
+    EXPECT_GT(profile->gpus[0].read_bandwidth, 3e12);
+    auto b = resolve_budgets(*profile, std::nullopt, std::nullopt);
+    ASSERT_TRUE(b) << b.error().message;
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    auto plan = make_plan(m, *profile, *b);
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_TRUE(plan->gpu_resident()) << plan->gpu_note;
+    EXPECT_EQ(plan->bound, Tier::Gpu);
+    EXPECT_NEAR(plan->tokens_per_second,
+                profile->gpus[0].read_bandwidth / plan->traffic(Tier::Gpu).bytes_per_token, 1e-6);
 }
 
 }  // namespace

@@ -141,6 +141,13 @@ std::string operator_table(const BenchRecord& r) {
     std::string out;
     for (const BenchEntry& e : r.entries) {
         if (!e.plan) continue;
+        if (e.plan->gpu_resident()) {
+            // The host only queues a GPU's work: its times would say where the host waited.
+            out +=
+                "operators: on the GPU they run asynchronously; STRATA_CUDA_PROFILE=1 times "
+                "each on the device\n";
+            continue;
+        }
         const SpeedBenchResult& s = e.result;
         const double reps = double(std::max<size_t>(1, s.reps.size()));
         const double gen_tokens = double(s.gen_tokens) * reps;
