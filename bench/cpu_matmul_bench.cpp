@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
     std::string paths_arg;
     std::string batches_arg = "32,128";
     std::string shapes_arg = "4096x4096,14336x4096,4096x14336";
+    std::string batch_shapes_arg = "4096x4096";
     int working_set_mib = 1536;
     double min_seconds = 0.4;
     bool json = false;
@@ -156,7 +157,10 @@ int main(int argc, char** argv) {
                    "CPU paths (scalar, avx2, avx512); default: all this CPU runs");
     app.add_option("--shapes", shapes_arg, "matvec shapes, rows x cols, comma-separated");
     app.add_option("--batches", batches_arg,
-                   "matmul batch sizes on the 4096 x 4096 shape (empty: none)");
+                   "matmul batch sizes, on each of --batch-shapes (empty: none)");
+    app.add_option(
+        "--batch-shapes", batch_shapes_arg,
+        "matmul shapes, rows x cols, comma-separated (a MoE expert's: 768x2048,2048x768)");
     app.add_option("--working-set-mib", working_set_mib,
                    "bytes of weights to rotate through; keep it well above the last-level cache");
     app.add_option("--min-seconds", min_seconds, "timed seconds per measurement");
@@ -195,18 +199,31 @@ int main(int argc, char** argv) {
                          name.c_str());
     }
     std::vector<Shape> shapes;
-    for (const auto& item : split_list(shapes_arg)) {
+    const auto parse_shape = [](const std::string& item, Shape& out) {
         long long rows = 0, cols = 0;
         char sep = 0;
         if (std::sscanf(item.c_str(), "%lld%c%lld", &rows, &sep, &cols) != 3 || sep != 'x' ||
             rows <= 0 || cols <= 0) {
             std::fprintf(stderr, "strata_bench_matmul: bad shape %s (want ROWSxCOLS)\n",
                          item.c_str());
-            return 2;
+            return false;
         }
-        shapes.push_back({rows, cols, 1});
+        out = {rows, cols, 1};
+        return true;
+    };
+    for (const auto& item : split_list(shapes_arg)) {
+        Shape sh{};
+        if (!parse_shape(item, sh)) return 2;
+        shapes.push_back(sh);
     }
-    for (const auto& b : split_list(batches_arg)) shapes.push_back({4096, 4096, std::stoll(b)});
+    for (const auto& item : split_list(batch_shapes_arg)) {
+        Shape sh{};
+        if (!parse_shape(item, sh)) return 2;
+        for (const auto& b : split_list(batches_arg)) {
+            sh.batch = std::stoll(b);
+            shapes.push_back(sh);
+        }
+    }
 
     ThreadPool pool(threads);
     AlignedBuffer buffer(size_t(working_set_mib) << 20);

@@ -197,38 +197,36 @@ class CpuBackend final : public Backend {
 
     void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,
                 Act in) override {
-        const int64_t d = hp_.n_embd;
-        const int64_t m = int64_t(slots.size());
-        const float* x = act(in);
-        x_rows_.resize(size_t(m * d));
-        for (int64_t u = 0; u < m; ++u) {
-            std::memcpy(&x_rows_[size_t(u * d)], x + (slots[size_t(u)] / experts_k_) * d,
-                        sizeof(float) * size_t(d));
-        }
-        y_rows_.resize(size_t(m * d));
-        cpu::swiglu_ffn(e.gate, e.up, e.down, x_rows_.data(), m, y_rows_.data(), ffn_, pool_);
-        for (int64_t u = 0; u < m; ++u) {
-            const float w = weights[size_t(u)];
-            float* dst = &slot_out_[size_t(slots[size_t(u)] * d)];
-            const float* src = &y_rows_[size_t(u * d)];
-            for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
+        const ExpertJob job{e, slots, weights};
+        run_experts({&job, 1}, int64_t(slots.size()), in);
+    }
+
+    // The chosen experts as few jobs as the activation rows allow: consecutive experts of one
+    // shape whose slots fit the rows go together (a decode step's all at once; a prompt's in
+    // chunks of about a batch), so small matrices do not pay a dispatch each. The arithmetic
+    // of each row is the same as alone.
+    void experts(std::span<const ExpertJob> jobs, Act in) override {
+        const auto same_shape = [](const ExpertJob& a, const ExpertJob& b) {
+            return a.expert.gate.ne == b.expert.gate.ne && a.expert.down.ne == b.expert.down.ne;
+        };
+        for (size_t i = 0; i < jobs.size();) {
+            size_t j = i + 1;
+            int64_t total = int64_t(jobs[i].slots.size());
+            while (j < jobs.size() && same_shape(jobs[i], jobs[j]) &&
+                   total + int64_t(jobs[j].slots.size()) <= rows_) {
+                total += int64_t(jobs[j].slots.size());
+                ++j;
+            }
+            run_experts(jobs.subspan(i, j - i), total, in);
+            i = j;
         }
     }
 
-    // A decode step's experts (or any batch whose slots fit the activation rows) as one job:
-    // gate and up of every expert in one parallel pass over all their rows, then every down.
-    // Small matrices otherwise pay a dispatch each; the arithmetic of each row is the same.
-    void experts(std::span<const ExpertJob> jobs, Act in) override {
-        int64_t total = 0;
-        for (const ExpertJob& j : jobs) total += int64_t(j.slots.size());
-        const ExpertView& first = jobs.empty() ? ExpertView{} : jobs.front().expert;
-        const bool same_shape = std::all_of(jobs.begin(), jobs.end(), [&](const ExpertJob& j) {
-            return j.expert.gate.ne == first.gate.ne && j.expert.down.ne == first.down.ne;
-        });
-        if (jobs.size() < 2 || total > rows_ || !same_shape) {
-            Backend::experts(jobs, in);
-            return;
-        }
+    // jobs (of one shape, `total` slots, at most rows_ unless one job alone) in one job: gate
+    // and up of every expert in one parallel pass over all their rows, then every down; each
+    // slot's output weighted into slot_out_.
+    void run_experts(std::span<const ExpertJob> jobs, int64_t total, Act in) {
+        const ExpertView& first = jobs.front().expert;
         const int64_t d = hp_.n_embd, ff = first.gate.rows();
         const float* x = act(in);
         x_rows_.resize(size_t(total * d));
