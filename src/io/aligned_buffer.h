@@ -14,6 +14,7 @@ namespace strata {
 class AlignedBuffer {
   public:
     static constexpr size_t kAlignment = 4096;
+    static constexpr size_t kHugePageBytes = size_t(2) << 20;
 
     AlignedBuffer() = default;
     // An error (not an exception) when the memory is not there, so callers can say which budget
