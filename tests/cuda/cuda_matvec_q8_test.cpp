@@ -308,6 +308,66 @@ TEST(CudaMatvecQ8, MatchesReferenceOnAllShapes) {
     }
 }
 
+// q, k and v in one launch (launch_matvec_q8_parts): each part's output is bit for bit its own
+// launch's (a row's sum does not depend on the other rows of the launch), biases included; the
+// parts' row counts are not multiples of the rows a warp takes, so a warp straddles two parts.
+TEST(CudaMatvecQ8, PartsInOneLaunchGiveEachPartsOwnResult) {
+    STRATA_REQUIRE_GPU();
+    std::mt19937 rng(3);
+    const int64_t cols = 2048;
+    const int64_t part_rows[] = {2048 + 1, 512, 512 + 33};
+    for (const TensorType t : kTypes) {
+        SCOPED_TRACE(tensor_type_name(t));
+        std::vector<Weights> ws;
+        std::vector<gpu::DeviceBuffer> dws, dbs, dys;
+        std::vector<cuda::WeightRows> rows;
+        std::vector<const float*> biases;
+        std::vector<float*> ys;
+        for (int i = 0; i < 3; ++i) {
+            ws.push_back(make_weights(t, cols, part_rows[i], 0, 0, rng));
+            dws.push_back(test::upload(ws.back().bytes.data(), ws.back().bytes.size()));
+            std::vector<float> b(size_t(part_rows[i]));
+            for (auto& v : b) v = float(rng() % 1000) * 1e-3f - 0.5f;
+            dbs.push_back(test::upload(b.data(), b.size() * 4));
+            dys.push_back(
+                gpu::DeviceBuffer::allocate(size_t(kMaxQ8Tokens * part_rows[i]) * 4).value());
+            cuda::WeightRows wr;
+            wr.type = t;
+            wr.data = reinterpret_cast<const uint8_t*>(dws.back().data());
+            wr.row_stride = ws.back().stride;
+            wr.rows = part_rows[i];
+            wr.cols = cols;
+            rows.push_back(wr);
+            biases.push_back(i == 1 ? nullptr : reinterpret_cast<const float*>(dbs.back().data()));
+            ys.push_back(reinterpret_cast<float*>(dys.back().data()));
+        }
+        gpu::DeviceBuffer ds =
+            gpu::DeviceBuffer::allocate(cuda::matvec_q8_scratch_bytes(cols)).value();
+        gpu::DeviceBuffer dy1 =
+            gpu::DeviceBuffer::allocate(size_t(kMaxQ8Tokens * part_rows[0]) * 4).value();
+        for (int n = 1; n <= kMaxQ8Tokens; ++n) {
+            SCOPED_TRACE(testing::Message() << "n " << n);
+            const std::vector<float> x = activations(n * cols, rng);
+            gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
+            cuda::launch_quantize_for(t, reinterpret_cast<const float*>(dx.data()), n, cols,
+                                      ds.data(), nullptr);
+            ASSERT_TRUE(cuda::launch_matvec_q8_parts(rows, n, biases, ys, ds.data(), nullptr))
+                << "STRATA_QKV_PARTS=0 is set";
+            for (int i = 0; i < 3; ++i) {
+                const std::vector<float> together =
+                    test::download<float>(ys[size_t(i)], size_t(n * part_rows[i]));
+                cuda::launch_matvec_q8_quantized(rows[size_t(i)], n, biases[size_t(i)],
+                                                 reinterpret_cast<float*>(dy1.data()), ds.data(),
+                                                 nullptr);
+                const std::vector<float> alone =
+                    test::download<float>(dy1.data(), size_t(n * part_rows[i]));
+                ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), alone.size() * 4))
+                    << "part " << i;
+            }
+        }
+    }
+}
+
 // Rows at a 2-byte offset and with a stride that is not a multiple of 16 (or 4): the blocks of
 // Q4_K / Q5_K lose their 16-byte alignment and the kernels take the realigning loads.
 TEST(CudaMatvecQ8, MisalignedRows) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matvec_q8_act.h"
@@ -247,6 +248,26 @@ void launch_args(TensorType t, const q8k::Args& a, int n, cudaStream_t stream) {
 void launch_matvec_q8_quantized(const WeightRows& w, int n, const float* bias, float* y,
                                 const void* scratch, cudaStream_t stream) {
     launch_args(w.type, args_for(w, n, bias, y, scratch), n, stream);
+}
+
+bool launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
+                            std::span<const float* const> biases, std::span<float* const> ys,
+                            const void* scratch, cudaStream_t stream) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("STRATA_QKV_PARTS");
+        return !(v && v[0] == '0');
+    }();
+    if (!enabled) return false;
+    static_assert(kMaxQ8Parts == q8k::Args::kMaxParts);
+    q8k::Args a = args_for(w[0], n, biases[0], ys[0], scratch);
+    a.rows = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        a.parts[i] = {w[i].data, w[i].row_stride, ys[i], biases[i], w[i].rows};
+        a.rows += w[i].rows;
+    }
+    a.n_parts = int(w.size());
+    launch_args(w[0].type, a, n, stream);
+    return true;
 }
 
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,

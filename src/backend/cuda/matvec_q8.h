@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "backend/cuda/matmul_kernels.h"
 #include "gguf/tensor_type.h"
@@ -51,6 +52,15 @@ void launch_quantize_for(TensorType weight, const float* x, int n, int64_t cols,
 // launch_matvec_q8 without its first kernel: the scratch holds x quantized for w.type.
 void launch_matvec_q8_quantized(const WeightRows& w, int n, const float* bias, float* y,
                                 const void* scratch, cudaStream_t stream);
+// launch_matvec_q8_quantized of up to kMaxQ8Parts matrices of one type and width (a layer's q,
+// k and v) in one launch: part i writes ys[i] (bias biases[i], may be null), each row's result
+// bit for bit what its own launch gives. False, with nothing launched, when STRATA_QKV_PARTS=0
+// in the environment (one launch each then, for comparisons).
+// PRECONDITION: as launch_matvec_q8_quantized's for each; spans of one size, 2..kMaxQ8Parts.
+inline constexpr int kMaxQ8Parts = 3;
+bool launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
+                            std::span<const float* const> biases, std::span<float* const> ys,
+                            const void* scratch, cudaStream_t stream);
 // y[r] = silu(gate[r] . x) * (up[r] . x) for one token, in one pass over both matrices; the
 // scratch holds x quantized for gate.type. PRECONDITION: gate and up of the same type and shape.
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,

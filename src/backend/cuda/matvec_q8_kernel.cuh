@@ -140,7 +140,41 @@ struct Args {
     int64_t y_slot_stride = 0;
     int slots = 1;  // grid rows (with ids)
     bool act_per_slot = false;
+    // Several matrices of one type and width on the same activations in one launch (a layer's
+    // q, k and v): with n_parts > 0, rows [0, parts[0].rows) are parts[0]'s, written to
+    // parts[0].y as [token][parts[0].rows], the next parts[1].rows parts[1]'s, and so on; `rows`
+    // is their sum. Not with ids or w2.
+    struct Part {
+        const uint8_t* w;
+        size_t stride;
+        float* y;
+        const float* bias;
+        int64_t rows;
+    };
+    static constexpr int kMaxParts = 3;
+    Part parts[kMaxParts] = {};
+    int n_parts = 0;
 };
+
+// Row `row` of a launch's rows: where its weights start, its output column (y + its row in its
+// matrix), its bias (null when none) and its matrix's row count (the output's token stride).
+struct RowAt {
+    const uint8_t* w;
+    float* y;
+    const float* bias;
+    int64_t rows;
+};
+__device__ __forceinline__ RowAt row_at(const Args& a, const uint8_t* wbase, float* y,
+                                        int64_t row) {
+    if (a.n_parts == 0) {
+        return {wbase + size_t(row) * a.stride, y + row, a.bias ? a.bias + row : nullptr, a.rows};
+    }
+    int p = 0;
+    while (p + 1 < a.n_parts && row >= a.parts[p].rows) row -= a.parts[p++].rows;
+    const Args::Part& part = a.parts[p];
+    return {part.w + size_t(row) * part.stride, part.y + row, part.bias ? part.bias + row : nullptr,
+            part.rows};
+}
 
 // silu(g) * u, as the CPU backend and elementwise.cu compute it.
 __device__ __forceinline__ float swiglu_value(float g, float u) {
@@ -215,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const int64_t row = row0 + r < args.rows ? row0 + r : args.rows - 1;
-                rp[r] = wbase + size_t(row) * args.stride;
+                rp[r] = row_at(args, wbase, y, row).w;
             }
         }
         float acc[R][NT];
@@ -269,11 +303,11 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
         } else if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                const int64_t row = row0 + r;
-                if (row >= args.rows) continue;
-                const float b = args.bias ? args.bias[row] : 0.0f;
+                if (row0 + r >= args.rows) continue;
+                const RowAt at = row_at(args, wbase, y, row0 + r);
+                const float b = at.bias ? *at.bias : 0.0f;
 #pragma unroll
-                for (int t = 0; t < NT; ++t) y[t * args.rows + row] = acc[r][t] + b;
+                for (int t = 0; t < NT; ++t) at.y[t * at.rows] = acc[r][t] + b;
             }
         }
     }
@@ -324,6 +358,10 @@ void launch_format(const Args& args, int n, cudaStream_t stream) {
     if constexpr (F::kBytes % 16 == 0) {
         a16 = reinterpret_cast<uintptr_t>(args.w) % 16 == 0 && args.stride % 16 == 0 &&
               args.expert_stride % 16 == 0;
+        for (int p = 0; p < args.n_parts; ++p) {
+            a16 = a16 && reinterpret_cast<uintptr_t>(args.parts[p].w) % 16 == 0 &&
+                  args.parts[p].stride % 16 == 0;
+        }
     }
     if (args.w2) {  // a SwiGLU pair, one token (launch_swiglu_q8's precondition)
         if constexpr (F::kBytes % 16 == 0) {

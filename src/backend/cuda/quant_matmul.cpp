@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +154,8 @@ class CudaMatmul final : public Matmul {
     void linear_many(std::span<const Product> products, const float* x, int64_t n) override {
         TensorType quantized = TensorType::F32;  // the activation type in the q8 scratch
         int64_t quantized_cols = 0;
-        for (const Product& p : products) {
+        for (size_t i = 0; i < products.size(); ++i) {
+            const Product& p = products[i];
             const WeightRows rows = checked_rows(*p.weight, n);
             if (n == 0 || rows.rows == 0) continue;
             const bool matvec = q8_path(rows, x, n);
@@ -168,13 +170,38 @@ class CudaMatmul final : public Matmul {
                 quantized = at;
                 quantized_cols = rows.cols;
             }
-            if (matvec) {
-                launch_matvec_q8_quantized(rows, int(n), p.bias, p.y, q8_activations_.data(),
-                                           stream_);
-            } else {
+            if (!matvec) {
                 launch_mmq(rows, int(n), p.bias, p.y, q8_activations_.data(), stream_);
+                continue;
             }
+            i += matvec_run(products.subspan(i), rows, n) - 1;
         }
+    }
+
+    // The matvecs of products[0] (whose rows are `first`) and of the products after it of the
+    // same type and width, in one launch where the streaming kernel takes them (q, k and v),
+    // else products[0]'s alone: the count launched. The scratch holds their quantized input.
+    size_t matvec_run(std::span<const Product> products, const WeightRows& first, int64_t n) {
+        std::array<WeightRows, kMaxQ8Parts> w{first};
+        std::array<const float*, kMaxQ8Parts> biases{products[0].bias};
+        std::array<float*, kMaxQ8Parts> ys{products[0].y};
+        size_t count = 1;
+        for (; count < products.size() && count < size_t(kMaxQ8Parts); ++count) {
+            const Product& p = products[count];
+            const WeightRows rows = checked_rows(*p.weight, n);
+            if (rows.type != first.type || rows.cols != first.cols || rows.rows == 0) break;
+            w[count] = rows;
+            biases[count] = p.bias;
+            ys[count] = p.y;
+        }
+        if (count > 1 &&
+            launch_matvec_q8_parts({w.data(), count}, int(n), {biases.data(), count},
+                                   {ys.data(), count}, q8_activations_.data(), stream_)) {
+            return count;
+        }
+        launch_matvec_q8_quantized(first, int(n), products[0].bias, products[0].y,
+                                   q8_activations_.data(), stream_);
+        return 1;
     }
 
     void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g, float* u,
