@@ -24,6 +24,7 @@ namespace {
 
 constexpr int kTileRows = 4;
 constexpr int kTileCols = 2;
+constexpr bool kFullRangeU8 = false;  // x86_tile_kernels.inc says why
 
 inline __m256i dot_u8_s8(__m256i acc, __m256i u, __m256i s) {
     const __m256i pairs = _mm256_maddubs_epi16(u, s);

@@ -36,6 +36,7 @@ namespace {
 
 constexpr int kTileRows = 4;
 constexpr int kTileCols = 4;
+constexpr bool kFullRangeU8 = true;  // x86_tile_kernels.inc says why
 
 inline __m256i dot_u8_s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(acc, u, s);
