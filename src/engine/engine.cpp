@@ -235,7 +235,8 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
 
 Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vector<float>& logits) {
     size_t wanted = 0;
-    std::vector<bool> seen(n_past_.size(), false);
+    std::vector<char>& seen = seen_;
+    seen.assign(n_past_.size(), 0);
     for (const SeqTokens& in : inputs) {
         if (in.tokens.empty())
             return err("nothing to evaluate for sequence " + std::to_string(in.seq) +
@@ -244,7 +245,7 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
         if (seen[size_t(in.seq)]) {
             return err("sequence " + std::to_string(in.seq) + " appears twice in one evaluation");
         }
-        seen[size_t(in.seq)] = true;
+        seen[size_t(in.seq)] = 1;
         wanted += in.logits ? 1 : 0;
     }
     if (forced_routing_ && inputs.size() > 1) {
@@ -253,13 +254,14 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
     logits.resize(wanted * n_vocab_);
     // Only these sequences' contexts are touched (others may be truncated by their owners
     // meanwhile), and only they are put back after an error.
-    std::vector<std::pair<int, uint32_t>> start;
+    std::vector<std::pair<int, uint32_t>>& start = start_;
+    start.clear();
     for (const SeqTokens& in : inputs) start.emplace_back(in.seq, n_past_[size_t(in.seq)]);
     float* out = logits.data();
     // Batches of up to max_batch rows, filled in entry order; an entry may straddle two. The
     // rows whose logits are handed out are the last rows of entries that ask for them.
     size_t entry = 0, done = 0;  // the next entry and how many of its tokens are in batches
-    std::vector<int64_t> logit_rows;
+    std::vector<int64_t>& logit_rows = logit_rows_;
     while (entry < inputs.size()) {
         batch_tokens_.clear();
         batch_runs_.clear();

@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -187,6 +188,11 @@ class Engine {
     KvType kv_type_ = KvType::F16;
     std::vector<int32_t> batch_tokens_;  // eval_sequences' batch, assembled
     std::vector<SeqRun> batch_runs_;
+    // eval_sequences' bookkeeping, kept so that a decode step allocates nothing once warm: the
+    // sequences seen in one call, their positions before it, a batch's rows with logits.
+    std::vector<char> seen_;
+    std::vector<std::pair<int, uint32_t>> start_;
+    std::vector<int64_t> logit_rows_;
     int threads_ = 0;
     std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;
