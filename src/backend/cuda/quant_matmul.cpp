@@ -179,8 +179,8 @@ class CudaMatmul final : public Matmul {
     }
 
     // The matvecs of products[0] (whose rows are `first`) and of the products after it of the
-    // same type and width, in one launch where the streaming kernel takes them (q, k and v),
-    // else products[0]'s alone: the count launched. The scratch holds their quantized input.
+    // same type and width (q, k and v) in one launch, or products[0]'s alone where
+    // STRATA_QKV_PARTS=0: the count launched. The scratch holds their quantized input.
     size_t matvec_run(std::span<const Product> products, const WeightRows& first, int64_t n) {
         std::array<WeightRows, kMaxQ8Parts> w{first};
         std::array<const float*, kMaxQ8Parts> biases{products[0].bias};
