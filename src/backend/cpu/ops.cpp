@@ -1,8 +1,10 @@
 #include "backend/cpu/ops.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "backend/cpu/matmul.h"
@@ -52,14 +54,50 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
+namespace {
+
+// e^x for x <= 0, within 2 ulp of the exact value (for the x given; the rounding of x itself
+// scales the error by |x|), in branch-free float arithmetic that the compiler vectorizes (the
+// softmax of attention calls it for every score; libm's expf is a call per element).
+// e^x = 2^k e^r with k = round(x / ln 2) and r = x - k ln 2, |r| <= ln 2 / 2; ln 2 is split in
+// two so that k * kLn2High is exact; e^r is its Taylor series to r^7 (truncation below 1e-8
+// relative). Where 2^k would be subnormal (x below about -87.3, and -inf) the result is 0.
+inline float exp_nonpositive(float x) {
+    constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23: x + it rounds x to an integer
+    constexpr float kLn2High = 0.693145751953125f;
+    constexpr float kLn2Low = 1.42860676533018e-6f;
+    const float xc = std::max(x, -104.0f);  // k >= -150: 2^k below still gives 0
+    const float k = (xc * 1.44269504088896f + kRoundShift) - kRoundShift;
+    const float r = (xc - k * kLn2High) - k * kLn2Low;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t biased = std::max(static_cast<int32_t>(k) + 127, 0);  // 0: 2^k taken as 0
+    return p * std::bit_cast<float>(biased << 23);
+}
+
+}  // namespace
+
 void softmax(float* x, int64_t n) {
-    float max = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
-    double sum = 0.0;
+    // Four lanes for the maximum and the sum, so that neither is one long dependency chain.
+    constexpr int kLanes = 4;
+    float lane_max[kLanes];
+    std::fill(lane_max, lane_max + kLanes, -std::numeric_limits<float>::infinity());
     for (int64_t i = 0; i < n; ++i) {
-        x[i] = std::exp(x[i] - max);
-        sum += x[i];
+        float& m = lane_max[i % kLanes];
+        m = x[i] > m ? x[i] : m;
     }
+    const float max =
+        std::max(std::max(lane_max[0], lane_max[1]), std::max(lane_max[2], lane_max[3]));
+    for (int64_t i = 0; i < n; ++i) x[i] = exp_nonpositive(x[i] - max);
+    double lane_sum[kLanes] = {};
+    for (int64_t i = 0; i < n; ++i) lane_sum[i % kLanes] += double(x[i]);
+    const double sum = (lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3]);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
