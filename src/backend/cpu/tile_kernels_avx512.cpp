@@ -6,10 +6,10 @@
 // The exceptions use 512-bit registers:
 // - Q4_K (below), whose layout fills them without shuffling and whose 256-bit kernel could not
 //   keep up with memory: on 512-bit units (measured on AMD Zen 5) it does 1.8x the work per core.
-// - Prompt batches (2+ columns) of Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_1, Q5_1, Q5_K and Q6_K,
-//   two columns per register, each half doing the 256-bit kernel's arithmetic, so that a
-//   column's bits do not depend on the batch; decode (one column) runs the 256-bit kernel.
-//   1.15x (Q5_K) to 1.5x (Q8_0) the 256-bit kernels' prompt speed on Zen 5.
+// - Prompt batches (2+ columns) of every other quantized format, two columns per register,
+//   each half doing the 256-bit kernel's arithmetic, so that a column's bits do not depend on
+//   the batch; decode (one column) runs the 256-bit kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the
+//   256-bit kernels' prompt speed on Zen 5.
 // On CPUs that lower their clock for 512-bit integer work (Intel before Ice Lake) the margins
 // are smaller; they have not been measured there.
 #include <immintrin.h>
@@ -341,6 +341,20 @@ struct SignedTimesQ8_0ColumnPairs {
     }
 };
 
+// The activations of a K-quant block for a column pair: the 8 groups of 32 codes, the 16 sums
+// of 16 codes, and d, each column in its half.
+template <int P, int C>
+inline void q8k_pairs(const uint8_t* a, size_t as, int64_t b, __m512i (&x)[P][8],
+                      __m512i (&bsums)[P], __m512 (&xd)[P]) {
+    for (int p = 0; p < P; ++p) {
+        const BlockQ8_K *low, *high;
+        pair_blocks<BlockQ8_K, C>(a, as, p, b, low, high);
+        for (int k = 0; k < 8; ++k) x[p][k] = load_halves(low->qs + 32 * k, high->qs + 32 * k);
+        bsums[p] = load_halves(low->bsums, high->bsums);
+        xd[p] = float_halves(_mm256_set1_ps(low->d), _mm256_set1_ps(high->d));
+    }
+}
+
 // Q6_K in column pairs: Q6_KTimesQ8_K's arithmetic (x86_tile_kernels.inc), each half of a
 // register one column's, the weight codes and scales unpacked once per row for both. The
 // activation codes of a pair are interleaved once per block into a small buffer that the rows
@@ -372,17 +386,10 @@ struct Q6_KTimesQ8_KColumnPairs {
                 scale_index[k] = _mm512_broadcast_i64x4(_mm256_set_m128i(h, l));
             }
             for (int64_t b = 0; b < nb; ++b) {
-                __m512i x[P][8];  // codes 32k .. 32k + 31 of both columns
+                __m512i x[P][8];
                 __m512i bsums[P];
                 __m512 xd[P];
-                for (int p = 0; p < P; ++p) {
-                    const BlockQ8_K *low, *high;
-                    pair_blocks<BlockQ8_K, C>(a, as, p, b, low, high);
-                    for (int k = 0; k < 8; ++k)
-                        x[p][k] = load_halves(low->qs + 32 * k, high->qs + 32 * k);
-                    bsums[p] = load_halves(low->bsums, high->bsums);
-                    xd[p] = float_halves(_mm256_set1_ps(low->d), _mm256_set1_ps(high->d));
-                }
+                q8k_pairs<P, C>(a, as, b, x, bsums, xd);
                 for (int r = 0; r < R; ++r) {
                     const BlockQ6_K* wb = block_at<BlockQ6_K>(w, ws, r, b);
                     prefetch_next_tile(wb, R * ws);
@@ -503,18 +510,10 @@ struct Q5_KTimesQ8_KColumnPairs {
                 _mm256_set_epi64x(int64_t(0xff0fff0fff0eff0eull), int64_t(0xff0dff0dff0cff0cull),
                                   int64_t(0xff0bff0bff0aff0aull), int64_t(0xff09ff09ff08ff08ull)));
             for (int64_t b = 0; b < nb; ++b) {
-                __m512i x[P][8];  // codes 32s .. 32s + 31 of both columns
+                __m512i x[P][8];
                 __m512i bsums[P];
                 __m512 xd[P];
-                for (int p = 0; p < P; ++p) {
-                    const BlockQ8_K *low, *high;
-                    pair_blocks<BlockQ8_K, C>(a, as, p, b, low, high);
-                    for (int s = 0; s < 8; ++s) {
-                        x[p][s] = load_halves(low->qs + 32 * s, high->qs + 32 * s);
-                    }
-                    bsums[p] = load_halves(low->bsums, high->bsums);
-                    xd[p] = float_halves(_mm256_set1_ps(low->d), _mm256_set1_ps(high->d));
-                }
+                q8k_pairs<P, C>(a, as, b, x, bsums, xd);
                 for (int r = 0; r < R; ++r) {
                     const BlockQ5_K* wb = block_at<BlockQ5_K>(w, ws, r, b);
                     prefetch_next_tile(wb, R * ws);
@@ -558,6 +557,155 @@ struct Q5_KTimesQ8_KColumnPairs {
     }
 };
 
+// Q2_K / Q3_K in column pairs: K2TimesQ8_K's arithmetic (x86_tile_kernels.inc) per half.
+template <bool kThreeBit>
+struct K2TimesQ8_KColumnPairs {
+    using Block = std::conditional_t<kThreeBit, BlockQ3_K, BlockQ2_K>;
+
+    template <int R, int C>
+    static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nb,
+                     float* out, size_t os) {
+        if constexpr (C == 1) {
+            K2TimesQ8_K<kThreeBit>::template tile<R, 1>(w, ws, a, as, nb, out, os);
+        } else {
+            constexpr int P = (C + 1) / 2;
+            __m512 acc[R][P];
+            for (auto& row : acc) {
+                for (auto& v : row) v = _mm512_setzero_ps();
+            }
+            const __m512i three = _mm512_set1_epi8(3);
+            // sub_block_pair_scales' index of group k % 4, in every 256-bit half
+            __m512i scale_index[4];
+            for (int k = 0; k < 4; ++k) {
+                const char lo = char(4 * k), hi = char(4 * k + 2);
+                const __m128i l = _mm_setr_epi8(
+                    lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo,
+                    char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1));
+                const __m128i h = _mm_setr_epi8(
+                    hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi,
+                    char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1));
+                scale_index[k] = _mm512_broadcast_i64x4(_mm256_set_m128i(h, l));
+            }
+            for (int64_t b = 0; b < nb; ++b) {
+                __m512i x[P][8];
+                __m512i bsums[P];
+                __m512 xd[P];
+                q8k_pairs<P, C>(a, as, b, x, bsums, xd);
+                for (int r = 0; r < R; ++r) {
+                    const Block* wb = block_at<Block>(w, ws, r, b);
+                    prefetch_next_tile(wb, R * ws);
+                    __m512i q[8];
+                    __m128i scales;   // 16 signed bytes: the sub-block multipliers
+                    __m256i offsets;  // Q2_K: the 16 minima; Q3_K: the multipliers; int16
+                    for (int k = 0; k < 8; ++k) {
+                        const __m512i bytes = _mm512_broadcast_i64x4(load32(wb->qs + 32 * (k / 4)));
+                        q[k] = _mm512_and_si512(_mm512_srli_epi16(bytes, 2 * (k % 4)), three);
+                    }
+                    if constexpr (kThreeBit) {
+                        scales = q3k_scales_minus_32(wb->scales);
+                        offsets = _mm256_cvtepi8_epi16(scales);
+                        const __m512i hmask = _mm512_broadcast_i64x4(load32(wb->hmask));
+                        const __m512i bit2 = _mm512_set1_epi8(4);
+                        for (int k = 0; k < 8; ++k) {
+                            const __m512i h = k >= 2 ? _mm512_srli_epi16(hmask, k - 2)
+                                                     : _mm512_slli_epi16(hmask, 2 - k);
+                            q[k] = _mm512_or_si512(q[k], _mm512_and_si512(h, bit2));
+                        }
+                    } else {
+                        const __m128i packed = load16(wb->scales);
+                        const __m128i low4 = _mm_set1_epi8(0x0f);
+                        scales = _mm_and_si128(packed, low4);
+                        offsets =
+                            _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+                    }
+                    const __m512i lo = _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(scales));
+                    const __m512i hi =
+                        _mm512_broadcast_i32x4(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
+                    __m512i scale[8];
+                    for (int k = 0; k < 8; ++k) {
+                        scale[k] = _mm512_shuffle_epi8(k < 4 ? lo : hi, scale_index[k % 4]);
+                    }
+                    const __m512i offsets2 = _mm512_broadcast_i64x4(offsets);
+                    const __m512 wd = _mm512_set1_ps(half_to_float(wb->d));
+                    __m512 wdmin = _mm512_setzero_ps();
+                    if constexpr (!kThreeBit) wdmin = _mm512_set1_ps(half_to_float(wb->dmin));
+                    for (int p = 0; p < P; ++p) {
+                        __m512i sum = _mm512_setzero_si512();
+                        for (int k = 0; k < 8; ++k) {
+                            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[k], x[p][k]),
+                                                      scale[k]);
+                        }
+                        const __m512i off = _mm512_madd_epi16(bsums[p], offsets2);
+                        if constexpr (kThreeBit) {
+                            sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(off, 2));
+                        } else {
+                            acc[r][p] = _mm512_fnmadd_ps(_mm512_mul_ps(wdmin, xd[p]),
+                                                         _mm512_cvtepi32_ps(off), acc[r][p]);
+                        }
+                        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, xd[p]),
+                                                    _mm512_cvtepi32_ps(sum), acc[r][p]);
+                    }
+                }
+            }
+            store_pair_tile<R, C>(acc, out, os);
+        }
+    }
+};
+
+// IQ4_XS in column pairs: IQ4_XSTimesQ8_K's arithmetic (x86_tile_kernels.inc) per half, its
+// signed codes through |q| and x negated where q < 0 (no vpsignb in AVX-512; where q = 0 the
+// product is 0 either way).
+struct IQ4_XSTimesQ8_KColumnPairs {
+    template <int R, int C>
+    static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nb,
+                     float* out, size_t os) {
+        if constexpr (C == 1) {
+            IQ4_XSTimesQ8_K::template tile<R, 1>(w, ws, a, as, nb, out, os);
+        } else {
+            constexpr int P = (C + 1) / 2;
+            __m512 acc[R][P];
+            for (auto& row : acc) {
+                for (auto& v : row) v = _mm512_setzero_ps();
+            }
+            for (int64_t b = 0; b < nb; ++b) {
+                __m512i x[P][8];
+                __m512i bsums[P];
+                __m512 xd[P];
+                q8k_pairs<P, C>(a, as, b, x, bsums, xd);
+                for (int r = 0; r < R; ++r) {
+                    const BlockIQ4_XS* wb = block_at<BlockIQ4_XS>(w, ws, r, b);
+                    prefetch_next_tile(wb, R * ws);
+                    __m512i q_abs[8];
+                    __mmask64 negative[8];
+                    __m512i scale[8];
+                    for (int s = 0; s < 8; ++s) {
+                        const __m512i q = _mm512_broadcast_i64x4(
+                            lookup_16(quant::kIq4nlValues, nibbles_32(wb->qs + 16 * s)));
+                        q_abs[s] = _mm512_abs_epi8(q);
+                        negative[s] = _mm512_movepi8_mask(q);
+                        const int ls = ((wb->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f) |
+                                       (((wb->scales_h >> (2 * s)) & 3) << 4);
+                        scale[s] = _mm512_set1_epi16(int16_t(ls - 32));
+                    }
+                    const __m512 wd = _mm512_set1_ps(half_to_float(wb->d));
+                    for (int p = 0; p < P; ++p) {
+                        __m512i sum = _mm512_setzero_si512();
+                        for (int s = 0; s < 8; ++s) {
+                            const __m512i signed_x = _mm512_mask_sub_epi8(
+                                x[p][s], negative[s], _mm512_setzero_si512(), x[p][s]);
+                            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q_abs[s], signed_x),
+                                                      scale[s]);
+                        }
+                        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, xd[p]),
+                                                    _mm512_cvtepi32_ps(sum), acc[r][p]);
+                    }
+                }
+            }
+            store_pair_tile<R, C>(acc, out, os);
+        }
+    }
+};
+
 template <class Codes>
 constexpr TileKernel column_pair_kernel() {
     return tile_kernel<SignedTimesQ8_0ColumnPairs<Codes>, kTileRows, kPairTileCols>();
@@ -576,6 +724,12 @@ TileKernel avx512_tile_kernel(TensorType weight) {
             return tile_kernel<Q6_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
         case TensorType::Q5_K:
             return tile_kernel<Q5_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
+        case TensorType::Q2_K:
+            return tile_kernel<K2TimesQ8_KColumnPairs<false>, kTileRows, kPairTileCols>();
+        case TensorType::Q3_K:
+            return tile_kernel<K2TimesQ8_KColumnPairs<true>, kTileRows, kPairTileCols>();
+        case TensorType::IQ4_XS:
+            return tile_kernel<IQ4_XSTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
         case TensorType::Q4_1:
             return tile_kernel<AffineTimesQ8_1ColumnPairs<Q4_1Codes>, kTileRows, kPairTileCols>();
         case TensorType::Q5_1:
