@@ -37,7 +37,8 @@ TEST(CpuSoftmax, MatchesDoublePrecisionWithinAFewUlps) {
             for (float& v : x) v = nd(rng);
             // A masked tail, as attention gives positions after the query's.
             const int64_t visible = std::max<int64_t>(1, n - n / 4);
-            for (int64_t i = visible; i < n; ++i) x[size_t(i)] = -std::numeric_limits<float>::infinity();
+            for (int64_t i = visible; i < n; ++i)
+                x[size_t(i)] = -std::numeric_limits<float>::infinity();
             const std::vector<double> want = reference_softmax(x);
             std::vector<float> got = x;
             softmax(got.data(), n);

@@ -101,9 +101,33 @@ inline __m128i q8k_pair_sums(const int16_t* bsums) {
     return _mm_packs_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
 }
 
+// Two 8-float vectors as the halves of one register, and the high half back (AVX-512F forms).
+inline __m512 float_halves(__m256 low, __m256 high) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(low)),
+                                               _mm256_castps_pd(high), 1));
+}
+inline __m256 high_half(__m512 v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
 // Two 32-byte pieces of memory as the two halves of a register.
 inline __m512i load_halves(const void* low, const void* high) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load32(low)), load32(high), 1);
+}
+
+// The sums of the 16 lanes of each of four registers, as the four lanes of one: pairs of
+// registers interleaved and added (unpack), then pairs of those, then the four 128-bit lanes.
+inline __m128 sum_lanes_x4(const __m512 (&v)[4]) {
+    const __m512 v01 =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));
+    const __m512 v23 =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));
+    // per 128-bit lane: v0 v1 v0 v1 and v2 v3 v2 v3 partial sums
+    const __m512 all =
+        _mm512_add_ps(_mm512_shuffle_ps(v01, v23, 0x44), _mm512_shuffle_ps(v01, v23, 0xee));
+    // per 128-bit lane: v0 v1 v2 v3; add the lanes
+    const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(all), high_half(all));
+    return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
 }
 
 struct Q4_KTimesQ8_KWide {
@@ -209,13 +233,20 @@ struct Q4_KTimesQ8_KWide {
             }
         }
         for (int c = 0; c < C; ++c) {
-            alignas(64) float min_lanes[16];
-            _mm512_store_ps(min_lanes, acc_min[c]);
-            for (int r = 0; r < R; ++r) {
-                const float* m = min_lanes + 4 * r;
-                out[size_t(c) * os + size_t(r)] =
-                    _mm512_reduce_add_ps(acc[r][c]) - ((m[0] + m[1]) + (m[2] + m[3]));
-            }
+            // The four rows' sums at once (rows past R are zero); a block of 768 elements (an
+            // expert's down projection) is only three blocks per tile, so this matters.
+            __m512 rows[4];
+            for (int r = 0; r < 4; ++r) rows[r] = r < R ? acc[r][c] : _mm512_setzero_ps();
+            const __m128 sums = sum_lanes_x4(rows);
+            // acc_min[c]: lanes 4r .. 4r + 3 of row r, summed within each 128-bit lane
+            __m512 m = acc_min[c];
+            m = _mm512_add_ps(m, _mm512_permute_ps(m, 0x4e));  // + the other 64-bit half
+            m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xb1));  // + the neighbour
+            const __m128 mins = _mm512_castps512_ps128(_mm512_permutexvar_ps(
+                _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m));
+            alignas(16) float row_out[4];
+            _mm_store_ps(row_out, _mm_sub_ps(sums, mins));
+            for (int r = 0; r < R; ++r) out[size_t(c) * os + size_t(r)] = row_out[r];
         }
     }
 };
@@ -254,15 +285,6 @@ inline __m512i dot_s8_s8_wide(__m512i w, __m512i x) {
     const __mmask64 negative = _mm512_movepi8_mask(w);
     const __m512i signed_x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), signed_x);
-}
-
-// Two 8-float vectors as the halves of one register, and the high half back (AVX-512F forms).
-inline __m512 float_halves(__m256 low, __m256 high) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(low)),
-                                               _mm256_castps_pd(high), 1));
-}
-inline __m256 high_half(__m512 v) {
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
 }
 
 constexpr int kPairTileCols = 8;  // 4 column pairs: 16 accumulators of the 32 registers
