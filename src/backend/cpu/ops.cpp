@@ -83,21 +83,34 @@ inline float exp_nonpositive(float x) {
 
 }  // namespace
 
-void softmax(float* x, int64_t n) {
-    // Four lanes for the maximum and the sum, so that neither is one long dependency chain.
-    constexpr int kLanes = 4;
+// Compiled for AVX-512, AVX2 and the baseline, picked by the CPU at load time; every operation
+// is the same in each (no contraction into FMA, fixed lanes: CMakeLists.txt), so the weights are
+// the same bits on every path.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax(float* x, int64_t n) {
+    // Eight lanes for the maximum and the sum, so that neither is one long dependency chain and
+    // both vectorize; the tail goes through the same lanes.
+    constexpr int kLanes = 8;
     float lane_max[kLanes];
     std::fill(lane_max, lane_max + kLanes, -std::numeric_limits<float>::infinity());
-    for (int64_t i = 0; i < n; ++i) {
-        float& m = lane_max[i % kLanes];
+    const int64_t whole = n / kLanes * kLanes;
+    for (int64_t i = 0; i < whole; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l)
+            lane_max[l] = x[i + l] > lane_max[l] ? x[i + l] : lane_max[l];
+    }
+    for (int64_t i = whole; i < n; ++i) {
+        float& m = lane_max[i - whole];
         m = x[i] > m ? x[i] : m;
     }
-    const float max =
-        std::max(std::max(lane_max[0], lane_max[1]), std::max(lane_max[2], lane_max[3]));
+    float max = lane_max[0];
+    for (int l = 1; l < kLanes; ++l) max = std::max(max, lane_max[l]);
     for (int64_t i = 0; i < n; ++i) x[i] = exp_nonpositive(x[i] - max);
     double lane_sum[kLanes] = {};
-    for (int64_t i = 0; i < n; ++i) lane_sum[i % kLanes] += double(x[i]);
-    const double sum = (lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3]);
+    for (int64_t i = 0; i < whole; i += kLanes) {
+        for (int l = 0; l < kLanes; ++l) lane_sum[l] += double(x[i + l]);
+    }
+    for (int64_t i = whole; i < n; ++i) lane_sum[i - whole] += double(x[i]);
+    const double sum = ((lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3])) +
+                       ((lane_sum[4] + lane_sum[5]) + (lane_sum[6] + lane_sum[7]));
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
