@@ -6,7 +6,8 @@
 // The exceptions use 512-bit registers:
 // - Q4_K (below), whose layout fills them without shuffling and whose 256-bit kernel could not
 //   keep up with memory: on 512-bit units (measured on AMD Zen 5) it does 1.8x the work per core.
-// - Prompt batches (2+ columns) of every other quantized format, two columns per register,
+// - Prompt batches (2+ columns) of every other format (the float ones too, which attention's
+//   products use), two columns per register,
 //   each half doing the 256-bit kernel's arithmetic, so that a column's bits do not depend on
 //   the batch; decode (one column) runs the 256-bit kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the
 //   256-bit kernels' prompt speed on Zen 5.
@@ -728,6 +729,87 @@ struct IQ4_XSTimesQ8_KColumnPairs {
     }
 };
 
+// ---- float weights in column pairs: F32, F16, BF16 -----------------------------------------
+//
+// FloatDot (x86_tile_kernels.inc) per half: element i of a column in lane i % 8 of its half, the
+// same fused multiply-adds, the tail zero-padded into the same lanes, the same horizontal sums.
+
+// 8 elements as floats in both halves of a register, and 8 of each of two rows in one half each.
+inline __m512 float8_both(const float* p) {
+    return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(p))));
+}
+inline __m512 float8_both(const uint16_t* p, F16Elements) {
+    return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(load16(p)));
+}
+inline __m512 float8_pair(const uint16_t* a, const uint16_t* b, F16Elements) {
+    return _mm512_cvtph_ps(_mm256_set_m128i(load16(b), load16(a)));
+}
+inline __m512 float8_both(const uint16_t* p, BF16Elements) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_broadcastsi128_si256(load16(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline __m512 float8_pair(const uint16_t* a, const uint16_t* b, BF16Elements) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_set_m128i(load16(b), load16(a)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+inline __m512 float8_both(const float* p, F32Elements) {
+    return float8_both(p);
+}
+inline __m512 float8_pair(const float* a, const float* b, F32Elements) {
+    return float_halves(_mm256_loadu_ps(a), _mm256_loadu_ps(b));
+}
+
+template <class Elements>
+struct FloatDotColumnPairs {
+    using E = typename Elements::Element;
+    template <int R, int C>
+    static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t n,
+                     float* out, size_t os) {
+        if constexpr (C == 1) {
+            FloatDot<Elements>::template tile<R, 1>(w, ws, a, as, n, out, os);
+        } else {
+            constexpr int P = (C + 1) / 2;
+            __m512 acc[R][P];
+            for (auto& row : acc) {
+                for (auto& v : row) v = _mm512_setzero_ps();
+            }
+            auto wrow = [&](int r) { return reinterpret_cast<const E*>(w + size_t(r) * ws); };
+            auto arow = [&](int c) {
+                return reinterpret_cast<const E*>(a + size_t(std::min(c, C - 1)) * as);
+            };
+            const int64_t n8 = n / 8 * 8;
+            for (int64_t i = 0; i < n8; i += 8) {
+                __m512 x[P];
+                for (int p = 0; p < P; ++p) {
+                    x[p] = float8_pair(arow(2 * p) + i, arow(2 * p + 1) + i, Elements{});
+                }
+                for (int r = 0; r < R; ++r) {
+                    const __m512 wv = float8_both(wrow(r) + i, Elements{});
+                    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(wv, x[p], acc[r][p]);
+                }
+            }
+            if (n8 < n) {
+                alignas(32) float tail[2][8] = {};
+                __m512 x[P];
+                for (int p = 0; p < P; ++p) {
+                    for (int h = 0; h < 2; ++h) {
+                        for (int64_t i = n8; i < n; ++i) {
+                            tail[h][i - n8] = Elements::load1(arow(2 * p + h) + i);
+                        }
+                    }
+                    x[p] = float_halves(_mm256_load_ps(tail[0]), _mm256_load_ps(tail[1]));
+                }
+                for (int r = 0; r < R; ++r) {
+                    for (int64_t i = n8; i < n; ++i) tail[0][i - n8] = Elements::load1(wrow(r) + i);
+                    const __m512 wv = float8_both(tail[0]);
+                    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_fmadd_ps(wv, x[p], acc[r][p]);
+                }
+            }
+            store_pair_tile<R, C>(acc, out, os);
+        }
+    }
+};
+
 template <class Codes>
 constexpr TileKernel column_pair_kernel() {
     return tile_kernel<SignedTimesQ8_0ColumnPairs<Codes>, kTileRows, kPairTileCols>();
@@ -746,6 +828,12 @@ TileKernel avx512_tile_kernel(TensorType weight) {
             return tile_kernel<Q6_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
         case TensorType::Q5_K:
             return tile_kernel<Q5_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
+        case TensorType::F32:
+            return tile_kernel<FloatDotColumnPairs<F32Elements>, kTileRows, kPairTileCols>();
+        case TensorType::F16:
+            return tile_kernel<FloatDotColumnPairs<F16Elements>, kTileRows, kPairTileCols>();
+        case TensorType::BF16:
+            return tile_kernel<FloatDotColumnPairs<BF16Elements>, kTileRows, kPairTileCols>();
         case TensorType::Q2_K:
             return tile_kernel<K2TimesQ8_KColumnPairs<false>, kTileRows, kPairTileCols>();
         case TensorType::Q3_K:
