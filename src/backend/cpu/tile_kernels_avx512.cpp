@@ -7,10 +7,9 @@
 // - Q4_K (below), whose layout fills them without shuffling and whose 256-bit kernel could not
 //   keep up with memory: on 512-bit units (measured on AMD Zen 5) it does 1.8x the work per core.
 // - Prompt batches (2+ columns) of every other format (the float ones too, which attention's
-//   products use), two columns per register,
-//   each half doing the 256-bit kernel's arithmetic, so that a column's bits do not depend on
-//   the batch; decode (one column) runs the 256-bit kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the
-//   256-bit kernels' prompt speed on Zen 5.
+//   products use), two columns per register, each half doing the 256-bit kernel's arithmetic,
+//   so that a column's bits do not depend on the batch; decode (one column) runs the 256-bit
+//   kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the 256-bit kernels' prompt speed on Zen 5.
 // On CPUs that lower their clock for 512-bit integer work (Intel before Ice Lake) the margins
 // are smaller; they have not been measured there.
 #include <immintrin.h>
