@@ -377,6 +377,20 @@ inline void q8k_pairs(const uint8_t* a, size_t as, int64_t b, __m512i (&x)[P][8]
     }
 }
 
+// A shuffle_epi8 index that fills each 256-bit half with int16 element 2k of a 16-byte lane in
+// its low 128 bits and element 2k + 1 in its high 128 bits (one sub-block's scale per 16 codes:
+// Q6_K's and sub_block_pair_scales' layout, x86_tile_kernels.inc).
+inline __m512i int16_pair_index(int k) {
+    const char lo = char(4 * k), hi = char(4 * k + 2);
+    const __m128i l =
+        _mm_setr_epi8(lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo,
+                      char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1));
+    const __m128i h =
+        _mm_setr_epi8(hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi,
+                      char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1));
+    return _mm512_broadcast_i64x4(_mm256_set_m128i(h, l));
+}
+
 // Q6_K in column pairs: Q6_KTimesQ8_K's arithmetic (x86_tile_kernels.inc), each half of a
 // register one column's, the weight codes and scales unpacked once per row for both. The
 // activation codes of a pair are interleaved once per block into a small buffer that the rows
@@ -395,18 +409,8 @@ struct Q6_KTimesQ8_KColumnPairs {
             }
             const __m512i low4 = _mm512_set1_epi8(0x0f);
             const __m512i bits45 = _mm512_set1_epi8(0x30);
-            // int16 element 2k in the low 128-bit lane of each half, 2k + 1 in the high lane
             __m512i scale_index[4];
-            for (int k = 0; k < 4; ++k) {
-                const char lo = char(4 * k), hi = char(4 * k + 2);
-                const __m128i l = _mm_setr_epi8(
-                    lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo,
-                    char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1));
-                const __m128i h = _mm_setr_epi8(
-                    hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi,
-                    char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1));
-                scale_index[k] = _mm512_broadcast_i64x4(_mm256_set_m128i(h, l));
-            }
+            for (int k = 0; k < 4; ++k) scale_index[k] = int16_pair_index(k);
             for (int64_t b = 0; b < nb; ++b) {
                 __m512i x[P][8];
                 __m512i bsums[P];
@@ -596,18 +600,8 @@ struct K2TimesQ8_KColumnPairs {
                 for (auto& v : row) v = _mm512_setzero_ps();
             }
             const __m512i three = _mm512_set1_epi8(3);
-            // sub_block_pair_scales' index of group k % 4, in every 256-bit half
             __m512i scale_index[4];
-            for (int k = 0; k < 4; ++k) {
-                const char lo = char(4 * k), hi = char(4 * k + 2);
-                const __m128i l = _mm_setr_epi8(
-                    lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo,
-                    char(lo + 1), lo, char(lo + 1), lo, char(lo + 1), lo, char(lo + 1));
-                const __m128i h = _mm_setr_epi8(
-                    hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi,
-                    char(hi + 1), hi, char(hi + 1), hi, char(hi + 1), hi, char(hi + 1));
-                scale_index[k] = _mm512_broadcast_i64x4(_mm256_set_m128i(h, l));
-            }
+            for (int k = 0; k < 4; ++k) scale_index[k] = int16_pair_index(k);
             for (int64_t b = 0; b < nb; ++b) {
                 __m512i x[P][8];
                 __m512i bsums[P];
