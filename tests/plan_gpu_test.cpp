@@ -1,10 +1,12 @@
 // The plan's GPU tier (plan/plan.h): a model whose weights, KV cache and GPU buffers fit the GPU
 // budget is resident on the GPU, every tensor placed there and the speed limit taken from the
-// GPU's measured read bandwidth, RAM holding only the process; one that does not fit, or a plan
-// asked for the CPU, is planned as before, with a note saying why.
+// GPU's measured read bandwidth, RAM holding only the process; one that does not fit is split
+// by layers between the GPU and the CPU when VRAM and RAM hold it together; otherwise, or for a
+// plan asked for the CPU, it is planned as before, with a note saying why.
 #include <gtest/gtest.h>
 
 #include "model/activation_memory.h"
+#include "model/kv_layout.h"
 #include "plan/budget.h"
 #include "plan/plan.h"
 #include "plan_test_support.h"
@@ -58,15 +60,156 @@ TEST(PlanGpu, ModelThatFitsTheGpuIsResidentThere) {
     EXPECT_NEAR(plan->tokens_per_second, 3e12 / gpu.bytes_per_token, 1e-6);
 }
 
-TEST(PlanGpu, ModelLargerThanTheGpuBudgetIsPlannedForTheCpu) {
-    const ModelInfo m = test::synthetic_model_info("1b", "Q4_K_M");
-    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, m.totals.bytes / 2));
+// The layer split: the last layers and the head (norm and matrix) on the GPU, as many as its
+// budget holds; the first layers and the embedding table resident in RAM for the CPU.
+TEST(PlanGpu, ModelLargerThanTheGpuBudgetIsSplitByLayers) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");  // untied head
+    const ModelHparams& hp = *m.hparams;
+    const uint64_t gpu_budget = m.totals.bytes / 2;
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(16 * GiB, gpu_budget));
     ASSERT_TRUE(plan) << plan.error().message;
     EXPECT_FALSE(plan->gpu_resident());
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    EXPECT_EQ(plan->mode, PlanMode::Resident);
+    const uint32_t k = plan->gpu_layers;
+    ASSERT_GT(k, 0u);
+    ASSERT_LT(k, hp.n_layer);
+    uint64_t gpu_weights = 0, ram_weights = 0;
+    std::vector<uint64_t> layer_bytes(hp.n_layer, 0);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const ModelTensor& t = m.tensors[i];
+        const uint64_t bytes = m.info(t).n_bytes;
+        const TensorPlacement& p = plan->tensors[i];
+        EXPECT_EQ(p.use, TensorUse::Resident);
+        if (t.layer >= 0) {
+            layer_bytes[size_t(t.layer)] += bytes;
+            EXPECT_EQ(p.tier, uint32_t(t.layer) + k >= hp.n_layer ? Tier::Gpu : Tier::Ram)
+                << m.info(t).name;
+        } else if (t.role == TensorRole::Output || t.role == TensorRole::OutputNorm) {
+            EXPECT_EQ(p.tier, Tier::Gpu) << m.info(t).name;
+        } else {
+            EXPECT_EQ(p.tier, Tier::Ram) << m.info(t).name;
+        }
+        (p.tier == Tier::Gpu ? gpu_weights : ram_weights) += bytes;
+    }
+    for (uint32_t l = 0; l < hp.n_layer; ++l)
+        EXPECT_EQ(plan->layers[l].on_gpu, l + k >= hp.n_layer);
+    // The GPU's memory: its weights, its layers' KV cache, its buffers; one more layer would not
+    // have fitted.
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    const uint64_t layer_kv = kv_layer_bytes(hp, 0, plan->n_ctx, plan->kv_type);
+    EXPECT_EQ(g.weights, gpu_weights);
+    EXPECT_EQ(g.kv_cache, uint64_t(k) * layer_kv);
+    EXPECT_EQ(g.activations, gpu_activation_bytes(hp, {plan->batch, plan->n_ctx}));
+    EXPECT_EQ(g.total, g.weights + g.kv_cache + g.activations);
+    EXPECT_LE(g.total, gpu_budget);
+    EXPECT_GT(g.total + layer_bytes[hp.n_layer - 1 - k] + layer_kv, gpu_budget);
+    // RAM: the CPU's layers, the embedding table, their KV cache, the process.
+    const MemoryPlan& r = plan->memory;
+    EXPECT_EQ(r.resident_weights, ram_weights);
+    EXPECT_EQ(r.kv_cache, uint64_t(hp.n_layer - k) * layer_kv);
+    EXPECT_LE(r.total, r.budget);
+    // The limit adds the two tiers' times per token.
+    const TierTraffic &gt = plan->traffic(Tier::Gpu), &rt = plan->traffic(Tier::Ram);
+    EXPECT_GT(gt.bytes_per_token, 0);
+    EXPECT_GT(rt.bytes_per_token, 0);
+    EXPECT_NEAR(plan->tokens_per_second,
+                1.0 / (gt.bytes_per_token / gt.bandwidth + rt.bytes_per_token / rt.bandwidth),
+                1e-6);
+    EXPECT_EQ(plan->bound, Tier::Ram);
+}
+
+// A tied head is the embedding table: it goes to the GPU with the head, and the first layers
+// still run on the CPU.
+TEST(PlanGpu, ATiedHeadGoesToTheGpuWithItsTable) {
+    const ModelInfo m = test::synthetic_model_info("1b", "Q4_K_M");
+    ASSERT_TRUE(m.hparams->tied_output);
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, m.totals.bytes * 3 / 4));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        if (m.tensors[i].role == TensorRole::TokenEmbedding) {
+            EXPECT_EQ(plan->tensors[i].tier, Tier::Gpu);
+        }
+    }
+    EXPECT_FALSE(plan->layers.front().on_gpu);
+    EXPECT_TRUE(plan->layers.back().on_gpu);
+}
+
+TEST(PlanGpu, ModelWhoseHeadAloneFillsTheGpuBudgetIsPlannedForTheCpu) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(16 * GiB, 300ull << 20));
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_FALSE(plan->gpu_resident());
+    EXPECT_FALSE(plan->gpu_split());
+    EXPECT_LT(plan->gpu_device, 0);
     for (const TensorPlacement& t : plan->tensors) EXPECT_NE(t.tier, Tier::Gpu);
-    bool noted = false;
-    for (const std::string& n : plan->notes) noted = noted || n.find("GPU budget") != n.npos;
-    EXPECT_TRUE(noted) << "no note says why the GPU was not used";
+    EXPECT_NE(plan->gpu_note.find("not one layer"), std::string::npos) << plan->gpu_note;
+}
+
+// What the CPU would hold beside the GPU does not fit the RAM budget: the CPU's plan (streaming)
+// as before, saying why.
+TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetIsPlannedForTheCpu) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(3 * GiB, 1 * GiB));
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_LT(plan->gpu_device, 0);
+    EXPECT_EQ(plan->mode, PlanMode::FfnStream);
+    EXPECT_NE(plan->gpu_note.find("RAM budget"), std::string::npos) << plan->gpu_note;
+}
+
+// A mixture of experts whose routed experts do not fit: every other tensor and the whole KV
+// cache on the GPU, the experts of the last layers too while they fit, the rest (with their
+// routers) in RAM for the CPU; chosen over the layer split because it reads less from RAM per
+// token.
+TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
+    const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    uint64_t experts = 0;
+    for (const ModelTensor& t : m.tensors) experts += t.is_routed_expert() ? m.info(t).n_bytes : 0;
+    const uint64_t gpu_budget = m.totals.bytes - experts * 3 / 4;
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    EXPECT_EQ(plan->gpu_layers, hp.n_layer);
+    const uint32_t cpu = plan->cpu_expert_layers;
+    EXPECT_GT(cpu, 0u);
+    EXPECT_LT(cpu, hp.n_layer);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        EXPECT_TRUE(plan->layers[l].on_gpu);
+        EXPECT_EQ(plan->layers[l].experts_on_cpu, l < cpu) << "layer " << l;
+    }
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const ModelTensor& t = m.tensors[i];
+        const bool with_experts = t.is_routed_expert() || t.role == TensorRole::MoeRouter;
+        const bool ram = (with_experts && uint32_t(t.layer) < cpu) ||
+                         (t.layer < 0 && t.role == TensorRole::TokenEmbedding);
+        EXPECT_EQ(plan->tensors[i].tier, ram ? Tier::Ram : Tier::Gpu) << m.info(t).name;
+    }
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    EXPECT_EQ(g.kv_cache, kv_cache_bytes(hp, plan->n_ctx, plan->kv_type));
+    EXPECT_LE(g.total, gpu_budget);
+    EXPECT_EQ(plan->memory.kv_cache, 0u);
+    EXPECT_LE(plan->memory.total, plan->memory.budget);
+
+    // Forced, the layer split is slower by the plan's own measure.
+    PlanOptions o;
+    o.gpu_split = GpuSplit::Layers;
+    auto layers = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget), o);
+    ASSERT_TRUE(layers) << layers.error().message;
+    ASSERT_TRUE(layers->gpu_split());
+    EXPECT_EQ(layers->cpu_expert_layers, 0u);
+    EXPECT_LT(layers->gpu_layers, hp.n_layer);
+    EXPECT_LT(layers->tokens_per_second, plan->tokens_per_second);
+}
+
+TEST(PlanGpu, ExpertSplitOfADenseModelIsRefused) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    PlanOptions o;
+    o.gpu_split = GpuSplit::Experts;
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(16 * GiB, 2 * GiB), o);
+    ASSERT_FALSE(plan);
+    EXPECT_NE(plan.error().message.find("mixture-of-experts"), std::string::npos);
 }
 
 TEST(PlanGpu, CpuOnlyPlansIgnoreTheGpu) {

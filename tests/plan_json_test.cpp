@@ -42,17 +42,13 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     ASSERT_EQ(p.mode, PlanMode::FfnStream);
     const json j = plan_json(p, m);
 
-    EXPECT_EQ(keys(j), (std::vector<std::string>{"batch",        "bound",
-                                                 "budgets",      "deep",
-                                                 "expert_cache", "gpu_device",
-                                                 "gpu_memory",   "gpu_note",
-                                                 "kv_type",      "layers",
-                                                 "memory",       "mode",
-                                                 "mode_forced",  "n_ctx",
-                                                 "n_seq",        "notes",
-                                                 "reason",       "stream",
-                                                 "tensors",      "threads",
-                                                 "tiers",        "tokens_per_second"}));
+    EXPECT_EQ(keys(j), (std::vector<std::string>{
+                           "batch",      "bound",        "budgets",     "cpu_expert_layers",
+                           "deep",       "expert_cache", "gpu_device",  "gpu_layers",
+                           "gpu_memory", "gpu_note",     "kv_type",     "layers",
+                           "memory",     "mode",         "mode_forced", "n_ctx",
+                           "n_seq",      "notes",        "reason",      "stream",
+                           "tensors",    "threads",      "tiers",       "tokens_per_second"}));
     EXPECT_EQ(
         keys(j["memory"]),
         (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
@@ -75,7 +71,7 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     EXPECT_EQ(j["tiers"][0]["tier"], "gpu");
     EXPECT_EQ(j["tiers"][2]["tier"], "disk");
     ASSERT_EQ(j["layers"].size(), 32u);
-    EXPECT_EQ(keys(j["layers"][0]).size(), 5u);
+    EXPECT_EQ(keys(j["layers"][0]).size(), 7u);
     ASSERT_EQ(j["tensors"].size(), m.tensors.size());
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         EXPECT_EQ(j["tensors"][i]["name"], m.info(m.tensors[i]).name);

@@ -44,6 +44,10 @@ enum class Act : uint8_t {
     Count
 };
 std::string_view act_name(Act a);
+// True for the activations one token of which is n_embd floats.
+constexpr bool embd_wide(Act a) {
+    return a == Act::Hidden || a == Act::Normed || a == Act::Out || a == Act::Side;
+}
 
 // The operations a planner asks about, by the weight they read.
 enum class BackendOp : uint8_t {
@@ -117,9 +121,14 @@ class Backend {
     // Where bytes streamed for it should land: host RAM for the CPU, pinned RAM for a GPU.
     virtual MemoryKind staging_memory() const = 0;
 
-    // --- The hidden state in and out, n rows of n_embd floats in host memory.
-    virtual void write_hidden(const float* x, int64_t n) = 0;
-    virtual void read_hidden(float* x, int64_t n) = 0;
+    // --- Activations in and out, n rows of n_embd floats in host memory: the hidden state
+    // between two backends' layers, and a layer's normalized input and routed experts' output
+    // when another backend computes its experts. `a` is one of the n_embd-wide activations
+    // (Hidden, Normed, Out, Side).
+    virtual void write_act(Act a, const float* x, int64_t n) = 0;
+    virtual void read_act(Act a, float* x, int64_t n) = 0;
+    void write_hidden(const float* x, int64_t n) { write_act(Act::Hidden, x, n); }
+    void read_hidden(float* x, int64_t n) { read_act(Act::Hidden, x, n); }
     // The first `rows` rows of an activation, readable on the host (a copy where it must be),
     // valid until the next operation. For debug dumps: never on the hot path.
     virtual const float* peek(Act a, int64_t rows) = 0;

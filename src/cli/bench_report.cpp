@@ -141,7 +141,7 @@ std::string operator_table(const BenchRecord& r) {
     std::string out;
     for (const BenchEntry& e : r.entries) {
         if (!e.plan) continue;
-        if (e.plan->gpu_resident()) {
+        if (e.plan->gpu_device >= 0) {
             // The host only queues a GPU's work: its times would say where the host waited.
             out +=
                 "operators: on the GPU they run asynchronously; STRATA_CUDA_PROFILE=1 times "

@@ -91,7 +91,8 @@ Result<std::vector<Plan>> plans_for(const server::ModelCatalog& catalog, PlanFla
 // not): a longer context must not make generation slower.
 bool same_kind(const std::vector<Plan>& plans, const std::vector<Plan>& base) {
     for (size_t i = 0; i < plans.size(); ++i) {
-        if (plans[i].mode != base[i].mode || plans[i].gpu_resident() != base[i].gpu_resident()) {
+        if (plans[i].mode != base[i].mode || plans[i].gpu_device != base[i].gpu_device ||
+            plans[i].gpu_layers != base[i].gpu_layers) {
             return false;
         }
     }

@@ -25,6 +25,10 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
     cmd.add_option("--mode", f.mode, "Force a mode: resident, ffn-stream or expert-stream");
     cmd.add_option("--slots", f.slots, "Force the number of streaming slots (experiments)");
     cmd.add_option("--lookahead", f.lookahead, "Force the prefetch lookahead (experiments)");
+    cmd.add_option("--gpu-split", f.gpu_split,
+                   "Force how a model larger than the GPU budget shares it with the CPU: layers "
+                   "(the last layers on the GPU) or experts (MoE: the routed experts in RAM on "
+                   "the CPU) (experiments)");
     cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
     cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
 }
@@ -45,6 +49,11 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
         auto mode = parse_plan_mode(*flags.mode);
         if (!mode) return err("--mode: ", mode.error().message);
         options.mode = *mode;
+    }
+    if (flags.gpu_split) {
+        auto split = parse_gpu_split(*flags.gpu_split);
+        if (!split) return err("--gpu-split: ", split.error().message);
+        options.gpu_split = *split;
     }
     if (flags.kv_type) {
         auto kv = parse_kv_type(*flags.kv_type);
@@ -135,7 +144,12 @@ Result<PlannedModel> plan_model(const std::string& model_path, const PlanFlags& 
 }
 
 void say_where_it_runs(const Plan& plan) {
-    if (!plan.gpu_resident()) {
+    if (plan.gpu_split()) {
+        std::fprintf(stderr,
+                     "strata: running on GPU %d and the CPU: %u of %zu layers on the GPU, the "
+                     "routed experts of %u of them on the CPU\n",
+                     plan.gpu_device, plan.gpu_layers, plan.layers.size(), plan.cpu_expert_layers);
+    } else if (!plan.gpu_resident()) {
         std::fprintf(stderr, "strata: running on the CPU: %s\n", plan.gpu_note.c_str());
     }
 }
@@ -147,12 +161,18 @@ void describe_plan(const Plan& plan) {
     const std::string memory = format_bytes(m.total) + " of the " + format_bytes(m.budget) +
                                " budget (process " + format_bytes(m.baseline) +
                                (m.baseline_measured ? " measured" : " estimated") + ")";
-    if (plan.gpu_resident()) {
+    if (plan.gpu_device >= 0) {
         const GpuMemoryPlan& g = plan.gpu_memory;
+        const std::string layers = plan.gpu_split()
+                                       ? " (" + std::to_string(plan.gpu_layers) + " of " +
+                                             std::to_string(plan.layers.size()) + " layers, " +
+                                             std::to_string(plan.cpu_expert_layers) +
+                                             " with their routed experts on the CPU)"
+                                       : std::string();
         std::fprintf(stderr,
-                     "strata: plan: resident on GPU %d: weights %s, KV cache %s, buffers %s of the "
-                     "%s GPU budget; RAM %s; limit %.2f tok/s (bound by %s)\n",
-                     plan.gpu_device, format_bytes(g.weights).c_str(),
+                     "strata: plan: resident on GPU %d%s: weights %s, KV cache %s, buffers %s of "
+                     "the %s GPU budget; RAM %s; limit %.2f tok/s (bound by %s)\n",
+                     plan.gpu_device, layers.c_str(), format_bytes(g.weights).c_str(),
                      format_bytes(g.kv_cache).c_str(), format_bytes(g.activations).c_str(),
                      format_bytes(g.budget).c_str(), memory.c_str(), plan.tokens_per_second,
                      bound.c_str());

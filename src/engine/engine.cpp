@@ -150,6 +150,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         e->layer_backend_.push_back(e->backends_[size_t(assign[l])].get());
     }
     e->be_ = e->layer_backend_.empty() ? e->backends_[0].get() : e->layer_backend_[0];
+    // The output norm and head run where the last layer ran when that backend can read them.
+    const TensorView& out_norm = g.weight(TensorRole::OutputNorm);
+    e->head_backend_ =
+        e->reader_of(head.where, e->layer_backend_.empty() ? e->be_ : e->layer_backend_.back());
+    if (!e->head_backend_ || !e->head_backend_->can_read(out_norm.where)) {
+        return err("no backend can read both the output norm and the output head where they are");
+    }
     if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
     e->kv_type_ = options.kv_type;
     e->n_past_.assign(std::max(1u, options.n_seq), 0);
@@ -305,11 +312,22 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
     return {};
 }
 
-void Engine::enter_layer(int layer, int64_t n) {
-    Backend* next = layer_backend_[size_t(layer)];
+Backend* Engine::reader_of(MemoryPlace where, Backend* preferred) const {
+    if (preferred->can_read(where)) return preferred;
+    for (const auto& b : backends_) {
+        if (b->can_read(where)) return b.get();
+    }
+    return nullptr;
+}
+
+void Engine::cross(Act a, Backend* from, Backend* to, int64_t n) {
+    from->read_act(a, crossing_.data(), n);
+    to->write_act(a, crossing_.data(), n);
+}
+
+void Engine::switch_to(Backend* next, int64_t n) {
     if (next == be_) return;
-    be_->read_hidden(crossing_.data(), n);
-    next->write_hidden(crossing_.data(), n);
+    cross(Act::Hidden, be_, next, n);
     be_ = next;
 }
 
@@ -318,21 +336,25 @@ Result<void> Engine::forward(std::span<const int32_t> tokens, std::span<const Se
     const int64_t d = hp_.n_embd;
     dump_.begin_call(runs.front().pos0);
 
-    be_ = layer_backend_.empty() ? backends_[0].get() : layer_backend_[0];
     STRATA_ASSIGN(const WeightStore::EmbeddingLookup lookup, store_.embedding_rows(tokens));
     const std::span<const int32_t> rows =
         lookup.rows_in_order ? std::span<const int32_t>(row_ids_).first(tokens.size()) : tokens;
+    // The embedding runs where the first layer runs when that backend can read the table.
+    be_ = reader_of(lookup.table->where,
+                    layer_backend_.empty() ? backends_[0].get() : layer_backend_[0]);
+    if (!be_) return err("no backend can read the token-embedding table where it is");
     timed(Op::Elementwise, [&] { be_->embed(*lookup.table, rows); });
     dump("inp_embd", -1, Act::Hidden, n, d);
 
     for (int il = 0; il < int(hp_.n_layer); ++il) {
-        enter_layer(il, n);
+        switch_to(layer_backend_[size_t(il)], n);
         STRATA_ASSIGN(const LayerView* w, store_.acquire_layer(il));
         Result<void> r = layer_fn_(*this, LayerArgs{il, *w, n, runs});
         store_.release_layer(il);
         STRATA_TRY(r);
         dump("l_out", il, Act::Hidden, n, d);
     }
+    switch_to(head_backend_, n);
     for (const SeqRun& run : runs) n_past_[size_t(run.seq)] += uint32_t(run.n);
     return {};
 }
@@ -511,7 +533,13 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
     figures.bytes += view_bytes(router);
     figures.flops += view_flops(router, n);
-    if (!cfg.forced) {
+    // The layer's backend routes and computes its experts where it can read them; otherwise (a
+    // plan that keeps them and their router in RAM for the CPU beside a GPU) the normalized
+    // input crosses to one that can, once, and the weighted sum comes back.
+    Backend* xb = reader_of(store_.experts_place(layer), be_);
+    if (!xb) return err("no backend can read the routed experts of layer ", std::to_string(layer));
+    if (xb != be_) cross(Act::Normed, be_, xb, n);
+    if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
         if (const auto stack = store_.resident_experts(layer);
             stack &&
@@ -527,7 +555,10 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
             return {};
         }
     }
-    be_->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
+    Backend* rb = reader_of(router.where, xb);
+    if (!rb) return err("no backend can read the router of layer ", std::to_string(layer));
+    if (rb != xb) cross(Act::Normed, xb, rb, n);
+    rb->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
     for (int64_t t = 0; t < n; ++t) {
         const float* logits = &router_logits_[size_t(t * cfg.n_expert)];
         if (cfg.forced) {
@@ -540,8 +571,9 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     const std::span<const int32_t> choices(choice_.data(), size_t(n * k));
     // A streaming store reads the next layer's likely experts while this one computes: its
     // router applied to this hidden state (of the last token) is a cheap, usually good guess.
-    if (const TensorView* next = store_.early_router(layer + 1); next && n > 0) {
-        be_->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
+    if (const TensorView* next = store_.early_router(layer + 1);
+        next && n > 0 && rb->can_read(next->where)) {
+        rb->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
         route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
         store_.hint_experts(layer + 1, guess_);
     }
@@ -568,7 +600,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     // once, to run as one job. A streaming store's are computed one by one as their reads
     // complete, each released before the next is waited for.
     const bool together = store_.resident_experts(layer).has_value();
-    be_->begin_experts(n, k);
+    xb->begin_experts(n, k);
     for (size_t j = 0; j < jobs_.size(); ++j) {
         const int e = expert_ids_[j];
         STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
@@ -578,15 +610,16 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
         ++stats.expert_loads;
         if (together) continue;
-        be_->expert(ev, jobs_[j].slots, jobs_[j].weights, Act::Normed);
+        xb->expert(ev, jobs_[j].slots, jobs_[j].weights, Act::Normed);
         store_.release_expert(layer, e);
     }
     if (together) {
-        be_->experts(jobs_, Act::Normed);
+        xb->experts(jobs_, Act::Normed);
         for (int e : expert_ids_) store_.release_expert(layer, e);
     }
     expert_ids_.clear();
-    be_->end_experts(Act::Out, n);
+    xb->end_experts(Act::Out, n);
+    if (xb != be_) cross(Act::Out, xb, be_, n);
     stats.token_choices += uint64_t(n * k);
     return {};
 }

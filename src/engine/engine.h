@@ -164,8 +164,13 @@ class Engine {
     // Weight bytes of a batch of n tokens since `served_before` (the store's count then), with
     // `heads` passes over the LM head.
     void count_batch(int64_t n, uint64_t served_before, int heads);
-    // Moves the hidden state of n tokens to the backend of `layer` when it differs.
-    void enter_layer(int layer, int64_t n);
+    // Moves the hidden state of n tokens to `next` when it is not there.
+    void switch_to(Backend* next, int64_t n);
+    // `preferred` when it can read memory at `where`, else the first backend that can (a split's
+    // embedding table, head or routed experts on the other side); null when none can.
+    Backend* reader_of(MemoryPlace where, Backend* preferred) const;
+    // Moves n rows of an n_embd-wide activation from one backend to another.
+    void cross(Act a, Backend* from, Backend* to, int64_t n);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
@@ -177,6 +182,7 @@ class Engine {
     WeightStore& store_;
     std::vector<std::unique_ptr<Backend>> backends_;
     std::vector<Backend*> layer_backend_;  // per layer
+    Backend* head_backend_ = nullptr;      // runs the output norm and head
     Backend* be_ = nullptr;                // the backend holding the hidden state now
     LayerFn layer_fn_ = nullptr;
     DebugDump dump_;

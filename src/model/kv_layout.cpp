@@ -27,13 +27,15 @@ size_t kv_row_bytes(KvType type, uint64_t n) {
     return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
 }
 
+uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type) {
+    const uint64_t kv = hp.n_head_kv_at(layer);
+    return round_up(kv_row_bytes(type, kv * hp.head_dim_k) * n_ctx, kKvLayerAlign) +
+           round_up(kv_row_bytes(type, kv * hp.head_dim_v) * n_ctx, kKvLayerAlign);
+}
+
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
     uint64_t total = 0;
-    for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        const uint64_t kv = hp.n_head_kv_at(l);
-        total += round_up(kv_row_bytes(type, kv * hp.head_dim_k) * n_ctx, kKvLayerAlign);
-        total += round_up(kv_row_bytes(type, kv * hp.head_dim_v) * n_ctx, kKvLayerAlign);
-    }
+    for (uint32_t l = 0; l < hp.n_layer; ++l) total += kv_layer_bytes(hp, l, n_ctx, type);
     return total;
 }
 

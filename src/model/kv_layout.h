@@ -25,7 +25,8 @@ Result<KvType> parse_kv_type(std::string_view name);
 size_t kv_row_bytes(KvType type, uint64_t n);
 // Each layer's keys and values are padded to this, so every layer starts aligned for SIMD loads.
 inline constexpr uint64_t kKvLayerAlign = 64;
-// Bytes a cache of n_ctx positions takes for every layer of the model.
+// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model.
+uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type);
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type);
 // An error when the model's head sizes cannot be stored in `type`.
 Result<void> check_kv_type(const ModelHparams& hp, KvType type);

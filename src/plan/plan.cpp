@@ -37,6 +37,17 @@ Result<PlanMode> parse_plan_mode(std::string_view name) {
                "': expected resident, ffn-stream or expert-stream");
 }
 
+std::string_view gpu_split_name(GpuSplit s) {
+    return s == GpuSplit::Layers ? "layers" : "experts";
+}
+
+Result<GpuSplit> parse_gpu_split(std::string_view name) {
+    for (GpuSplit s : {GpuSplit::Layers, GpuSplit::Experts}) {
+        if (name == gpu_split_name(s)) return s;
+    }
+    return err("unknown split '", std::string(name), "': expected layers or experts");
+}
+
 std::string_view tier_name(Tier t) {
     switch (t) {
         case Tier::Gpu:
@@ -391,8 +402,205 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
     return {};
 }
 
+// Tensors the host reads itself, kept in RAM in every GPU plan: rope_freqs becomes the rope
+// configuration when the engine starts.
+bool host_only(const ModelTensor& t) {
+    return t.layer < 0 && t.role == TensorRole::RopeFreqs;
+}
+
+// Outside the layers, what goes with the output head to the GPU in a split: its norm, its
+// matrix, and the embedding table when that is the head (tied).
+bool with_head(const ModelTensor& t, bool tied) {
+    return t.layer < 0 && (t.role == TensorRole::Output || t.role == TensorRole::OutputNorm ||
+                           (tied && t.role == TensorRole::TokenEmbedding));
+}
+
+// In a layer, what goes with the routed experts where they are computed: the router too, so
+// that the host routes where it computes them and the layer's input crosses once.
+bool with_experts(const ModelTensor& t) {
+    return t.is_routed_expert() || t.role == TensorRole::MoeRouter ||
+           t.role == TensorRole::MoeRouterBias;
+}
+
+// RAM a plan using the GPU needs besides weights and KV cache: the process, its host-side
+// buffers (logits, routing), the load's pinned staging, and with `cpu_threads` > 0 the CPU
+// backend of a split with its threads.
+MemoryPlan gpu_host_overhead(const Inputs& in, int cpu_threads) {
+    MemoryPlan host = in.overhead;
+    ActivationShape shape;
+    shape.max_batch = in.options.max_batch;
+    shape.n_ctx = in.n_ctx;
+    shape.kv_type = in.options.kv_type;
+    shape.threads = std::max(cpu_threads, 1);
+    shape.logit_rows = in.options.logit_rows;
+    const ActivationMemory act = activation_memory(in.model, shape);
+    host.activations = (cpu_threads > 0 ? act.total() : act.engine + act.logits + act.threads) +
+                       kDeviceStagingHostBytes;
+    if (in.options.embeddings) host.activations += uint64_t(in.n_ctx) * in.hp.n_embd * 4;
+    return host;
+}
+
+// One way of sharing a model between the GPU and the CPU (plan.h, "GPU and CPU together").
+struct Split {
+    std::vector<bool> gpu;          // per tensor: in GPU memory
+    std::vector<bool> layer_gpu;    // per layer: computed on the GPU
+    std::vector<bool> experts_cpu;  // per layer: routed experts in RAM, computed by the CPU
+    GpuMemoryPlan g;
+    uint64_t host_weights = 0, host_kv = 0;
+    double seconds = 0;  // per generated token, from the tiers' bandwidths
+    std::string what;    // in words
+};
+
+// The two splits. `layers`: the last layers with the head, as many as fit. `experts` (MoE): every
+// tensor but the routed experts and the untied embedding table on the GPU, then the routed
+// experts of the last layers while they fit; the rest of the experts in RAM for the CPU. Either
+// is empty (gpu empty) when it cannot fit the GPU budget.
+Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
+    const ModelHparams& hp = in.hp;
+    const uint32_t n_layer = hp.n_layer;
+    Split s;
+    s.g.budget = plan.budgets.gpu_mem;
+    s.g.activations = gpu_activation_bytes(hp, {in.options.max_batch, in.n_ctx});
+    std::vector<uint64_t> layer_weights(n_layer, 0), layer_experts(n_layer, 0);
+    uint64_t head_weights = 0;
+    for (const ModelTensor& t : in.model.tensors) {
+        const uint64_t bytes = in.model.info(t).n_bytes;
+        if (t.layer >= 0 && uint32_t(t.layer) < n_layer) {
+            (with_experts(t) ? layer_experts : layer_weights)[size_t(t.layer)] += bytes;
+        } else if (with_head(t, hp.tied_output)) {
+            head_weights += bytes;
+        }
+    }
+    const auto layer_kv = [&](uint32_t l) {
+        return uint64_t(in.options.n_seq) * kv_layer_bytes(hp, l, in.n_ctx, in.options.kv_type);
+    };
+    const auto fits = [&](uint64_t add) { return s.g.total + add <= s.g.budget; };
+    s.layer_gpu.assign(n_layer, false);
+    s.experts_cpu.assign(n_layer, false);
+    s.g.weights = head_weights;
+    s.g.total = s.g.weights + s.g.activations;
+    uint32_t k = 0;
+    if (!by_experts) {
+        // At least one layer stays on the CPU: a model whose every layer fits is resident on
+        // the GPU (place_on_gpu).
+        while (k + 1 < n_layer) {
+            const uint32_t l = n_layer - 1 - k;
+            if (!fits(layer_weights[l] + layer_experts[l] + layer_kv(l))) break;
+            s.g.weights += layer_weights[l] + layer_experts[l];
+            s.g.kv_cache += layer_kv(l);
+            s.g.total += layer_weights[l] + layer_experts[l] + layer_kv(l);
+            s.layer_gpu[l] = true;
+            ++k;
+        }
+        if (k == 0) return {};
+        s.what = "the last " + std::to_string(k) + " of " + std::to_string(n_layer) +
+                 " layers and the output head run on the GPU, the first " +
+                 std::to_string(n_layer - k) + " on the CPU";
+    } else {
+        for (uint32_t l = 0; l < n_layer; ++l) {
+            s.g.weights += layer_weights[l];
+            s.g.kv_cache += layer_kv(l);
+            s.g.total += layer_weights[l] + layer_kv(l);
+            s.layer_gpu[l] = true;
+            s.experts_cpu[l] = layer_experts[l] > 0;
+        }
+        if (s.g.total > s.g.budget) return {};
+        for (uint32_t l = n_layer; l-- > 0;) {
+            if (!s.experts_cpu[l] || !fits(layer_experts[l])) break;
+            s.g.weights += layer_experts[l];
+            s.g.total += layer_experts[l];
+            s.experts_cpu[l] = false;
+            ++k;
+        }
+        const uint32_t cpu = n_layer - k;
+        s.what = k == 0 ? "every layer runs on the GPU, their routed experts stay in RAM, "
+                          "computed by the CPU"
+                        : "every layer runs on the GPU with the routed experts of the last " +
+                              std::to_string(k) + " of " + std::to_string(n_layer) +
+                              " layers; those of the first " + std::to_string(cpu) +
+                              " stay in RAM, computed by the CPU";
+    }
+    s.gpu.assign(in.model.tensors.size(), false);
+    for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+        const ModelTensor& t = in.model.tensors[i];
+        bool gpu = with_head(t, hp.tied_output);
+        if (t.layer >= 0 && uint32_t(t.layer) < n_layer) {
+            gpu = s.layer_gpu[size_t(t.layer)] &&
+                  !(with_experts(t) && s.experts_cpu[size_t(t.layer)]);
+        }
+        s.gpu[i] = gpu;
+        const uint64_t bytes = in.model.info(t).n_bytes;
+        if (!gpu) s.host_weights += bytes;
+        s.seconds +=
+            double(bytes) * t.reads_per_token / (gpu ? in.gpu.bandwidth : in.ram.bandwidth);
+    }
+    for (uint32_t l = 0; l < n_layer; ++l) {
+        if (!s.layer_gpu[l]) s.host_kv += layer_kv(l);
+    }
+    return s;
+}
+
+// Splits the model between the GPU and the CPU when the whole model does not fit the GPU budget
+// (plan.h, "GPU and CPU together"): of the splits that fit both budgets, the one with the higher
+// speed limit. False (with a note why, nothing else changed) when none does.
+bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string& whole) {
+    const ModelHparams& hp = in.hp;
+    const MemoryPlan host = gpu_host_overhead(in, plan.threads);
+    std::optional<Split> best;
+    std::string refused;
+    for (bool by_experts : {false, true}) {
+        if (by_experts && !hp.is_moe()) continue;
+        if (in.options.gpu_split && by_experts != (*in.options.gpu_split == GpuSplit::Experts)) {
+            continue;
+        }
+        Split s = make_split(plan, in, by_experts);
+        if (s.gpu.empty()) continue;
+        const uint64_t ram_need = s.host_weights + s.host_kv + host.activations + host.io_buffers +
+                                  host.baseline + host.slack;
+        if (ram_need > plan.memory.budget) {
+            refused = "; with " + s.what + ", the CPU's part (" + format_bytes(s.host_weights) +
+                      " of weights, " + format_bytes(s.host_kv) +
+                      " of KV cache and the process) needs more than the RAM budget (" +
+                      format_bytes(plan.memory.budget) + ")";
+            continue;
+        }
+        if (!best || s.seconds < best->seconds) best = std::move(s);
+    }
+    if (!best) {
+        plan.gpu_note = whole + (refused.empty() ? ", and not one layer fits beside the output "
+                                                   "head and the GPU buffers"
+                                                 : refused);
+        plan.notes.push_back(plan.gpu_note +
+                             ": planned for the CPU (streaming beside a GPU is not built yet)");
+        return false;
+    }
+    const Split& s = *best;
+    plan.gpu_device = device;
+    plan.gpu_memory = s.g;
+    plan.mode = PlanMode::Resident;
+    plan.reason = whole + ": " + s.what + " (GPU " + format_bytes(s.g.weights) + " of weights, " +
+                  format_bytes(s.g.kv_cache) + " of KV cache; RAM " + format_bytes(s.host_weights) +
+                  ")";
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+        plan.tensors[i] = {s.gpu[i] ? Tier::Gpu : Tier::Ram, TensorUse::Resident, StreamUnit::None};
+    }
+    const ModelBytes mb =
+        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
+    set_layer_rows(plan, mb, std::vector<TensorUse>(mb.layers.size(), TensorUse::Resident));
+    plan.gpu_layers = 0;
+    plan.cpu_expert_layers = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        plan.layers[l].on_gpu = s.layer_gpu[l];
+        plan.layers[l].experts_on_cpu = s.experts_cpu[l];
+        plan.gpu_layers += s.layer_gpu[l] ? 1 : 0;
+        plan.cpu_expert_layers += s.experts_cpu[l] ? 1 : 0;
+    }
+    return true;
+}
+
 // Resident on GPU 0 when the weights, the KV cache and the GPU backend's buffers fit its budget
-// and RAM holds the rest of the process; false (nothing changed) otherwise.
+// and RAM holds the rest of the process; split by layers between it and the CPU when they fit
+// together (place_gpu_split); false (nothing changed) otherwise.
 bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) {
     if (profile.gpus.empty()) {
         plan.gpu_note = "no GPU (" +
@@ -410,28 +618,22 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
     }
     GpuMemoryPlan g;
     g.budget = plan.budgets.gpu_mem;
-    g.weights = in.model.totals.bytes;
+    for (const ModelTensor& t : in.model.tensors) {
+        if (!host_only(t)) g.weights += in.model.info(t).n_bytes;
+    }
     g.kv_cache = in.kv_bytes;
     g.activations = gpu_activation_bytes(in.hp, {in.options.max_batch, in.n_ctx});
     g.total = g.weights + g.kv_cache + g.activations;
     const std::string gpu = profile.gpus.front().name;
     if (g.total > g.budget) {
-        plan.notes.push_back(
+        const std::string whole =
             "the weights (" + format_bytes(g.weights) + "), KV cache (" + format_bytes(g.kv_cache) +
             ") and GPU buffers (" + format_bytes(g.activations) +
-            ") need more than the GPU budget (" + format_bytes(g.budget) + " of " + gpu +
-            "): planned for the CPU (GPU tiers for larger models are not built yet)");
-        return false;
+            ") need more than the GPU budget (" + format_bytes(g.budget) + " of " + gpu + ")";
+        return place_gpu_split(plan, in, profile.gpus.front().index, whole);
     }
     // RAM: the process, its host-side buffers (logits, routing) and the load's pinned staging.
-    MemoryPlan host = in.overhead;
-    ActivationShape shape;
-    shape.max_batch = in.options.max_batch;
-    shape.n_ctx = in.n_ctx;
-    shape.threads = 1;
-    shape.logit_rows = in.options.logit_rows;
-    const ActivationMemory act = activation_memory(in.model, shape);
-    host.activations = act.engine + act.logits + act.threads + kDeviceStagingHostBytes;
+    const MemoryPlan host = gpu_host_overhead(in, 0);
     const uint64_t ram_need = host.activations + host.io_buffers + host.baseline + host.slack;
     if (ram_need > plan.memory.budget) {
         plan.gpu_note = "the GPU holds the model but the RAM budget (" +
@@ -447,10 +649,15 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
                   format_bytes(g.kv_cache) + ") and GPU buffers (" + format_bytes(g.activations) +
                   ") fit in the GPU budget (" + format_bytes(g.budget) + " of " + gpu +
                   "): every layer runs on the GPU";
-    for (TensorPlacement& t : plan.tensors) t = {Tier::Gpu, TensorUse::Resident, StreamUnit::None};
+    plan.gpu_layers = in.hp.n_layer;
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+        plan.tensors[i] = {host_only(in.model.tensors[i]) ? Tier::Ram : Tier::Gpu,
+                           TensorUse::Resident, StreamUnit::None};
+    }
     const ModelBytes mb =
         plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
     set_layer_rows(plan, mb, std::vector<TensorUse>(mb.layers.size(), TensorUse::Resident));
+    for (LayerPlan& l : plan.layers) l.on_gpu = true;
     return true;
 }
 
@@ -479,8 +686,8 @@ PlanMode choose_mode(Plan& plan, const Inputs& in) {
 void predict_traffic(Plan& plan, const Inputs& in) {
     plan.tiers = {
         {Tier::Gpu, 0, 0, in.gpu.bandwidth,
-         plan.gpu_resident() ? in.gpu.source
-                             : in.gpu.source + "; unused: the model is planned for the CPU",
+         plan.gpu_device >= 0 ? in.gpu.source
+                              : in.gpu.source + "; unused: the model is planned for the CPU",
          0},
         {Tier::Ram, 0, 0, in.ram.bandwidth, in.ram.source, 0},
         {Tier::Disk, 0, 0, in.disk.rate.bandwidth, in.disk.rate.source, 0}};
@@ -512,31 +719,23 @@ void predict_traffic(Plan& plan, const Inputs& in) {
 
 void count_memory(Plan& plan, const Inputs& in) {
     MemoryPlan& m = plan.memory;
-    if (plan.gpu_resident()) {
-        // Weights and KV cache are the GPU's; RAM holds the process and its host-side buffers.
-        ActivationShape shape;
-        shape.max_batch = in.options.max_batch;
-        shape.n_ctx = in.n_ctx;
-        shape.threads = 1;
-        shape.logit_rows = in.options.logit_rows;
-        const ActivationMemory act = activation_memory(in.model, shape);
-        m.activations = act.engine + act.logits + act.threads + kDeviceStagingHostBytes;
-        m.io_buffers = in.overhead.io_buffers;
-        m.baseline = in.overhead.baseline;
-        m.baseline_measured = in.overhead.baseline_measured;
-        m.slack = in.overhead.slack;
-        m.total = m.activations + m.io_buffers + m.baseline + m.slack;
-        return;
-    }
+    // With a GPU, RAM holds the tensors and KV cache of the CPU's layers (none when the GPU has
+    // them all), the process and its host-side buffers.
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+        if (plan.tensors[i].tier == Tier::Gpu) continue;
         const uint64_t bytes = in.model.info(in.model.tensors[i]).n_bytes;
         if (plan.tensors[i].use == TensorUse::Resident) m.resident_weights += bytes;
         if (plan.tensors[i].use == TensorUse::Cached) m.cached_weights += bytes;
     }
     m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
-    m.kv_cache = in.kv_bytes;
+    m.kv_cache = in.kv_bytes - plan.gpu_memory.kv_cache;
     m.activations = in.overhead.activations;
+    if (plan.gpu_resident()) {
+        m.activations = gpu_host_overhead(in, 0).activations;
+    } else if (plan.gpu_split()) {
+        m.activations = gpu_host_overhead(in, plan.threads).activations;
+    }
     m.io_buffers = in.overhead.io_buffers;
     m.baseline = in.overhead.baseline;
     m.baseline_measured = in.overhead.baseline_measured;
@@ -556,6 +755,10 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     STRATA_TRY(check_overrides(options));
     const ModelHparams& hp = *model.hparams;
     STRATA_TRY(check_kv_type(hp, options.kv_type));  // the engine would refuse it
+    if (options.gpu_split == GpuSplit::Experts && !hp.is_moe()) {
+        return err("--gpu-split experts needs a mixture-of-experts model; ", model.arch,
+                   " here is dense");
+    }
     Inputs in{
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
     in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);

@@ -45,8 +45,24 @@
 //    budget, the plan is resident on the GPU: every tensor in its memory, every layer computed
 //    there, and RAM holds only the process, its host-side buffers and the pinned staging the
 //    load reads through. The speed limit is then the weights read per token over the GPU's
-//    measured read bandwidth. A model that does not fit is planned for the CPU as before
-//    (splitting a model across GPU and RAM is the GPU tiers' work, not built yet).
+//    measured read bandwidth.
+//  - GPU and CPU together. A model that does not fit the GPU budget is split by layers when it
+//    fits VRAM and RAM together: the last layers with the output norm and head (and a tied
+//    embedding table, which is the head) in GPU memory, computed there; the first layers and
+//    the token-embedding table resident in RAM, computed by the CPU where they lie, which for
+//    decode beats copying them over PCIe (the host reads RAM faster than the bus carries it).
+//    The GPU takes as many layers as its budget holds beside the head, their KV cache and its
+//    buffers, because each of them is then read at the GPU's bandwidth instead of RAM's; the
+//    hidden state crosses between the two once per pass. Layers last, not first, so the head,
+//    read once per generated token, is on the faster side. rope_freqs stays in RAM in every
+//    GPU plan: the host reads it when the engine starts. A mixture-of-experts model has a
+//    second split: every tensor but the routed experts (and an untied embedding table) on the
+//    GPU with the whole KV cache, then the routed experts of the last layers while they fit; the
+//    other layers' experts (with their routers) stay in RAM and the CPU routes and computes
+//    them, the layer's normalized input crossing to the host once and the experts' sum back. Of the
+//    splits that fit both budgets the plan takes the one with the higher speed limit (the sum over
+//    tensors of bytes read per token over their tier's bandwidth). A model that does not fit VRAM
+//    and RAM together is planned for the CPU alone (streaming beside a GPU is not built yet).
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
 //  - The budget is a hard ceiling on the process, not on its weights: besides weights, caches,
@@ -76,6 +92,8 @@
 namespace strata {
 
 enum class PlanMode : uint8_t { Resident, FfnStream, ExpertStream };
+// How a model larger than the GPU budget shares the GPU with the CPU (the rules above).
+enum class GpuSplit : uint8_t { Layers, Experts };
 enum class Tier : uint8_t { Gpu, Ram, Disk };
 // Why a tensor is where it is: Resident tensors are always in the fast tier (attention, norms,
 // embeddings, output head, routers, or everything in resident mode); Cached ones could be
@@ -89,6 +107,8 @@ inline constexpr double kAssumedRamBandwidth = 20e9;    // when the profile has 
 
 std::string_view plan_mode_name(PlanMode m);  // "resident", "ffn-stream", "expert-stream"
 Result<PlanMode> parse_plan_mode(std::string_view name);
+std::string_view gpu_split_name(GpuSplit s);  // "layers", "experts"
+Result<GpuSplit> parse_gpu_split(std::string_view name);
 std::string_view tier_name(Tier t);             // "gpu", "ram", "disk"
 std::string_view tensor_use_name(TensorUse u);  // "resident", "cached", "streamed"
 
@@ -125,7 +145,8 @@ struct PlanOptions {
     std::optional<uint32_t> slots;      // force the pool slot count (>= 2)
     std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
     bool gpu = true;  // false: plan for the CPU only, whatever GPU the profile has
-    int disk = -1;    // index in profile.disks of the disk holding the model (LoadedProfile::disk)
+    std::optional<GpuSplit> gpu_split;  // force the split (experiments); unset: the faster
+    int disk = -1;  // index in profile.disks of the disk holding the model (LoadedProfile::disk)
 };
 
 struct TensorPlacement {
@@ -139,6 +160,10 @@ struct TensorPlacement {
 // routed experts in expert-stream.
 struct LayerPlan {
     int layer = 0;
+    bool on_gpu = false;  // the layer's tensors in GPU memory, computed there (but see below)
+    // Its routed experts resident in RAM, computed by the CPU, while the rest of the layer runs
+    // on the GPU.
+    bool experts_on_cpu = false;
     uint64_t resident_bytes = 0;
     uint64_t ffn_bytes = 0;
     TensorUse ffn_use = TensorUse::Resident;
@@ -185,10 +210,10 @@ struct MemoryPlan {
     uint64_t model() const { return total - process(); }
 };
 
-// GPU memory of a plan resident on the GPU (all zero otherwise).
+// GPU memory of a plan that uses the GPU (all zero otherwise).
 struct GpuMemoryPlan {
     uint64_t weights = 0;
-    uint64_t kv_cache = 0;
+    uint64_t kv_cache = 0;     // of the layers on the GPU
     uint64_t activations = 0;  // the GPU backend's activations, staging and scratch
     uint64_t total = 0;        // never above budget
     uint64_t budget = 0;       // the GPU budget
@@ -220,12 +245,18 @@ struct Plan {
     StreamPlan stream;
     ExpertCachePlan expert_cache;  // expert-stream only
     MemoryPlan memory;
-    int gpu_device = -1;  // the GPU every tensor lives and every layer runs on; -1: the CPU
+    int gpu_device = -1;      // the GPU the plan uses (for every layer, or gpu_layers); -1: none
+    uint32_t gpu_layers = 0;  // layers computed on the GPU (LayerPlan::on_gpu)
+    uint32_t cpu_expert_layers = 0;  // of those, layers whose routed experts the CPU computes
     GpuMemoryPlan gpu_memory;
     std::string gpu_note;            // why the plan does not use a GPU (empty when it does)
     std::vector<TierTraffic> tiers;  // gpu, ram, disk
 
-    bool gpu_resident() const { return gpu_device >= 0; }
+    // Every layer on the GPU; or some on the GPU and the rest on the CPU.
+    bool gpu_resident() const {
+        return gpu_device >= 0 && gpu_layers == layers.size() && cpu_expert_layers == 0;
+    }
+    bool gpu_split() const { return gpu_device >= 0 && !gpu_resident(); }
 
     double tokens_per_second = 0;  // the speed limit
     Tier bound = Tier::Ram;        // the tier with the largest time per token

@@ -99,8 +99,13 @@ Result<Plan> from_json(const json& j) {
         x.ffn_bytes = l.at("ffn_bytes");
         STRATA_ASSIGN(x.ffn_use, parse_use(l.at("ffn_use")));
         x.bytes_per_token = l.at("bytes_per_token");
+        // Plans written before the layer split put every layer on their GPU.
+        x.on_gpu = l.value("on_gpu", p.gpu_device >= 0);
+        x.experts_on_cpu = l.value("experts_on_cpu", false);
         p.layers.push_back(x);
     }
+    p.gpu_layers = j.value("gpu_layers", p.gpu_device >= 0 ? uint32_t(p.layers.size()) : 0u);
+    p.cpu_expert_layers = j.value("cpu_expert_layers", 0u);
     for (const json& t : j.at("tensors")) {
         TensorPlacement x;
         STRATA_ASSIGN(x.tier, parse_tier(t.at("tier")));
@@ -134,7 +139,9 @@ json plan_json(const Plan& p, const ModelInfo& model) {
                           {"resident_bytes", l.resident_bytes},
                           {"ffn_bytes", l.ffn_bytes},
                           {"ffn_use", std::string(tensor_use_name(l.ffn_use))},
-                          {"bytes_per_token", l.bytes_per_token}});
+                          {"bytes_per_token", l.bytes_per_token},
+                          {"on_gpu", l.on_gpu},
+                          {"experts_on_cpu", l.experts_on_cpu}});
     }
     json tensors = json::array();
     for (size_t i = 0; i < p.tensors.size(); ++i) {
@@ -176,6 +183,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"total", m.total},
               {"budget", m.budget}}},
             {"gpu_device", p.gpu_device},
+            {"gpu_layers", p.gpu_layers},
+            {"cpu_expert_layers", p.cpu_expert_layers},
             {"gpu_note", p.gpu_note},
             {"gpu_memory",
              {{"weights", p.gpu_memory.weights},

@@ -98,10 +98,11 @@ std::string budget_line(const Plan& p) {
 }
 
 std::string where(const Plan& p, const LayerPlan& l) {
+    if (l.on_gpu) return l.experts_on_cpu ? "gpu, experts ram (cpu)" : "gpu";
     if (l.ffn_bytes == 0) return "-";
     switch (l.ffn_use) {
         case TensorUse::Resident:
-            return p.gpu_resident() ? "gpu" : "ram";
+            return p.gpu_split() ? "ram (cpu)" : "ram";
         case TensorUse::Cached:
             return "ram (cached)";
         case TensorUse::Streamed:
@@ -121,7 +122,8 @@ std::string layer_table(const Plan& p) {
     for (auto it = p.layers.begin(); it != p.layers.end();) {
         auto last = it, next = std::next(it);
         while (next != p.layers.end() && next->resident_bytes == it->resident_bytes &&
-               next->ffn_bytes == it->ffn_bytes && next->ffn_use == it->ffn_use) {
+               next->ffn_bytes == it->ffn_bytes && next->ffn_use == it->ffn_use &&
+               next->on_gpu == it->on_gpu && next->experts_on_cpu == it->experts_on_cpu) {
             last = next++;
         }
         merged = merged || last != it;
@@ -144,9 +146,18 @@ std::string plan_text(const Plan& p) {
     TextTable kv({{""}, {""}});
     kv.add_row({"mode", std::string(plan_mode_name(p.mode)) + ": " + p.reason});
     kv.add_row({"budget", budget_line(p)});
-    if (p.gpu_resident()) {
+    if (p.gpu_device >= 0) {
         const GpuMemoryPlan& g = p.gpu_memory;
-        kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": weights " +
+        std::string layers;
+        if (p.gpu_split()) {
+            layers = std::to_string(p.gpu_layers) + " of " + std::to_string(p.layers.size()) +
+                     " layers" +
+                     (p.cpu_expert_layers ? " (the routed experts of " +
+                                                std::to_string(p.cpu_expert_layers) + " in RAM)"
+                                          : std::string()) +
+                     ", ";
+        }
+        kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
                                format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
                                ", buffers " + format_bytes(g.activations) + ": " +
                                format_bytes(g.total) + " of " + format_bytes(g.budget)});
@@ -156,8 +167,11 @@ std::string plan_text(const Plan& p) {
     kv.add_row({"process", process_line(p.memory)});
     const std::string seqs =
         p.n_seq > 1 ? std::to_string(p.n_seq) + " sequences of " : std::string();
-    kv.add_row({"kv cache", format_bytes(p.memory.kv_cache) + " for " + seqs +
-                                std::to_string(p.n_ctx) + " tokens (" +
+    const std::string kv_where = p.gpu_device < 0
+                                     ? format_bytes(p.memory.kv_cache)
+                                     : format_bytes(p.memory.kv_cache) + " in RAM and " +
+                                           format_bytes(p.gpu_memory.kv_cache) + " on the GPU";
+    kv.add_row({"kv cache", kv_where + " for " + seqs + std::to_string(p.n_ctx) + " tokens (" +
                                 std::string(kv_type_name(p.kv_type)) + ")"});
     kv.add_row({"streaming", streaming_line(p)});
     kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +

@@ -63,6 +63,14 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
         if (plan->gpu_resident()) {
             engine_options.backends = {BackendSpec{BackendKind::Cuda, plan->gpu_device}};
             engine_options.layer_backend.clear();
+        } else if (plan->gpu_split()) {
+            // The CPU's layers on backend 0, the GPU's on backend 1.
+            engine_options.backends = {BackendSpec{BackendKind::Cpu},
+                                       BackendSpec{BackendKind::Cuda, plan->gpu_device}};
+            engine_options.layer_backend.clear();
+            for (const LayerPlan& l : plan->layers) {
+                engine_options.layer_backend.push_back(l.on_gpu ? 1 : 0);
+            }
         }
         m->plan = std::move(plan);
     }

@@ -43,7 +43,8 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     s->mode_ = layout.mode;
     if (layout.mapped) {
         STRATA_ASSIGN(s->arena_, Arena::map(info));
-        s->globals_ = s->arena_.views().globals;
+        s->views_ = s->arena_.views();
+        s->globals_ = s->views_.globals;
         s->find_expert_stacks();
         return s;
     }
@@ -57,12 +58,23 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
                 "a store with its arena on the GPU streams nothing (GPU tiers of streamed "
                 "weights are not built yet)");
         }
-        STRATA_ASSIGN(s->arena_, Arena::load_to_device(info, held, s->reader_, options,
+        // Two arenas: the GPU's, and RAM's for what the host reads or the CPU computes.
+        std::vector<bool> on_device(held.size(), false), on_host(held.size(), false);
+        for (size_t i = 0; i < held.size(); ++i) {
+            const ModelTensor& t = info.tensors[i];
+            const bool host = (i < layout.on_host.size() && layout.on_host[i]) ||
+                              (t.layer < 0 && t.role == TensorRole::RopeFreqs);
+            (host ? on_host : on_device)[i] = held[i];
+        }
+        STRATA_ASSIGN(s->arena_, Arena::load_to_device(info, on_device, s->reader_, options,
                                                        layout.arena_place.device));
+        STRATA_ASSIGN(s->host_arena_, Arena::load(info, on_host, s->reader_, options));
     } else {
         STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
     }
-    s->globals_ = s->arena_.views().globals;
+    s->views_ = s->arena_.views();
+    merge_views(s->views_, s->host_arena_.views());
+    s->globals_ = s->views_.globals;
     size_t embedding = SIZE_MAX, head = SIZE_MAX;
     for (size_t i = 0; i < info.tensors.size(); ++i) {
         if (layout.tensors[i] != Residence::Rows) continue;
@@ -100,7 +112,7 @@ Result<const LayerView*> ModelStore::acquire_layer(int layer) {
     if (layer < 0 || layer >= n_layer_) {
         return err("layer " + std::to_string(layer) + " does not exist");
     }
-    const BoundViews& v = arena_.views();
+    const BoundViews& v = views_;
     stats_.bytes_served += v.layer_bytes[size_t(layer)];
     if (!ring_.streams(layer)) return &v.layers[size_t(layer)];
     LayerView& out = active_[size_t(layer)];
@@ -117,7 +129,7 @@ void ModelStore::release_layer(int layer) {
 
 Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
     if (cache_ && cache_->serves(layer)) return cache_->acquire(layer, expert);
-    const auto& experts = ring_.streams(layer) ? active_experts_ : arena_.views().experts;
+    const auto& experts = ring_.streams(layer) ? active_experts_ : views_.experts;
     if (layer < 0 || size_t(layer) >= experts.size() || expert < 0 ||
         size_t(expert) >= experts[size_t(layer)].size()) {
         return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
@@ -141,13 +153,22 @@ std::optional<ExpertStack> ModelStore::resident_experts(int layer) const {
     return stacks_[size_t(layer)];
 }
 
+MemoryPlace ModelStore::experts_place(int layer) const {
+    // Streamed experts land in host memory (the ring's slots, the cache's entries).
+    if ((cache_ && cache_->serves(layer)) || ring_.streams(layer) || layer < 0 ||
+        size_t(layer) >= views_.experts.size() || views_.experts[size_t(layer)].empty()) {
+        return {};
+    }
+    return views_.experts[size_t(layer)].front().gate.where;
+}
+
 void ModelStore::find_expert_stacks() {
     stacks_.assign(size_t(n_layer_), std::nullopt);
     for (int layer = 0; layer < n_layer_; ++layer) stacks_[size_t(layer)] = expert_stack(layer);
 }
 
 std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {
-    const auto& all = arena_.views().experts;
+    const auto& all = views_.experts;
     if ((cache_ && cache_->serves(layer)) || ring_.streams(layer) || size_t(layer) >= all.size() ||
         all[size_t(layer)].empty()) {
         return {};
@@ -179,7 +200,7 @@ void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, in
 
 const TensorView* ModelStore::early_router(int layer) const {
     if (!cache_ || !cache_->prefetching() || !cache_->serves(layer)) return nullptr;
-    const TensorView& r = arena_.views().layers[size_t(layer)].weight(TensorRole::MoeRouter);
+    const TensorView& r = views_.layers[size_t(layer)].weight(TensorRole::MoeRouter);
     return r.present() ? &r : nullptr;
 }
 
@@ -219,8 +240,8 @@ std::string ModelStore::mode_name() const {
 StoreReport ModelStore::report() const {
     StoreReport r;
     r.mode = mode_name();
-    r.resident_bytes = arena_.weight_bytes();
-    r.load_seconds = arena_.load_seconds();
+    r.resident_bytes = resident_bytes();
+    r.load_seconds = arena_.load_seconds() + host_arena_.load_seconds();
     r.totals = stats_;
     r.slots = ring_.slot_count();
     r.slot_bytes = ring_.slot_bytes();

@@ -40,6 +40,7 @@ class ModelStore final : public WeightStore {
     void release_expert(int layer, int expert) override;
     void prepare_experts(int layer, std::span<const int32_t> choices, int k) override;
     std::optional<ExpertStack> resident_experts(int layer) const override;
+    MemoryPlace experts_place(int layer) const override;
     const TensorView* early_router(int layer) const override;
     Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
     int head_pieces() const override;
@@ -55,7 +56,7 @@ class ModelStore final : public WeightStore {
     ExpertCache* expert_cache() { return cache_.get(); }
     const ExpertCache* expert_cache() const { return cache_.get(); }
     const SlotRing& slot_ring() const { return ring_; }
-    uint64_t resident_bytes() const { return arena_.weight_bytes(); }
+    uint64_t resident_bytes() const { return arena_.weight_bytes() + host_arena_.weight_bytes(); }
 
   private:
     ModelStore() = default;
@@ -68,6 +69,8 @@ class ModelStore final : public WeightStore {
     std::string mode_;
     StreamReader reader_;
     Arena arena_;
+    Arena host_arena_;  // with arena_ on a GPU: the tensors kept in RAM (store_layout.h)
+    BoundViews views_;  // of both arenas
     SlotRing ring_;
     RowStream rows_;
     LayerView globals_;  // the arena's, with the shapes of tensors read by rows

@@ -60,7 +60,13 @@ StoreLayout store_layout(const ModelInfo& info, const Plan& plan) {
         if (p.unit == StreamUnit::Expert) l.tensors[i] = Residence::ExpertCache;
         if (p.unit == StreamUnit::Rows) l.tensors[i] = Residence::Rows;
     }
-    if (plan.gpu_resident()) l.arena_place = MemoryPlace{MemoryKind::Device, plan.gpu_device};
+    if (plan.gpu_device >= 0) {
+        l.arena_place = MemoryPlace{MemoryKind::Device, plan.gpu_device};
+        l.on_host.assign(info.tensors.size(), false);
+        for (size_t i = 0; i < info.tensors.size() && i < plan.tensors.size(); ++i) {
+            l.on_host[i] = plan.tensors[i].tier != Tier::Gpu;
+        }
+    }
     l.ring.lookahead = int(plan.stream.lookahead);
     l.ring.slots = int(plan.stream.slots);
     l.experts.cache_entries = plan.expert_cache.capacity +

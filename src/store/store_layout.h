@@ -33,6 +33,10 @@ struct StoreLayout {
     bool mapped = false;  // the naive baseline: the whole file memory-mapped, no streaming
     // Where the arena lives: host RAM, or a GPU's memory when the plan puts the weights there.
     MemoryPlace arena_place;
+    // With the arena on a GPU, its tensors that stay in host RAM instead (the CPU's layers of a
+    // plan split between the two), parallel to `tensors`; empty: none. rope_freqs stays there
+    // always: the host reads it.
+    std::vector<bool> on_host;
     std::string mode = "resident";  // what the store calls itself: the plan's mode, "mmap", ...
 
     bool any(Residence r) const;

@@ -1,5 +1,7 @@
 #include "store/tensor_views.h"
 
+#include <algorithm>
+
 namespace strata {
 
 TensorView make_tensor_view(const TensorInfo& t, const std::byte* data) {
@@ -75,6 +77,38 @@ Result<void> bind_tensor(const ModelTensor& mt, const TensorInfo& t, const std::
     }
     (mt.is_bias ? layer.biases : layer.weights)[size_t(mt.role)] = make_tensor_view(t, data);
     return {};
+}
+
+namespace {
+
+void merge_layer(LayerView& into, const LayerView& from) {
+    for (size_t r = 0; r < kTensorRoleCount; ++r) {
+        if (from.weights[r].present()) into.weights[r] = from.weights[r];
+        if (from.biases[r].present()) into.biases[r] = from.biases[r];
+    }
+}
+
+}  // namespace
+
+void merge_views(BoundViews& into, const BoundViews& from) {
+    merge_layer(into.globals, from.globals);
+    const size_t n = std::max(into.layers.size(), from.layers.size());
+    into.layers.resize(n);
+    into.experts.resize(n);
+    into.layer_bytes.resize(n, 0);
+    for (size_t l = 0; l < from.layers.size(); ++l) {
+        merge_layer(into.layers[l], from.layers[l]);
+        into.layer_bytes[l] += from.layer_bytes[l];
+        const std::vector<ExpertView>& fe = from.experts[l];
+        std::vector<ExpertView>& ie = into.experts[l];
+        if (ie.size() < fe.size()) ie.resize(fe.size());
+        for (size_t e = 0; e < fe.size(); ++e) {
+            for (TensorView ExpertView::*m :
+                 {&ExpertView::gate, &ExpertView::up, &ExpertView::down}) {
+                if ((fe[e].*m).present()) ie[e].*m = fe[e].*m;
+            }
+        }
+    }
 }
 
 Result<BoundViews> bind_tensor_views(const ModelInfo& info,

@@ -23,6 +23,10 @@ struct BoundViews {
 Result<BoundViews> bind_tensor_views(const ModelInfo& info,
                                      const std::function<const std::byte*(size_t)>& where);
 
+// Adds the views `from` binds to `into` (the two arenas of a store split between a GPU's memory
+// and RAM, each holding its own tensors): each view present in `from` replaces `into`'s.
+void merge_views(BoundViews& into, const BoundViews& from);
+
 // Binds tensor `mt` (with bytes at `data`) into its layer's views, or, for a routed-expert
 // tensor, into the views of the experts it holds.
 Result<void> bind_tensor(const ModelTensor& mt, const TensorInfo& t, const std::byte* data,

@@ -65,6 +65,9 @@ class WeightStore {
     // Every expert of `layer` at once, when all of them stay in memory for the whole run evenly
     // spaced (so that a backend may route and run them itself); none otherwise.
     virtual std::optional<ExpertStack> resident_experts(int /*layer*/) const { return {}; }
+    // Where the routed experts of `layer` lie (all in one place): host RAM unless a plan put them
+    // in a GPU's memory.
+    virtual MemoryPlace experts_place(int /*layer*/) const { return {}; }
 
     // The routing of a batch in `layer` (n tokens x k experts, token-major), before any of its
     // experts is acquired: a streaming store reads the union at once and learns from it.

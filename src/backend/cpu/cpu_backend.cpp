@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -90,11 +91,13 @@ class CpuBackend final : public Backend {
     }
     MemoryKind staging_memory() const override { return MemoryKind::Host; }
 
-    void write_hidden(const float* x, int64_t n) override {
-        std::memcpy(act(Act::Hidden), x, sizeof(float) * size_t(n * hp_.n_embd));
+    void write_act(Act a, const float* x, int64_t n) override {
+        assert(embd_wide(a));
+        std::memcpy(act(a), x, sizeof(float) * size_t(n * hp_.n_embd));
     }
-    void read_hidden(float* x, int64_t n) override {
-        std::memcpy(x, act(Act::Hidden), sizeof(float) * size_t(n * hp_.n_embd));
+    void read_act(Act a, float* x, int64_t n) override {
+        assert(embd_wide(a));
+        std::memcpy(x, act(a), sizeof(float) * size_t(n * hp_.n_embd));
     }
     const float* peek(Act a, int64_t) override { return act(a); }
 

@@ -240,14 +240,16 @@ class CudaBackend final : public Backend {
     double read_bandwidth(MemoryPlace where) const override { return can_read(where) ? 1.0 : 0.0; }
     MemoryKind staging_memory() const override { return MemoryKind::PinnedHost; }
 
-    void write_hidden(const float* x, int64_t n) override {
+    void write_act(Act a, const float* x, int64_t n) override {
+        assert(embd_wide(a));
         flush();
-        STRATA_CUDA(cudaMemcpyAsync(act(Act::Hidden), x, bytes(n * shapes_.d),
-                                    cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA(
+            cudaMemcpyAsync(act(a), x, bytes(n * shapes_.d), cudaMemcpyHostToDevice, stream_));
     }
-    void read_hidden(float* x, int64_t n) override {
+    void read_act(Act a, float* x, int64_t n) override {
+        assert(embd_wide(a));
         flush();
-        to_host(x, act(Act::Hidden), n * shapes_.d);
+        to_host(x, act(a), n * shapes_.d);
     }
     const float* peek(Act a, int64_t rows) override {
         flush();

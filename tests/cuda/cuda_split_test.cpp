@@ -1,0 +1,195 @@
+// A model split between the GPU and the CPU (plan/plan.h, "GPU and CPU together"),
+// loaded from its plan and evaluated end to end, must give the CPU's logits within the CUDA
+// backend's rounding (cuda_engine_test.cpp says where that comes from). The plans are real ones:
+// make_plan with a GPU budget just too small for the whole model, so the last layer and the head
+// go to the GPU and the first layer stays on the CPU, or (mixtures of experts) every layer on
+// the GPU with the first layer's routed experts on the CPU. The cases cover the ways the hidden
+// state crosses: an untied head (embedding on the CPU, head on the GPU), a tied one (the table on
+// the GPU: the embedding runs there and crosses to the CPU's first layer and back), and a layer
+// whose normalized input crosses to the CPU for its routed experts and whose experts' sum comes
+// back (with a shared expert on the GPU beside them: qwen2moe).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/routing_trace.h"
+#include "engine_test_support.h"
+#include "gguf/reader.h"
+#include "model/model_info.h"
+#include "plan/plan.h"
+#include "plan_test_support.h"
+#include "session/loaded_model.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+constexpr uint32_t kCtx = 96, kBatch = 8;
+
+ModelInfo info_of(const std::string& path) {
+    auto file = read_gguf(path);
+    EXPECT_TRUE(file) << (file ? "" : file.error().message);
+    if (!file) return {};
+    auto info = load_model_info(std::move(*file));
+    EXPECT_TRUE(info) << (info ? "" : info.error().message);
+    return info ? std::move(*info) : ModelInfo{};
+}
+
+HardwareProfile profile_with_gpu() {
+    HardwareProfile p = test::plan_profile();
+    GpuProfile g;
+    g.index = 0;
+    g.name = gpu::devices().list.front().name;
+    g.memory_total = gpu::devices().list.front().memory_total;
+    g.memory_free = gpu::devices().list.front().memory_free;
+    g.read_bandwidth = 3e12;
+    p.gpus.push_back(g);
+    return p;
+}
+
+PlanOptions plan_options() {
+    PlanOptions o;
+    o.n_ctx = kCtx;
+    o.max_batch = kBatch;  // the 12-token prompt crosses a batch boundary
+    o.threads = 2;
+    return o;
+}
+
+// A real plan of the split asked for: for the layer split, a GPU budget half the last layer
+// short of the whole model (the last layer on the GPU, the first on the CPU); for the expert
+// split, half the first layer's experts short of every tensor the split can put on the GPU
+// (the first layer's experts on the CPU, the last one's on the GPU).
+Plan split_plan(const ModelInfo& info, GpuSplit split) {
+    const HardwareProfile profile = profile_with_gpu();
+    Budgets b;
+    b.ram = 8ull << 30;
+    b.gpu_mem = 8ull << 30;
+    auto whole = make_plan(info, profile, b, plan_options());
+    EXPECT_TRUE(whole) << (whole ? "" : whole.error().message);
+    if (!whole) return {};
+    EXPECT_TRUE(whole->gpu_resident());
+    const int last = int(info.hparams->n_layer) - 1;
+    uint64_t last_layer = 0, first_experts = 0, untied_table = 0;
+    for (const ModelTensor& t : info.tensors) {
+        const uint64_t bytes = info.info(t).n_bytes;
+        if (t.layer == last) last_layer += bytes;
+        if (t.layer == 0 && t.is_routed_expert()) first_experts += bytes;
+        if (t.layer < 0 && t.role == TensorRole::TokenEmbedding && !info.hparams->tied_output) {
+            untied_table += bytes;
+        }
+    }
+    b.gpu_mem = split == GpuSplit::Layers ? whole->gpu_memory.total - last_layer / 2
+                                          : whole->gpu_memory.total - untied_table -
+                                                first_experts / 2;
+    PlanOptions o = plan_options();
+    o.gpu_split = split;
+    auto plan = make_plan(info, profile, b, o);
+    EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
+    return plan ? std::move(*plan) : Plan{};
+}
+
+std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan) {
+    ModelLoadOptions options;
+    options.engine.threads = 2;
+    options.engine.n_ctx = kCtx;
+    options.engine.max_batch = kBatch;
+    std::vector<std::vector<float>> rows;
+    ModelInfo info = info_of(path);
+    if (info.hparams && info.hparams->is_moe()) {
+        // One fixed routing for both runs (cuda_engine_test.cpp says why).
+        const ModelHparams& hp = *info.hparams;
+        options.engine.forced_routing = std::make_shared<engine::RoutingTrace>(
+            engine::make_local_trace(int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 64,
+                                     0.5, 1.0, 3));
+    }
+    auto loaded = LoadedModel::load(std::move(info), std::move(plan), options);
+    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    if (!loaded) return rows;
+    engine::Engine& e = *(*loaded)->engine;
+    std::vector<float> logits;
+    const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81, 97, 113, 129, 145, 161, 177};
+    EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::All, logits));
+    const size_t v = e.n_vocab();
+    for (size_t r = 0; r < prompt.size(); ++r) {
+        rows.emplace_back(logits.begin() + long(r * v), logits.begin() + long((r + 1) * v));
+    }
+    for (int i = 0; i < 16; ++i) {
+        const int32_t t = int32_t(200 + 13 * i) % int32_t(v);
+        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
+        rows.push_back(logits);
+    }
+    return rows;
+}
+
+double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+struct Case {
+    std::string preset;
+    GpuSplit split;
+};
+
+class CudaSplit : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
+    STRATA_REQUIRE_GPU();
+    const Case& c = GetParam();
+    const std::string& path = test::synth_test_model(c.preset, TensorType::Q8_0);
+    const ModelInfo info = info_of(path);
+    ASSERT_TRUE(info.hparams);
+    const uint32_t n_layer = info.hparams->n_layer;
+    const Plan plan = split_plan(info, c.split);
+    ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
+    if (c.split == GpuSplit::Layers) {
+        ASSERT_EQ(plan.gpu_layers, n_layer - 1);
+        ASSERT_EQ(plan.cpu_expert_layers, 0u);
+    } else {
+        ASSERT_EQ(plan.gpu_layers, n_layer);
+        ASSERT_EQ(plan.cpu_expert_layers, 1u);
+        ASSERT_TRUE(plan.layers.front().experts_on_cpu);
+    }
+    const auto cpu = evaluate(path, std::nullopt);
+    const auto split = evaluate(path, plan);
+    ASSERT_EQ(cpu.size(), split.size());
+    // Q8_0 activations on both sides; the GPU's part rounds as cuda_engine_test's bound allows.
+    constexpr double tol = 6e-2;
+    double worst = 0;
+    for (size_t r = 0; r < cpu.size(); ++r) {
+        ASSERT_EQ(split[r].size(), cpu[r].size());
+        const double e = rel_l2(split[r], cpu[r]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
+    }
+    std::printf("%-14s split by %s (%u layers on the GPU, experts of %u on the CPU): worst "
+                "relative error %.2e (bound %.0e)\n",
+                c.preset.c_str(), std::string(gpu_split_name(c.split)).c_str(), plan.gpu_layers,
+                plan.cpu_expert_layers, worst, tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSplit,
+                         ::testing::Values(Case{"tiny", GpuSplit::Layers},
+                                           Case{"tiny-qwen2", GpuSplit::Layers},
+                                           Case{"tiny-moe", GpuSplit::Layers},
+                                           Case{"tiny-moe", GpuSplit::Experts},
+                                           Case{"tiny-qwen2moe", GpuSplit::Experts},
+                                           Case{"tiny-qwen3moe", GpuSplit::Experts}),
+                         [](const auto& p) {
+                             std::string n = p.param.preset + "_" +
+                                             std::string(gpu_split_name(p.param.split));
+                             for (char& ch : n) {
+                                 if (ch == '-') ch = '_';
+                             }
+                             return n;
+                         });
+
+}  // namespace
+}  // namespace strata
