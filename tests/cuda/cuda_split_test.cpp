@@ -81,9 +81,9 @@ Plan split_plan(const ModelInfo& info, GpuSplit split) {
             untied_table += bytes;
         }
     }
-    b.gpu_mem = split == GpuSplit::Layers ? whole->gpu_memory.total - last_layer / 2
-                                          : whole->gpu_memory.total - untied_table -
-                                                first_experts / 2;
+    b.gpu_mem = split == GpuSplit::Layers
+                    ? whole->gpu_memory.total - last_layer / 2
+                    : whole->gpu_memory.total - untied_table - first_experts / 2;
     PlanOptions o = plan_options();
     o.gpu_split = split;
     auto plan = make_plan(info, profile, b, o);
@@ -101,9 +101,9 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
     if (info.hparams && info.hparams->is_moe()) {
         // One fixed routing for both runs (cuda_engine_test.cpp says why).
         const ModelHparams& hp = *info.hparams;
-        options.engine.forced_routing = std::make_shared<engine::RoutingTrace>(
-            engine::make_local_trace(int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 64,
-                                     0.5, 1.0, 3));
+        options.engine.forced_routing =
+            std::make_shared<engine::RoutingTrace>(engine::make_local_trace(
+                int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 64, 0.5, 1.0, 3));
     }
     auto loaded = LoadedModel::load(std::move(info), std::move(plan), options);
     EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
@@ -169,27 +169,26 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
         worst = std::max(worst, e);
         EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
     }
-    std::printf("%-14s split by %s (%u layers on the GPU, experts of %u on the CPU): worst "
-                "relative error %.2e (bound %.0e)\n",
-                c.preset.c_str(), std::string(gpu_split_name(c.split)).c_str(), plan.gpu_layers,
-                plan.cpu_expert_layers, worst, tol);
+    std::printf(
+        "%-14s split by %s (%u layers on the GPU, experts of %u on the CPU): worst "
+        "relative error %.2e (bound %.0e)\n",
+        c.preset.c_str(), std::string(gpu_split_name(c.split)).c_str(), plan.gpu_layers,
+        plan.cpu_expert_layers, worst, tol);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaSplit,
-                         ::testing::Values(Case{"tiny", GpuSplit::Layers},
-                                           Case{"tiny-qwen2", GpuSplit::Layers},
-                                           Case{"tiny-moe", GpuSplit::Layers},
-                                           Case{"tiny-moe", GpuSplit::Experts},
-                                           Case{"tiny-qwen2moe", GpuSplit::Experts},
-                                           Case{"tiny-qwen3moe", GpuSplit::Experts}),
-                         [](const auto& p) {
-                             std::string n = p.param.preset + "_" +
-                                             std::string(gpu_split_name(p.param.split));
-                             for (char& ch : n) {
-                                 if (ch == '-') ch = '_';
-                             }
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaSplit,
+    ::testing::Values(Case{"tiny", GpuSplit::Layers}, Case{"tiny-qwen2", GpuSplit::Layers},
+                      Case{"tiny-moe", GpuSplit::Layers}, Case{"tiny-moe", GpuSplit::Experts},
+                      Case{"tiny-qwen2moe", GpuSplit::Experts},
+                      Case{"tiny-qwen3moe", GpuSplit::Experts}),
+    [](const auto& p) {
+        std::string n = p.param.preset + "_" + std::string(gpu_split_name(p.param.split));
+        for (char& ch : n) {
+            if (ch == '-') ch = '_';
+        }
+        return n;
+    });
 
 }  // namespace
 }  // namespace strata
