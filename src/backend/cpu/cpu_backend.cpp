@@ -54,8 +54,9 @@ class CpuBackend final : public Backend {
             x_rows_.reserve(size_t(rows * d));
             y_rows_.reserve(size_t(rows * d));
         }
-        cos_.resize(size_t(rope_.n_rot / 2));
-        sin_.resize(size_t(rope_.n_rot / 2));
+        // One row of angles per thread: a prompt's tokens are rotated in parallel.
+        cos_.resize(size_t(rope_.n_rot / 2) * size_t(pool_.size()));
+        sin_.resize(size_t(rope_.n_rot / 2) * size_t(pool_.size()));
         int widest_group = 1;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
             widest_group =
@@ -134,25 +135,34 @@ class CpuBackend final : public Backend {
         float* q = act(Act::Q);
         float* k = act(Act::K);
         const float* v = act(Act::V);
+        const size_t half = size_t(rope_.n_rot / 2);
         for (const SeqRun& run : runs) {
             KvCache& kv = kvs_[size_t(run.seq)];
-            for (int64_t t = run.row0; t < run.row0 + run.n; ++t) {
-                const int64_t pos = run.pos0 + (t - run.row0);
-                float* qt = q + t * dq;
-                float* kt = k + t * dk;
-                if (qn.present()) {
-                    for (int h = 0; h < n_head; ++h)
-                        rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
+            // Tokens in parallel (each writes its own cache position); a decode step's one
+            // token on this thread.
+            pool_.parallel_for(run.n, 8, [&](int64_t b, int64_t e, int thread) {
+                float* cos = cos_.data() + size_t(thread) * half;
+                float* sin = sin_.data() + size_t(thread) * half;
+                for (int64_t t = run.row0 + b; t < run.row0 + e; ++t) {
+                    const int64_t pos = run.pos0 + (t - run.row0);
+                    float* qt = q + t * dq;
+                    float* kt = k + t * dk;
+                    if (qn.present()) {
+                        for (int h = 0; h < n_head; ++h) {
+                            rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
+                        }
+                    }
+                    if (kn.present()) {
+                        for (int h = 0; h < n_head_kv; ++h) {
+                            rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
+                        }
+                    }
+                    rope_angles(rope_, pos, cos, sin);
+                    rope_apply(rope_, qt, n_head, hd_k, cos, sin);
+                    rope_apply(rope_, kt, n_head_kv, hd_k, cos, sin);
+                    kv.store(layer, pos, kt, v + t * dv);
                 }
-                if (kn.present()) {
-                    for (int h = 0; h < n_head_kv; ++h)
-                        rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
-                }
-                rope_angles(rope_, pos, cos_.data(), sin_.data());
-                rope_apply(rope_, qt, n_head, hd_k, cos_.data(), sin_.data());
-                rope_apply(rope_, kt, n_head_kv, hd_k, cos_.data(), sin_.data());
-                kv.store(layer, pos, kt, v + t * dv);
-            }
+            });
         }
     }
 
@@ -185,7 +195,10 @@ class CpuBackend final : public Backend {
     }
 
     void add(Act into, Act from, int64_t n) override {
-        add_into(act(into), act(from), n * hp_.n_embd);
+        float* y = act(into);
+        const float* x = act(from);
+        rows_over_pool(
+            n, [&](int64_t r) { add_into(y + r * hp_.n_embd, x + r * hp_.n_embd, hp_.n_embd); });
     }
 
     void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
@@ -237,19 +250,23 @@ class CpuBackend final : public Backend {
         ffn_.up.resize(size_t(total * ff));
         y_rows_.resize(size_t(total * d));
         segments_.clear();
+        row_slots_.clear();
+        row_weights_.clear();
         int64_t row = 0;
         for (const ExpertJob& j : jobs) {
             const int64_t m = int64_t(j.slots.size());
-            for (int64_t u = 0; u < m; ++u) {
-                std::memcpy(&x_rows_[size_t((row + u) * d)],
-                            x + (j.slots[size_t(u)] / experts_k_) * d, sizeof(float) * size_t(d));
-            }
+            row_slots_.insert(row_slots_.end(), j.slots.begin(), j.slots.end());
+            row_weights_.insert(row_weights_.end(), j.weights.begin(), j.weights.end());
             segments_.push_back({quant_matrix(j.expert.gate), row, m, ffn_.gate.data()});
             segments_.push_back({quant_matrix(j.expert.up), row, m, ffn_.up.data()});
             row += m;
         }
+        rows_over_pool(total, [&](int64_t r) {
+            std::memcpy(&x_rows_[size_t(r * d)], x + (row_slots_[size_t(r)] / experts_k_) * d,
+                        sizeof(float) * size_t(d));
+        });
         matmul_segments(segments_, x_rows_.data(), total, pool_);
-        swiglu(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff);
+        swiglu(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff, pool_);
         segments_.clear();
         row = 0;
         for (const ExpertJob& j : jobs) {
@@ -258,15 +275,22 @@ class CpuBackend final : public Backend {
             row += m;
         }
         matmul_segments(segments_, ffn_.gate.data(), total, pool_);
-        row = 0;
-        for (const ExpertJob& j : jobs) {
-            for (size_t u = 0; u < j.slots.size(); ++u, ++row) {
-                const float w = j.weights[u];
-                float* dst = &slot_out_[size_t(j.slots[u] * d)];
-                const float* src = &y_rows_[size_t(row * d)];
-                for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
-            }
-        }
+        rows_over_pool(total, [&](int64_t r) {
+            const float w = row_weights_[size_t(r)];
+            float* dst = &slot_out_[size_t(row_slots_[size_t(r)] * d)];
+            const float* src = &y_rows_[size_t(r * d)];
+            for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
+        });
+    }
+
+    // f(r) for r < rows of n_embd values each, shared out over the pool when there are many
+    // (a prompt's), on this thread when few (a decode step's).
+    template <typename F>
+    void rows_over_pool(int64_t rows, F&& f) {
+        const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / hp_.n_embd);
+        pool_.parallel_for(rows, grain, [&](int64_t b, int64_t e, int) {
+            for (int64_t r = b; r < e; ++r) f(r);
+        });
     }
 
     void end_experts(Act out, int64_t n) override {
@@ -274,10 +298,10 @@ class CpuBackend final : public Backend {
         const int64_t d = hp_.n_embd;
         const int k = experts_k_;
         float* o = act(out);
-        for (int64_t t = 0; t < n; ++t) {
+        rows_over_pool(n, [&](int64_t t) {
             std::memcpy(o + t * d, &slot_out_[size_t(t * k * d)], sizeof(float) * size_t(d));
             for (int s = 1; s < k; ++s) add_into(o + t * d, &slot_out_[size_t((t * k + s) * d)], d);
-        }
+        });
     }
 
     // The host routes for the CPU: the router's choices are the store's to act on.
@@ -324,6 +348,9 @@ class CpuBackend final : public Backend {
     FfnBuffers ffn_;
     int experts_k_ = 1;
     std::vector<float> slot_out_, x_rows_, y_rows_;
+    // run_experts' rows in order: the slot each is and its routing weight.
+    std::vector<int64_t> row_slots_;
+    std::vector<float> row_weights_;
     int64_t rows_ = 0;  // activation rows (the batch at its largest)
     std::vector<MatmulSegment> segments_;
 };

@@ -92,17 +92,32 @@ detail::QuantizeActivationsFn activation_quantizer_for(CpuPath path, TensorType 
     return nullptr;
 }
 
-// Rows per chunk handed to a thread: several chunks per thread so that a late or slow thread
+// Rows of W per chunk handed to a thread: several chunks per thread so that a late or slow thread
 // takes fewer of them, a whole number of tiles, and (for batches) few enough weight bytes that
-// the chunk stays in the core's L2 cache while every column tile passes over it.
-int64_t rows_per_chunk(const QuantMatrix& W, int64_t n_cols, int tile_rows, int n_threads) {
-    constexpr int64_t kChunksPerThread = 8;
+// the chunk stays in the core's L2 cache while every column tile passes over it. The chunks are
+// cut by bytes from the whole parallel job (`job_bytes`: every matrix it shares out; 0: W
+// alone), so a job of many small matrices (a token's experts) is not many tiny chunks, each a
+// turn at the shared counter, which with many threads costs as much as the reads.
+int64_t rows_per_chunk(const QuantMatrix& W, int64_t n_cols, int tile_rows, int n_threads,
+                       uint64_t job_bytes = 0) {
+    constexpr uint64_t kChunksPerThread = 8;
     constexpr size_t kChunkCacheBytes = 256 * 1024;
-    int64_t rows = std::max<int64_t>(1, W.rows / (int64_t(n_threads) * kChunksPerThread));
+    if (job_bytes == 0) job_bytes = uint64_t(W.rows) * W.row_stride;
+    const uint64_t chunk_bytes = job_bytes / (uint64_t(n_threads) * kChunksPerThread);
+    int64_t rows = std::clamp<int64_t>(W.row_stride ? int64_t(chunk_bytes / W.row_stride) : W.rows,
+                                       1, std::max<int64_t>(W.rows, 1));
     if (n_cols > 1) {
         rows = std::min<int64_t>(rows, std::max<size_t>(1, kChunkCacheBytes / W.row_stride));
     }
     return std::max<int64_t>(tile_rows, rows / tile_rows * tile_rows);
+}
+
+// Activation rows of `cols` values converted per task: enough that a few rows (a decode step's
+// experts, all copies of one token) are converted on the calling thread, which takes less time
+// than waking the pool for them.
+int64_t quantize_grain(int64_t cols) {
+    constexpr int64_t kValuesPerTask = 16384;
+    return std::max<int64_t>(1, kValuesPerTask / std::max<int64_t>(cols, 1));
 }
 
 // Scalar path: each weight row dequantized by the reference dequantizer and dotted in double
@@ -199,7 +214,7 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
     const TensorType act_type = quant::vec_dot_type(W.type);
     const size_t act_row_bytes = size_t(quant::quant_row_bytes(act_type, W.cols).value());
     auto* act = static_cast<uint8_t*>(converted_scratch().bytes(act_row_bytes * size_t(n)));
-    pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+    pool.parallel_for(n, quantize_grain(W.cols), [&](int64_t begin, int64_t end, int) {
         for (int64_t c = begin; c < end; ++c) {
             quantize_activations_on_path(path, act_type, X + c * W.cols, act + c * act_row_bytes,
                                          W.cols);
@@ -270,6 +285,10 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
     items.clear();
     act_of.assign(segs.size(), 0);
     kernels.assign(segs.size(), {});
+    uint64_t job_bytes = 0;
+    for (const MatmulSegment& sg : segs) {
+        if (sg.count > 0) job_bytes += uint64_t(sg.W.rows) * sg.W.row_stride;
+    }
     for (size_t i = 0; i < segs.size(); ++i) {
         const MatmulSegment& sg = segs[i];
         const QuantMatrix& W = sg.W;
@@ -291,7 +310,7 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
             const size_t rb = size_t(quant::quant_row_bytes(at, cols).value());
             const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(rows)))};
             acts.push_back(act);
-            pool.parallel_for(rows, 1, [&](int64_t begin, int64_t end, int) {
+            pool.parallel_for(rows, quantize_grain(cols), [&](int64_t begin, int64_t end, int) {
                 for (int64_t c = begin; c < end; ++c) {
                     quantize_activations_on_path(path, at, X + c * cols,
                                                  act.bytes + size_t(c) * act.row_bytes, cols);
@@ -299,7 +318,8 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
             });
         }
         act_of[i] = a;
-        const int64_t chunk = rows_per_chunk(W, sg.count, kernels[i].max_rows, pool.size());
+        const int64_t chunk =
+            rows_per_chunk(W, sg.count, kernels[i].max_rows, pool.size(), job_bytes);
         for (int64_t r = 0; r < W.rows; r += chunk) {
             items.push_back({i, r, std::min(W.rows, r + chunk)});
         }

@@ -27,6 +27,9 @@ void add_into(float* y, const float* x, int64_t n);
 void axpy(float* y, float a, const float* x, int64_t n);
 // out[i] = silu(gate[i]) * up[i]   (the SwiGLU activation of llama-style FFNs); out may be gate
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// The same shared out over the pool when n is large (a prompt's FFN rows), element for element
+// the same arithmetic.
+void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
 float silu(float x);
 float sigmoid(float x);
 // In-place softmax of n values.
