@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string_view>
 #include <vector>
 
@@ -122,16 +123,21 @@ struct StepParams {
 
 // Ops a decode step may hold before it must run (a guard against a caller that never syncs).
 constexpr size_t kMaxTape = 16384;
+// Graphs kept for replay: a split step's tapes (two per layer at most) of the largest models.
+constexpr size_t kMaxGraphs = 512;
 
 // CUDA graphs: a decode step (a batch of one token) is a few hundred small kernels, and
 // launching them one by one costs more than some of them take. So a one-token batch is recorded
 // (the ops append to a tape and launch nothing) until the host needs a result (logits, router
-// logits, the hidden state); then the tape runs. When it is the same tape as the last one (the
-// same ops on the same weights, which every decode step of a resident model is), the graph
-// captured from it is replayed with a new position and token; otherwise the tape is captured
-// into a new graph first. STRATA_CUDA_GRAPHS=0 (and STRATA_CUDA_PROFILE=1, which times every
-// op) launches the tape's ops directly instead. Either way the tape is launched as a whole, so
-// ops that fuse with their neighbour (a residual add and the next norm) run as one kernel.
+// logits, the hidden state); then the tape runs. A one-token batch whose hidden state (or its
+// experts' output) arrives from another backend is recorded from there on too. When the tape is
+// one run before (the same ops on the same weights: every decode step of a resident model is
+// one tape, a step of a model split with the CPU a few, one between each two crossings), the
+// graph captured from it is replayed with a new position and token; otherwise the tape is
+// captured into a new graph first, kept beside the others (the least recently used goes past
+// kMaxGraphs). STRATA_CUDA_GRAPHS=0 (and STRATA_CUDA_PROFILE=1, which times every op) launches
+// the tape's ops directly instead. Either way the tape is launched as a whole, so ops that fuse
+// with their neighbour (a residual add and the next norm) run as one kernel.
 bool graphs_enabled() {
     static const bool on = [] {
         const char* e = std::getenv("STRATA_CUDA_GRAPHS");
@@ -177,7 +183,6 @@ class CudaBackend final : public Backend {
         STRATA_ASSIGN(step_pinned_, gpu::PinnedBuffer::allocate(sizeof(StepParams)));
         n_ctx_ = config.n_ctx;
         tape_.reserve(kMaxTape);
-        graph_tape_.reserve(kMaxTape);
         STRATA_ASSIGN(logits_pinned_,
                       gpu::PinnedBuffer::allocate(sizeof(float) * size_t(out_rows)));
         if (hp_.is_moe()) {
@@ -214,7 +219,7 @@ class CudaBackend final : public Backend {
     ~CudaBackend() override {
         if (stream_) cudaStreamSynchronize(stream_);
         if (profile_) profile_->print(stderr);
-        if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+        for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
         if (staging_free_) cudaEventDestroy(staging_free_);
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -245,6 +250,9 @@ class CudaBackend final : public Backend {
         flush();
         STRATA_CUDA(
             cudaMemcpyAsync(act(a), x, bytes(n * shapes_.d), cudaMemcpyHostToDevice, stream_));
+        // A decode step continuing here (its hidden state from the CPU's layers, or a layer's
+        // experts' output from the CPU) is recorded from here on, as one begun by embed is.
+        if (n == 1) recording_ = true;
     }
     void read_act(Act a, float* x, int64_t n) override {
         assert(embd_wide(a));
@@ -616,6 +624,12 @@ class CudaBackend final : public Backend {
         }
     }
 
+    struct Graph {
+        std::vector<Record> tape;  // what it was captured from
+        cudaGraphExec_t exec = nullptr;
+        uint64_t used = 0;  // graph_clock_ at its last replay
+    };
+
     // Runs what was recorded: the cached graph when the tape is the one it was captured from,
     // else a graph captured from it now (or, with graphs off, the tape's launches one by one).
     void flush() {
@@ -625,31 +639,47 @@ class CudaBackend final : public Backend {
         if (!graphs_enabled()) {
             launch_tape();
         } else {
-            const bool reuse = graph_exec_ && tape_.size() == graph_tape_.size() &&
-                               std::equal(tape_.begin(), tape_.end(), graph_tape_.begin(), same);
-            if (!reuse) capture();
+            Graph* g = nullptr;
+            for (Graph& c : graphs_) {
+                if (c.tape.size() == tape_.size() &&
+                    std::equal(tape_.begin(), tape_.end(), c.tape.begin(), same)) {
+                    g = &c;
+                    break;
+                }
+            }
+            if (!g) g = &capture();
+            g->used = ++graph_clock_;
             // The step's parameters reach the device inside the graph, from pinned memory the
             // host wrote while recording; the previous replay has finished reading it (every
-            // step ends in a synchronisation for its results).
-            STRATA_CUDA(cudaGraphLaunch(graph_exec_, stream_));
+            // tape ends in a synchronisation for its results, or in an empty one).
+            STRATA_CUDA(cudaGraphLaunch(g->exec, stream_));
         }
         pos_set_ = -1;  // the step wrote the position; a direct launch sets it again
         tape_.clear();
     }
 
-    void capture() {
-        if (graph_exec_) {
-            STRATA_CUDA(cudaGraphExecDestroy(graph_exec_));
-            graph_exec_ = nullptr;
+    // A graph of the tape, kept for replay in place of the least recently used one when
+    // kMaxGraphs are kept.
+    Graph& capture() {
+        Graph* slot = nullptr;
+        if (graphs_.size() < kMaxGraphs) {
+            slot = &graphs_.emplace_back();
+        } else {
+            slot =
+                &*std::min_element(graphs_.begin(), graphs_.end(),
+                                   [](const Graph& a, const Graph& b) { return a.used < b.used; });
+            STRATA_CUDA(cudaGraphExecDestroy(slot->exec));
+            slot->exec = nullptr;
         }
         cudaGraph_t graph = nullptr;
         STRATA_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
         launch_tape();
         STRATA_CUDA(cudaStreamEndCapture(stream_, &graph));
-        STRATA_CUDA(cudaGraphInstantiate(&graph_exec_, graph, 0));
+        STRATA_CUDA(cudaGraphInstantiate(&slot->exec, graph, 0));
         STRATA_CUDA(cudaGraphDestroy(graph));
-        graph_tape_.assign(tape_.begin(), tape_.end());
+        slot->tape.assign(tape_.begin(), tape_.end());
         ++graphs_captured_;
+        return *slot;
     }
 
     // The launches of a recorded step: its parameters copied in, then its ops, the ones that
@@ -761,9 +791,9 @@ class CudaBackend final : public Backend {
     gpu::PinnedBuffer step_pinned_;
     uint32_t n_ctx_ = 0;
     bool recording_ = false;
-    std::vector<Record> tape_, graph_tape_;
-    cudaGraphExec_t graph_exec_ = nullptr;
-    uint64_t graphs_captured_ = 0;
+    std::vector<Record> tape_;
+    std::deque<Graph> graphs_;  // a deque: references stay valid as it grows
+    uint64_t graph_clock_ = 0, graphs_captured_ = 0;
     std::unique_ptr<OpProfile> profile_;
     gpu::DeviceBuffer slot_out_, x_rows_, y_rows_, slot_ids_, slot_weights_;
     gpu::DeviceBuffer router_logits_, choice_, choice_weights_, grouped_ids_, grouped_x_, moe_h_,
