@@ -1,6 +1,7 @@
 #include "engine_test_support.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -37,6 +38,15 @@ std::vector<GoldenModel> golden_models() {
     synth("llama-moe", {"F16", "Q8_0", "Q4_K_M"});
     synth("qwen2", {"F32", "Q8_0", "Q4_K_M"});
     return out;
+}
+
+double rel_l2(std::span<const float> got, std::span<const float> want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+        den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
 }
 
 std::string test_name(std::string stem) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ std::vector<GoldenModel> golden_models();
 
 // A gtest parameter name from a model stem or preset: "llama-dense-Q8_0" -> "llama_dense_Q8_0".
 std::string test_name(std::string stem);
+
+// ||got - want|| / ||want|| (L2, in double): how far one backend's rows are from another's.
+double rel_l2(std::span<const float> got, std::span<const float> want);
 
 // A synthetic model of a preset written once per process (into a temporary directory removed
 // at exit) and shared by the tests that ask for the same preset, weights, seed and layer count

@@ -25,15 +25,6 @@
 namespace strata {
 namespace {
 
-double rel_l2(const float* got, const float* want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
-}
-
 double bound(TensorType t) {
     switch (t) {
         case TensorType::F32:
@@ -99,7 +90,7 @@ void expect_close(Pair& p, Act a, int64_t rows, int64_t cols, double tol, const 
     const float* want = p.cpu->peek(a, rows);
     std::vector<float> w(want, want + rows * cols);
     const float* got = p.cuda->peek(a, rows);
-    const double e = rel_l2(got, w.data(), size_t(rows * cols));
+    const double e = test::rel_l2({got, w.size()}, w);
     EXPECT_LE(e, tol) << what << " (" << act_name(a) << ")";
     std::printf("  %-22s relative error %.2e (bound %.0e)\n", what, e, tol);
 }
@@ -266,7 +257,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                            p.host->store->head_view(), 0, 5, want.data());
         p.cuda->output_head(p.device->store->globals().weight(TensorRole::OutputNorm),
                             p.device->store->head_view(), 0, 5, got.data());
-        const double e = rel_l2(got.data(), want.data(), want.size());
+        const double e = test::rel_l2(got, want);
         EXPECT_LE(e, tol) << "output head";
         std::printf("  %-22s relative error %.2e (bound %.0e)\n", "output head", e, tol);
         p.host->store->release_layer(0);

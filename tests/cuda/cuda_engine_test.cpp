@@ -74,15 +74,6 @@ Outputs evaluate(const std::string& path, int gpu, KvType kv) {
     return out;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
-}
-
 double tolerance(TensorType t) {
     switch (t) {
         case TensorType::F32:
@@ -119,7 +110,7 @@ TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
     double worst = 0, sum = 0;
     for (size_t r = 0; r < cpu.rows.size(); ++r) {
         ASSERT_EQ(gpu.rows[r].size(), cpu.rows[r].size());
-        const double e = rel_l2(gpu.rows[r], cpu.rows[r]);
+        const double e = test::rel_l2(gpu.rows[r], cpu.rows[r]);
         worst = std::max(worst, e);
         sum += e;
         EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");

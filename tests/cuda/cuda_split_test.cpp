@@ -10,7 +10,7 @@
 // back (with a shared expert on the GPU beside them: qwen2moe).
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,15 +124,6 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
     return rows;
 }
 
-double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-30));
-}
-
 struct Case {
     std::string preset;
     GpuSplit split;
@@ -165,7 +156,7 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
     double worst = 0;
     for (size_t r = 0; r < cpu.size(); ++r) {
         ASSERT_EQ(split[r].size(), cpu[r].size());
-        const double e = rel_l2(split[r], cpu[r]);
+        const double e = test::rel_l2(split[r], cpu[r]);
         worst = std::max(worst, e);
         EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
     }
@@ -183,11 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2moe", GpuSplit::Experts},
                       Case{"tiny-qwen3moe", GpuSplit::Experts}),
     [](const auto& p) {
-        std::string n = p.param.preset + "_" + std::string(gpu_split_name(p.param.split));
-        for (char& ch : n) {
-            if (ch == '-') ch = '_';
-        }
-        return n;
+        return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)));
     });
 
 }  // namespace
