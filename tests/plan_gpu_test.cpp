@@ -1,12 +1,13 @@
 // The plan's GPU tier (plan/plan.h): a model whose weights, KV cache and GPU buffers fit the GPU
 // budget is resident on the GPU, every tensor placed there and the speed limit taken from the
 // GPU's measured read bandwidth, RAM holding only the process; one that does not fit is split
-// by layers between the GPU and the CPU when VRAM and RAM hold it together; otherwise, or for a
-// plan asked for the CPU, it is planned as before, with a note saying why.
+// between the GPU and the CPU, the CPU's part streaming from disk when it does not fit RAM;
+// otherwise, or for a plan asked for the CPU, it is planned as before, with a note saying why.
 #include <gtest/gtest.h>
 
 #include "model/activation_memory.h"
 #include "model/kv_layout.h"
+#include "model/streamable.h"
 #include "plan/budget.h"
 #include "plan/plan.h"
 #include "plan_test_support.h"
@@ -147,14 +148,66 @@ TEST(PlanGpu, ModelWhoseHeadAloneFillsTheGpuBudgetIsPlannedForTheCpu) {
     EXPECT_NE(plan->gpu_note.find("not one layer"), std::string::npos) << plan->gpu_note;
 }
 
-// What the CPU would hold beside the GPU does not fit the RAM budget: the CPU's plan (streaming)
-// as before, saying why.
-TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetIsPlannedForTheCpu) {
+// What the CPU would hold beside the GPU does not fit the RAM budget: the CPU's layers stream
+// their FFN weights from disk through slots, as many of them cached as fit, the GPU's layers as
+// in the split above; faster than the CPU's own ffn-stream plan under the same RAM budget.
+TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
     auto plan = make_plan(m, with_gpu(70 * GiB), budgets(3 * GiB, 1 * GiB));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    EXPECT_EQ(plan->mode, PlanMode::FfnStream);
+    const uint32_t gpu = plan->gpu_layers, cpu = hp.n_layer - gpu;
+    EXPECT_GT(gpu, 0u);
+    uint32_t streamed = 0, cached = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        const LayerPlan& lp = plan->layers[l];
+        EXPECT_EQ(lp.on_gpu, l >= cpu) << "layer " << l;
+        if (lp.on_gpu) {
+            EXPECT_EQ(lp.ffn_use, TensorUse::Resident) << "layer " << l;
+        }
+        streamed += lp.ffn_use == TensorUse::Streamed;
+        cached += lp.ffn_use == TensorUse::Cached;
+    }
+    EXPECT_GT(streamed, 0u);
+    EXPECT_EQ(streamed, plan->stream.streamed_layers);
+    EXPECT_EQ(cached, plan->stream.cached_layers);
+    EXPECT_GE(plan->stream.slots, kMinSlots);
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const ModelTensor& t = m.tensors[i];
+        const TensorPlacement& p = plan->tensors[i];
+        const bool ffn = t.layer >= 0 && is_streamable(t, StreamSet::LayerFfn);
+        if (t.layer >= 0 && uint32_t(t.layer) >= cpu) {
+            EXPECT_EQ(p.tier, Tier::Gpu) << m.info(t).name;
+        } else if (ffn && plan->layers[size_t(t.layer)].ffn_use == TensorUse::Streamed) {
+            EXPECT_EQ(p.tier, Tier::Disk) << m.info(t).name;
+            EXPECT_EQ(p.unit, StreamUnit::Layer) << m.info(t).name;
+        } else if (t.layer >= 0 || t.role == TensorRole::TokenEmbedding) {
+            EXPECT_EQ(p.tier, Tier::Ram) << m.info(t).name;
+        }
+    }
+    EXPECT_LE(plan->memory.total, plan->memory.budget);
+    EXPECT_LE(plan->gpu_memory.total, plan->gpu_memory.budget);
+    EXPECT_EQ(plan->bound, Tier::Disk);
+
+    PlanOptions cpu_only;
+    cpu_only.gpu = false;
+    auto alone = make_plan(m, with_gpu(70 * GiB), budgets(3 * GiB, 1 * GiB), cpu_only);
+    ASSERT_TRUE(alone) << alone.error().message;
+    EXPECT_EQ(alone->mode, PlanMode::FfnStream);
+    EXPECT_LT(alone->tokens_per_second, plan->tokens_per_second);
+}
+
+// Not even the CPU part's slots fit beside what it must hold: the CPU's own plan, which can
+// stream deeper (whole layers, rows of the embedding and head), saying why.
+TEST(PlanGpu, SplitWhoseStreamingCannotFitIsPlannedForTheCpu) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(1 * GiB, 1 * GiB));
     ASSERT_TRUE(plan) << plan.error().message;
     EXPECT_LT(plan->gpu_device, 0);
     EXPECT_EQ(plan->mode, PlanMode::FfnStream);
+    EXPECT_NE(plan->gpu_note.find("read from disk"), std::string::npos) << plan->gpu_note;
     EXPECT_NE(plan->gpu_note.find("RAM budget"), std::string::npos) << plan->gpu_note;
 }
 
@@ -201,6 +254,65 @@ TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
     EXPECT_EQ(layers->cpu_expert_layers, 0u);
     EXPECT_LT(layers->gpu_layers, hp.n_layer);
     EXPECT_LT(layers->tokens_per_second, plan->tokens_per_second);
+}
+
+// The expert split whose CPU part does not fit RAM either: the CPU's routed experts stay on
+// disk and stream through an expert cache in the RAM left, everything else as in the split above;
+// faster than the CPU's own expert-stream plan under the same RAM budget, which must also hold
+// attention and the KV cache. Forced resident, it is planned for the CPU.
+TEST(PlanGpu, MoeWhoseExpertsFitNeitherStreamsThemFromDiskForTheCpu) {
+    const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    const uint64_t ram = 4 * GiB, gpu_budget = 4 * GiB;
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(ram, gpu_budget));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    EXPECT_EQ(plan->mode, PlanMode::ExpertStream);
+    EXPECT_EQ(plan->gpu_layers, hp.n_layer);
+    const uint32_t cpu = plan->cpu_expert_layers;
+    EXPECT_GT(cpu, 0u);
+    uint64_t on_disk = 0;
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+        const ModelTensor& t = m.tensors[i];
+        const TensorPlacement& p = plan->tensors[i];
+        if (t.is_routed_expert() && uint32_t(t.layer) < cpu) {
+            EXPECT_EQ(p.tier, Tier::Disk) << m.info(t).name;
+            EXPECT_EQ(p.use, TensorUse::Streamed) << m.info(t).name;
+            EXPECT_EQ(p.unit, StreamUnit::Expert) << m.info(t).name;
+            on_disk += m.info(t).n_bytes;
+        } else {
+            const bool ram_side = (t.role == TensorRole::MoeRouter && uint32_t(t.layer) < cpu) ||
+                                  (t.layer < 0 && t.role == TensorRole::TokenEmbedding);
+            EXPECT_EQ(p.tier, ram_side ? Tier::Ram : Tier::Gpu) << m.info(t).name;
+        }
+    }
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        EXPECT_EQ(plan->layers[l].ffn_use, l < cpu ? TensorUse::Streamed : TensorUse::Resident);
+    }
+    const ExpertCachePlan& c = plan->expert_cache;
+    EXPECT_EQ(c.experts, uint64_t(cpu) * hp.n_expert);
+    EXPECT_GT(c.capacity, 0u);
+    EXPECT_LT(c.capacity, c.experts);
+    EXPECT_EQ(plan->stream.slots, kMinSlots);
+    EXPECT_EQ(plan->traffic(Tier::Disk).stored_bytes, on_disk);
+    EXPECT_GT(plan->traffic(Tier::Disk).bytes_per_token, 0);
+    EXPECT_EQ(plan->bound, Tier::Disk);
+    EXPECT_LE(plan->memory.total, plan->memory.budget);
+    EXPECT_EQ(plan->memory.expert_cache, c.capacity * c.expert_bytes);
+    EXPECT_LE(plan->gpu_memory.total, gpu_budget);
+
+    PlanOptions cpu_only;
+    cpu_only.gpu = false;
+    auto alone = make_plan(m, with_gpu(70 * GiB), budgets(ram, gpu_budget), cpu_only);
+    ASSERT_TRUE(alone) << alone.error().message;
+    EXPECT_EQ(alone->mode, PlanMode::ExpertStream);
+    EXPECT_LT(alone->expert_cache.capacity, c.capacity);
+    EXPECT_LT(alone->tokens_per_second, plan->tokens_per_second);
+
+    PlanOptions resident;
+    resident.mode = PlanMode::Resident;
+    auto forced = make_plan(m, with_gpu(70 * GiB), budgets(ram, gpu_budget), resident);
+    EXPECT_FALSE(forced && forced->gpu_device >= 0);
 }
 
 TEST(PlanGpu, ExpertSplitOfADenseModelIsRefused) {

@@ -147,8 +147,9 @@ void say_where_it_runs(const Plan& plan) {
     if (plan.gpu_split()) {
         std::fprintf(stderr,
                      "strata: running on GPU %d and the CPU: %u of %zu layers on the GPU, the "
-                     "routed experts of %u of them on the CPU\n",
-                     plan.gpu_device, plan.gpu_layers, plan.layers.size(), plan.cpu_expert_layers);
+                     "routed experts of %u of them on the CPU%s\n",
+                     plan.gpu_device, plan.gpu_layers, plan.layers.size(), plan.cpu_expert_layers,
+                     plan.mode == PlanMode::ExpertStream ? ", read from disk" : "");
     } else if (!plan.gpu_resident()) {
         std::fprintf(stderr, "strata: running on the CPU: %s\n", plan.gpu_note.c_str());
     }
@@ -169,13 +170,17 @@ void describe_plan(const Plan& plan) {
                                              std::to_string(plan.cpu_expert_layers) +
                                              " with their routed experts on the CPU)"
                                        : std::string();
+        const std::string cache = plan.mode == PlanMode::ExpertStream
+                                      ? "; experts read from disk through a cache of " +
+                                            std::to_string(plan.expert_cache.capacity) + " experts"
+                                      : std::string();
         std::fprintf(stderr,
                      "strata: plan: resident on GPU %d%s: weights %s, KV cache %s, buffers %s of "
-                     "the %s GPU budget; RAM %s; limit %.2f tok/s (bound by %s)\n",
+                     "the %s GPU budget; RAM %s%s; limit %.2f tok/s (bound by %s)\n",
                      plan.gpu_device, layers.c_str(), format_bytes(g.weights).c_str(),
                      format_bytes(g.kv_cache).c_str(), format_bytes(g.activations).c_str(),
-                     format_bytes(g.budget).c_str(), memory.c_str(), plan.tokens_per_second,
-                     bound.c_str());
+                     format_bytes(g.budget).c_str(), memory.c_str(), cache.c_str(),
+                     plan.tokens_per_second, bound.c_str());
     } else if (plan.mode == PlanMode::ExpertStream) {
         std::fprintf(stderr,
                      "strata: plan: %s, expert cache of %llu experts (%s), %s, limit %.2f "

@@ -244,6 +244,73 @@ Result<void> place_resident(Plan& plan, const Inputs& in) {
     return {};
 }
 
+// How ffn-stream holds the streamable part of the layers in `mb` (layers with stream 0 take no
+// part) in RAM: which layers stay cached, the slots and lookahead the rest stream through.
+struct FfnSizing {
+    std::vector<bool> cached;
+    plan_detail::GapFigures gaps;
+    Sizes sizes;
+};
+
+// The sizing for slots of `slot` bytes once `fixed` bytes are held (plan.h, the lookahead and
+// slot rules), within plan.memory.budget; notes what limits it. PRECONDITION: fixed plus the
+// smallest slot count fits the budget.
+FfnSizing size_ffn_stream(Plan& plan, const Inputs& in, const ModelBytes& mb, uint64_t slot,
+                          uint64_t fixed, const std::optional<Sizes>& forced) {
+    const uint64_t budget = plan.memory.budget;
+    FfnSizing f;
+    if (mb.stream() <= budget - fixed) {
+        // Only with a forced ffn-stream: every FFN layer fits, nothing is streamed.
+        f.cached = plan_detail::pick_cached_layers(mb, budget - fixed);
+    } else if (forced) {
+        f.sizes = *forced;
+        f.cached = plan_detail::pick_cached_layers(mb, budget - fixed - f.sizes.slots * slot);
+        f.gaps = plan_detail::compute_gaps(mb, f.cached, in.ram.bandwidth, in.disk.rate.bandwidth);
+    } else {
+        // The smallest lookahead that covers the longest compute gap; each step costs a slot.
+        for (uint32_t l = 1; l <= kMaxLookahead; ++l) {
+            if (fixed + (l + 1) * slot > budget) {
+                plan.notes.push_back("the lookahead is limited to " + std::to_string(l - 1) +
+                                     " by the RAM budget");
+                break;
+            }
+            f.sizes = {l + 1, l};
+            f.cached = plan_detail::pick_cached_layers(mb, budget - fixed - f.sizes.slots * slot);
+            f.gaps =
+                plan_detail::compute_gaps(mb, f.cached, in.ram.bandwidth, in.disk.rate.bandwidth);
+            if (f.gaps.lookahead_needed <= l) break;
+            if (l == kMaxLookahead) {
+                plan.notes.push_back("the longest compute gap would need a lookahead of " +
+                                     std::to_string(f.gaps.lookahead_needed) + "; capped at " +
+                                     std::to_string(kMaxLookahead));
+            }
+        }
+    }
+    return f;
+}
+
+// plan.stream from a sizing; the use of each layer's streamable part.
+std::vector<TensorUse> apply_ffn_sizing(Plan& plan, const Inputs& in, const ModelBytes& mb,
+                                        uint64_t slot, const FfnSizing& f) {
+    std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
+    StreamPlan& s = plan.stream;
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        if (mb.layers[l].stream == 0) continue;
+        uses[l] = f.cached[l] ? TensorUse::Cached : TensorUse::Streamed;
+        (f.cached[l] ? s.cached_layers : s.streamed_layers) += 1;
+    }
+    if (s.streamed_layers > 0) {
+        s.slots = f.sizes.slots;
+        s.lookahead = f.sizes.lookahead;
+        s.slot_bytes = slot;
+        s.slots_forced = in.options.slots.has_value();
+        s.lookahead_forced = in.options.lookahead.has_value();
+        s.layer_read_seconds = f.gaps.layer_read_seconds;
+        s.longest_gap_seconds = f.gaps.longest_gap_seconds;
+    }
+    return uses;
+}
+
 Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
@@ -307,52 +374,9 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
                              "read by rows";
     }
 
-    std::vector<bool> cached;
-    GapFigures gaps;
-    Sizes sizes;
-    if (mb.stream() <= budget - fixed) {
-        // Only with a forced ffn-stream: every FFN layer fits, nothing is streamed.
-        cached = plan_detail::pick_cached_layers(mb, budget - fixed);
-    } else if (forced) {
-        sizes = *forced;
-        cached = plan_detail::pick_cached_layers(mb, budget - fixed - sizes.slots * slot);
-        gaps = plan_detail::compute_gaps(mb, cached, in.ram.bandwidth, in.disk.rate.bandwidth);
-    } else {
-        // The smallest lookahead that covers the longest compute gap; each step costs a slot.
-        for (uint32_t l = 1; l <= kMaxLookahead; ++l) {
-            if (fixed + (l + 1) * slot > budget) {
-                plan.notes.push_back("the lookahead is limited to " + std::to_string(l - 1) +
-                                     " by the RAM budget");
-                break;
-            }
-            sizes = {l + 1, l};
-            cached = plan_detail::pick_cached_layers(mb, budget - fixed - sizes.slots * slot);
-            gaps = plan_detail::compute_gaps(mb, cached, in.ram.bandwidth, in.disk.rate.bandwidth);
-            if (gaps.lookahead_needed <= l) break;
-            if (l == kMaxLookahead) {
-                plan.notes.push_back("the longest compute gap would need a lookahead of " +
-                                     std::to_string(gaps.lookahead_needed) + "; capped at " +
-                                     std::to_string(kMaxLookahead));
-            }
-        }
-    }
-
-    std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
-    StreamPlan& s = plan.stream;
-    for (size_t l = 0; l < mb.layers.size(); ++l) {
-        if (mb.layers[l].stream == 0) continue;
-        uses[l] = cached[l] ? TensorUse::Cached : TensorUse::Streamed;
-        (cached[l] ? s.cached_layers : s.streamed_layers) += 1;
-    }
-    if (s.streamed_layers > 0) {
-        s.slots = sizes.slots;
-        s.lookahead = sizes.lookahead;
-        s.slot_bytes = slot;
-        s.slots_forced = in.options.slots.has_value();
-        s.lookahead_forced = in.options.lookahead.has_value();
-        s.layer_read_seconds = gaps.layer_read_seconds;
-        s.longest_gap_seconds = gaps.longest_gap_seconds;
-    } else {
+    const FfnSizing sizing = size_ffn_stream(plan, in, mb, slot, fixed, forced);
+    const std::vector<TensorUse> uses = apply_ffn_sizing(plan, in, mb, slot, sizing);
+    if (plan.stream.streamed_layers == 0) {
         plan.notes.push_back("every FFN layer fits in the budget: nothing is streamed");
     }
     set_layer_rows(plan, mb, uses);
@@ -449,6 +473,17 @@ struct Split {
     uint64_t host_weights = 0, host_kv = 0;
     double seconds = 0;  // per generated token, from the tiers' bandwidths
     std::string what;    // in words
+    // The CPU's routed experts read from disk through an expert cache (stream_cpu_experts):
+    // cache.capacity experts of them held in RAM, `slots` slots of n_expert_used experts.
+    bool experts_streamed = false;
+    ExpertCachePlan cache;
+    Sizes sizes;
+    uint64_t slot_bytes = 0;
+    // The CPU's layers' FFN weights streamed from disk through slots, those that fit cached
+    // (stream_cpu_layers); `ffn` covers the CPU's layers only.
+    bool layers_streamed = false;
+    FfnSizing ffn;
+    ModelBytes ffn_bytes;
 };
 
 // The two splits. `layers`: the last layers with the head, as many as fit. `experts` (MoE): every
@@ -540,6 +575,106 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
     return s;
 }
 
+// The expert split of a model whose CPU part does not fit the RAM budget: the CPU's routed
+// experts stay on disk and are read through an expert cache in what RAM is left (tiers d then b,
+// as in expert-stream mode: the router picks, the store reads, the CPU computes). False when even
+// its smallest cache (the slots alone) does not fit, with `refused` saying what would be needed.
+bool stream_cpu_experts(Split& s, const Inputs& in, const MemoryPlan& host, uint64_t budget,
+                        std::string& refused) {
+    uint64_t streamed = 0;
+    double per_token = 0;
+    for (const ModelTensor& t : in.model.tensors) {
+        if (t.layer < 0 || !t.is_routed_expert() || !s.experts_cpu[size_t(t.layer)]) continue;
+        const uint64_t bytes = in.model.info(t).n_bytes;
+        streamed += bytes;
+        per_token += double(bytes) * t.reads_per_token;
+    }
+    const uint64_t unit = plan_detail::expert_unit_bytes(in.model, in.disk.block_size);
+    if (streamed == 0 || unit == 0) return false;
+    const Sizes sizes = forced_sizes(in.options).value_or(Sizes{kMinSlots, 1});
+    const uint64_t slot = uint64_t(in.hp.n_expert_used) * unit;
+    const uint64_t fixed = s.host_weights - streamed + s.host_kv + host.activations +
+                           host.io_buffers + host.baseline + host.slack;
+    if (fixed + sizes.slots * slot > budget) {
+        refused = "; with " + s.what + " and their experts read from disk, the CPU's part (" +
+                  format_bytes(s.host_weights - streamed) + " of resident weights, " +
+                  format_bytes(s.host_kv) + " of KV cache, " + std::to_string(sizes.slots) +
+                  " expert slots of " + format_bytes(slot) +
+                  " and the process) needs more than the RAM budget (" + format_bytes(budget) + ")";
+        return false;
+    }
+    ExpertCachePlan& c = s.cache;
+    for (uint32_t l = 0; l < in.hp.n_layer; ++l) c.experts += s.experts_cpu[l] ? in.hp.n_expert : 0;
+    c.expert_bytes = unit;
+    c.experts_per_slot = in.hp.n_expert_used;
+    c.capacity = std::min(c.experts, (budget - fixed - sizes.slots * slot) / unit);
+    c.hit_rate = c.experts ? double(c.capacity) / double(c.experts) : 0;
+    // Cache hits are read from RAM, misses from disk (predict_traffic counts them the same way).
+    s.seconds += per_token * (c.hit_rate / in.ram.bandwidth +
+                              (1 - c.hit_rate) / in.disk.rate.bandwidth - 1 / in.ram.bandwidth);
+    s.host_weights -= streamed;
+    s.experts_streamed = true;
+    s.sizes = sizes;
+    s.slot_bytes = slot;
+    s.what +=
+        ", read from disk through an expert cache of " + std::to_string(c.capacity) + " experts";
+    return true;
+}
+
+// The layer split of a model whose CPU part does not fit the RAM budget: the FFN weights of the
+// CPU's layers stream from disk through slots as in ffn-stream, as many of them cached in RAM as
+// fit (tiers d then b: the CPU computes them where they land). False when the slots alone do not
+// fit, with `refused` saying what would be needed.
+bool stream_cpu_layers(Split& s, Plan& plan, const Inputs& in, const MemoryPlan& host,
+                       std::string& refused) {
+    ModelBytes mb = plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
+    uint64_t slot = 0, streamable = 0;
+    double per_token = 0;
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        plan_detail::LayerBytes& x = mb.layers[l];
+        if (s.layer_gpu[l]) {  // the GPU's layers take no part; their compute is quick
+            x = {};
+            continue;
+        }
+        slot = std::max(slot, x.stream_widened);
+        streamable += x.stream;
+        per_token += x.stream_per_token;
+    }
+    if (streamable == 0) return false;
+    const std::optional<Sizes> forced = forced_sizes(in.options);
+    const uint32_t min_slots = forced ? forced->slots : kMinSlots;
+    const uint64_t fixed = s.host_weights - streamable + s.host_kv + host.activations +
+                           host.io_buffers + host.baseline + host.slack;
+    if (fixed + min_slots * slot > plan.memory.budget) {
+        refused = "; with " + s.what + " and their FFN weights read from disk, the CPU's part (" +
+                  format_bytes(s.host_weights - streamable) + " of resident weights, " +
+                  format_bytes(s.host_kv) + " of KV cache, " + std::to_string(min_slots) +
+                  " FFN slots of " + format_bytes(slot) +
+                  " and the process) needs more than the RAM budget (" +
+                  format_bytes(plan.memory.budget) + ")";
+        return false;
+    }
+    s.ffn = size_ffn_stream(plan, in, mb, slot, fixed, forced);
+    double disk_per_token = 0;
+    uint64_t cached = 0;
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        if (mb.layers[l].stream == 0) continue;
+        if (s.ffn.cached[l]) {
+            cached += mb.layers[l].stream;
+        } else {
+            disk_per_token += mb.layers[l].stream_per_token;
+        }
+    }
+    s.seconds += disk_per_token * (1 / in.disk.rate.bandwidth - 1 / in.ram.bandwidth);
+    s.host_weights -= streamable - cached;
+    s.layers_streamed = true;
+    s.slot_bytes = slot;
+    s.ffn_bytes = std::move(mb);
+    s.what += ", their FFN weights read from disk (" + format_bytes(cached) + " of " +
+              format_bytes(streamable) + " cached in RAM)";
+    return true;
+}
+
 // Splits the model between the GPU and the CPU when the whole model does not fit the GPU budget
 // (plan.h, "GPU and CPU together"): of the splits that fit both budgets, the one with the higher
 // speed limit. False (with a note why, nothing else changed) when none does.
@@ -562,7 +697,11 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
                       " of weights, " + format_bytes(s.host_kv) +
                       " of KV cache and the process) needs more than the RAM budget (" +
                       format_bytes(plan.memory.budget) + ")";
-            continue;
+            const bool streamed =
+                in.options.mode != PlanMode::Resident &&
+                (by_experts ? stream_cpu_experts(s, in, host, plan.memory.budget, refused)
+                            : !hp.is_moe() && stream_cpu_layers(s, plan, in, host, refused));
+            if (!streamed) continue;
         }
         if (!best || s.seconds < best->seconds) best = std::move(s);
     }
@@ -570,23 +709,53 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
         plan.gpu_note = whole + (refused.empty() ? ", and not one layer fits beside the output "
                                                    "head and the GPU buffers"
                                                  : refused);
-        plan.notes.push_back(plan.gpu_note +
-                             ": planned for the CPU (streaming beside a GPU is not built yet)");
+        plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
         return false;
     }
     const Split& s = *best;
     plan.gpu_device = device;
     plan.gpu_memory = s.g;
-    plan.mode = PlanMode::Resident;
+    plan.mode = s.experts_streamed  ? PlanMode::ExpertStream
+                : s.layers_streamed ? PlanMode::FfnStream
+                                    : PlanMode::Resident;
     plan.reason = whole + ": " + s.what + " (GPU " + format_bytes(s.g.weights) + " of weights, " +
                   format_bytes(s.g.kv_cache) + " of KV cache; RAM " + format_bytes(s.host_weights) +
-                  ")";
+                  (s.experts_streamed || s.layers_streamed ? " resident" : "") + ")";
+    std::vector<TensorUse> uses(hp.n_layer, TensorUse::Resident);
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
+        const ModelTensor& t = in.model.tensors[i];
         plan.tensors[i] = {s.gpu[i] ? Tier::Gpu : Tier::Ram, TensorUse::Resident, StreamUnit::None};
+        if (s.experts_streamed && !s.gpu[i] && t.layer >= 0 && t.is_routed_expert()) {
+            plan.tensors[i] = {Tier::Disk, TensorUse::Streamed, StreamUnit::Expert};
+            uses[size_t(t.layer)] = TensorUse::Streamed;
+        }
     }
-    const ModelBytes mb =
-        plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
-    set_layer_rows(plan, mb, std::vector<TensorUse>(mb.layers.size(), TensorUse::Resident));
+    if (s.experts_streamed) {
+        plan.expert_cache = s.cache;
+        plan.stream.slots = s.sizes.slots;
+        plan.stream.lookahead = s.sizes.lookahead;
+        plan.stream.slot_bytes = s.slot_bytes;
+        plan.stream.slots_forced = in.options.slots.has_value();
+        plan.stream.lookahead_forced = in.options.lookahead.has_value();
+    }
+    if (s.layers_streamed) {
+        uses = apply_ffn_sizing(plan, in, s.ffn_bytes, s.slot_bytes, s.ffn);
+        for (size_t i = 0; i < plan.tensors.size(); ++i) {
+            const ModelTensor& t = in.model.tensors[i];
+            if (t.layer < 0 || s.gpu[i] || uses[size_t(t.layer)] == TensorUse::Resident) continue;
+            const StreamUnit unit = stream_unit(t, plan_detail::stream_set(PlanMode::FfnStream),
+                                                DeepStreaming{}, hp.tied_output);
+            if (unit == StreamUnit::None) continue;
+            const TensorUse use = uses[size_t(t.layer)];
+            plan.tensors[i] = use == TensorUse::Streamed
+                                  ? TensorPlacement{Tier::Disk, TensorUse::Streamed, unit}
+                                  : TensorPlacement{Tier::Ram, TensorUse::Cached, StreamUnit::None};
+        }
+    }
+    const ModelBytes mb = plan_detail::model_bytes(
+        in.model, s.experts_streamed ? PlanMode::ExpertStream : PlanMode::FfnStream,
+        in.disk.block_size);
+    set_layer_rows(plan, mb, uses);
     plan.gpu_layers = 0;
     plan.cpu_expert_layers = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {

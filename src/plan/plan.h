@@ -61,8 +61,12 @@
 //    other layers' experts (with their routers) stay in RAM and the CPU routes and computes
 //    them, the layer's normalized input crossing to the host once and the experts' sum back. Of the
 //    splits that fit both budgets the plan takes the one with the higher speed limit (the sum over
-//    tensors of bytes read per token over their tier's bandwidth). A model that does not fit VRAM
-//    and RAM together is planned for the CPU alone (streaming beside a GPU is not built yet).
+//    tensors of bytes read per token over their tier's bandwidth). When a split fits the GPU but
+//    its CPU part does not fit RAM, the CPU's part streams from disk as the CPU's own plans do:
+//    a mixture of experts' routed experts through an expert cache in the RAM left (mode
+//    expert-stream, expert split only), a dense model's FFN weights of the CPU's layers through
+//    slots with as many of them cached as fit (mode ffn-stream, layer split); the CPU computes
+//    them where they land. A model whose split does not fit even so is planned for the CPU alone.
 //  - KV-cache reads are not in the predicted traffic: they grow with the position in the
 //    context; the limit is the one for a short context.
 //  - The budget is a hard ceiling on the process, not on its weights: besides weights, caches,

@@ -98,7 +98,11 @@ std::string budget_line(const Plan& p) {
 }
 
 std::string where(const Plan& p, const LayerPlan& l) {
-    if (l.on_gpu) return l.experts_on_cpu ? "gpu, experts ram (cpu)" : "gpu";
+    if (l.on_gpu && l.experts_on_cpu) {
+        return l.ffn_use == TensorUse::Streamed ? "gpu, experts disk (expert cache, cpu)"
+                                                : "gpu, experts ram (cpu)";
+    }
+    if (l.on_gpu) return "gpu";
     if (l.ffn_bytes == 0) return "-";
     switch (l.ffn_use) {
         case TensorUse::Resident:
@@ -152,9 +156,10 @@ std::string plan_text(const Plan& p) {
         if (p.gpu_split()) {
             layers = std::to_string(p.gpu_layers) + " of " + std::to_string(p.layers.size()) +
                      " layers" +
-                     (p.cpu_expert_layers ? " (the routed experts of " +
-                                                std::to_string(p.cpu_expert_layers) + " in RAM)"
-                                          : std::string()) +
+                     (p.cpu_expert_layers
+                          ? " (the routed experts of " + std::to_string(p.cpu_expert_layers) +
+                                (p.mode == PlanMode::ExpertStream ? " on disk)" : " in RAM)")
+                          : std::string()) +
                      ", ";
         }
         kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +

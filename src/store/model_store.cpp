@@ -52,11 +52,12 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     STRATA_ASSIGN(s->ring_, SlotRing::create(info, groups_of(info, layout, Residence::Slot),
                                              layout.ring, s->reader_));
     if (layout.arena_place.kind == MemoryKind::Device) {
-        if (layout.any(Residence::Slot) || layout.any(Residence::ExpertCache) ||
-            layout.any(Residence::Rows)) {
+        // Beside a GPU, what streams lands in RAM for the CPU (plan.h, "GPU and CPU together"):
+        // the CPU's FFN layers in the ring's slots, routed experts in the cache's entries.
+        if (layout.any(Residence::Rows)) {
             return err(
-                "a store with its arena on the GPU streams nothing (GPU tiers of streamed "
-                "weights are not built yet)");
+                "a store with its arena on the GPU reads no tensor by rows (embedding rows and "
+                "head chunks beside a GPU are not built yet)");
         }
         // Two arenas: the GPU's, and RAM's for what the host reads or the CPU computes.
         std::vector<bool> on_device(held.size(), false), on_host(held.size(), false);

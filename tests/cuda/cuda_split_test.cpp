@@ -7,7 +7,8 @@
 // state crosses: an untied head (embedding on the CPU, head on the GPU), a tied one (the table on
 // the GPU: the embedding runs there and crosses to the CPU's first layer and back), and a layer
 // whose normalized input crosses to the CPU for its routed experts and whose experts' sum comes
-// back (with a shared expert on the GPU beside them: qwen2moe).
+// back (with a shared expert on the GPU beside them: qwen2moe), and that layer's experts read
+// from disk through the expert cache when the RAM budget is too small for them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,7 +63,10 @@ PlanOptions plan_options() {
 // short of the whole model (the last layer on the GPU, the first on the CPU); for the expert
 // split, half the first layer's experts short of every tensor the split can put on the GPU
 // (the first layer's experts on the CPU, the last one's on the GPU).
-Plan split_plan(const ModelInfo& info, GpuSplit split) {
+// With `streamed`, the RAM budget is then cut so that the CPU's part no longer fits and streams
+// from disk: by a quarter of the first layer's experts (the expert cache), or, for the layer
+// split, with only the last layer on the GPU, by one and a half of the CPU's FFN layers (slots).
+Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     const HardwareProfile profile = profile_with_gpu();
     Budgets b;
     b.ram = 8ull << 30;
@@ -81,13 +85,24 @@ Plan split_plan(const ModelInfo& info, GpuSplit split) {
             untied_table += bytes;
         }
     }
-    b.gpu_mem = split == GpuSplit::Layers
-                    ? whole->gpu_memory.total - last_layer / 2
-                    : whole->gpu_memory.total - untied_table - first_experts / 2;
+    const uint32_t n_layer = info.hparams->n_layer;
+    const uint64_t layer_kv = whole->gpu_memory.kv_cache / n_layer;
+    b.gpu_mem = split == GpuSplit::Experts
+                    ? whole->gpu_memory.total - untied_table - first_experts / 2
+                : streamed ? whole->gpu_memory.total - untied_table -
+                                 (n_layer - 1) * (last_layer + layer_kv) + last_layer / 2
+                           : whole->gpu_memory.total - last_layer / 2;
     PlanOptions o = plan_options();
     o.gpu_split = split;
     auto plan = make_plan(info, profile, b, o);
     EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
+    if (plan && streamed) {
+        b.ram = plan->memory.total - (split == GpuSplit::Experts
+                                          ? first_experts / 4
+                                          : plan->layers.front().ffn_bytes * 3 / 2);
+        plan = make_plan(info, profile, b, o);
+        EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
+    }
     return plan ? std::move(*plan) : Plan{};
 }
 
@@ -127,6 +142,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
 struct Case {
     std::string preset;
     GpuSplit split;
+    bool streamed = false;  // the CPU's experts read from disk (split_plan)
 };
 
 class CudaSplit : public ::testing::TestWithParam<Case> {};
@@ -134,14 +150,24 @@ class CudaSplit : public ::testing::TestWithParam<Case> {};
 TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
     STRATA_REQUIRE_GPU();
     const Case& c = GetParam();
-    const std::string& path = test::synth_test_model(c.preset, TensorType::Q8_0);
+    // Six layers where the CPU's part streams by layers: two are too few to stream (two slots
+    // would hold more than the layers themselves).
+    const uint32_t layers = c.streamed && c.split == GpuSplit::Layers ? 6 : 0;
+    const std::string& path = test::synth_test_model(c.preset, TensorType::Q8_0, 1, layers);
     const ModelInfo info = info_of(path);
     ASSERT_TRUE(info.hparams);
     const uint32_t n_layer = info.hparams->n_layer;
-    const Plan plan = split_plan(info, c.split);
+    const Plan plan = split_plan(info, c.split, c.streamed);
     ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
+    const PlanMode mode = !c.streamed                   ? PlanMode::Resident
+                          : c.split == GpuSplit::Layers ? PlanMode::FfnStream
+                                                        : PlanMode::ExpertStream;
+    ASSERT_EQ(plan.mode, mode) << plan.reason;
     if (c.split == GpuSplit::Layers) {
-        ASSERT_EQ(plan.gpu_layers, n_layer - 1);
+        ASSERT_EQ(plan.gpu_layers, c.streamed ? 1 : n_layer - 1);
+        if (c.streamed) {
+            ASSERT_GT(plan.stream.streamed_layers, 0u);
+        }
         ASSERT_EQ(plan.cpu_expert_layers, 0u);
     } else {
         ASSERT_EQ(plan.gpu_layers, n_layer);
@@ -161,10 +187,10 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
         EXPECT_LE(e, tol) << "row " << r << (r < 12 ? " (prompt)" : " (decode)");
     }
     std::printf(
-        "%-14s split by %s (%u layers on the GPU, experts of %u on the CPU): worst "
+        "%-14s split by %s (%u layers on the GPU, experts of %u on the CPU%s): worst "
         "relative error %.2e (bound %.0e)\n",
         c.preset.c_str(), std::string(gpu_split_name(c.split)).c_str(), plan.gpu_layers,
-        plan.cpu_expert_layers, worst, tol);
+        plan.cpu_expert_layers, c.streamed ? ", from disk" : "", worst, tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -172,9 +198,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"tiny", GpuSplit::Layers}, Case{"tiny-qwen2", GpuSplit::Layers},
                       Case{"tiny-moe", GpuSplit::Layers}, Case{"tiny-moe", GpuSplit::Experts},
                       Case{"tiny-qwen2moe", GpuSplit::Experts},
-                      Case{"tiny-qwen3moe", GpuSplit::Experts}),
+                      Case{"tiny-qwen3moe", GpuSplit::Experts},
+                      Case{"tiny", GpuSplit::Layers, true},
+                      Case{"tiny-moe", GpuSplit::Experts, true},
+                      Case{"tiny-qwen3moe", GpuSplit::Experts, true}),
     [](const auto& p) {
-        return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)));
+        return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)) +
+                               (p.param.streamed ? "_streamed" : ""));
     });
 
 }  // namespace
