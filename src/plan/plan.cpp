@@ -447,8 +447,8 @@ bool with_experts(const ModelTensor& t) {
 }
 
 // RAM a plan using the GPU needs besides weights and KV cache: the process, its host-side
-// buffers (logits, routing), the load's pinned staging, and with `cpu_threads` > 0 the CPU
-// backend of a split with its threads.
+// buffers (logits, routing), the load's pinned staging, the CUDA runtime's host memory, and with
+// `cpu_threads` > 0 the CPU backend of a split with its threads.
 MemoryPlan gpu_host_overhead(const Inputs& in, int cpu_threads) {
     MemoryPlan host = in.overhead;
     ActivationShape shape;
@@ -459,7 +459,7 @@ MemoryPlan gpu_host_overhead(const Inputs& in, int cpu_threads) {
     shape.logit_rows = in.options.logit_rows;
     const ActivationMemory act = activation_memory(in.model, shape);
     host.activations = (cpu_threads > 0 ? act.total() : act.engine + act.logits + act.threads) +
-                       kDeviceStagingHostBytes;
+                       kDeviceStagingHostBytes + kGpuRuntimeHostBytes;
     if (in.options.embeddings) host.activations += uint64_t(in.n_ctx) * in.hp.n_embd * 4;
     return host;
 }

@@ -59,6 +59,15 @@ PlanOptions plan_options() {
     return o;
 }
 
+// The RAM budget under which `plan` would need `short_by` bytes more than it has. The plan's
+// slack grows with its budget (kSlackBytes + budget / kSlackPerBudget), so the budget b solves
+// b = rest + kSlackBytes + b / kSlackPerBudget - short_by, rest being the plan's memory but
+// its slack.
+uint64_t streamed_ram_budget(const Plan& plan, uint64_t short_by) {
+    const uint64_t rest = plan.memory.total - plan.memory.slack;
+    return (rest + kSlackBytes - short_by) * kSlackPerBudget / (kSlackPerBudget - 1);
+}
+
 // A real plan of the split asked for: for the layer split, a GPU budget half the last layer
 // short of the whole model (the last layer on the GPU, the first on the CPU); for the expert
 // split, half the first layer's experts short of every tensor the split can put on the GPU
@@ -97,9 +106,9 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     auto plan = make_plan(info, profile, b, o);
     EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
     if (plan && streamed) {
-        b.ram = plan->memory.total - (split == GpuSplit::Experts
-                                          ? first_experts / 4
-                                          : plan->layers.front().ffn_bytes * 3 / 2);
+        b.ram = streamed_ram_budget(*plan, split == GpuSplit::Experts
+                                               ? first_experts / 4
+                                               : plan->layers.front().ffn_bytes * 3 / 2);
         plan = make_plan(info, profile, b, o);
         EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
     }
