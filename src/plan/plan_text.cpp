@@ -47,7 +47,8 @@ std::string memory_line(const MemoryPlan& m, const StreamPlan& s) {
 
 std::string engine_line(const Plan& p) {
     return format_bytes(p.memory.activations) + " for batches of " + std::to_string(p.batch) +
-           " tokens on " + std::to_string(p.threads) + " threads (activations, attention scratch, " +
+           " tokens on " + std::to_string(p.threads) +
+           " threads (activations, attention scratch, " +
            (p.gpu_device >= 0 ? "logits, the GPU's pinned staging and the CUDA runtime)"
                               : "logits)");
 }
