@@ -2,7 +2,8 @@
 //                    [--json FILE] [--streams 1,2,4,8] [engine and budget flags]
 //
 // Measures the model as strata runs it under its placement plan: prompt and generation tok/s
-// (median, min and max over the repetitions), time to first token, bytes per generated token
+// (median, min and max over the repetitions, after one untimed warm-up repetition that
+// --no-warmup leaves out), time to first token, bytes per generated token
 // from RAM and from disk, the disk bandwidth the process drew while generating, the fraction of
 // the plan's speed limit reached, and peak RSS. --baseline then runs the naive approach — the
 // whole file memory-mapped, no plan — within the same RAM budget (a memory cgroup caps it, page
@@ -43,6 +44,7 @@ struct BenchCommand {
     uint32_t prompt_tokens = 512;
     uint32_t gen_tokens = 128;
     uint32_t reps = 3;
+    bool no_warmup = false;
     bool baseline = false;
     bool force = false;
     std::string json;
@@ -86,6 +88,7 @@ BenchEntry measure(const BenchCommand& c, const std::string& label, ModelDescrip
     o.prompt_tokens = c.prompt_tokens;
     o.gen_tokens = c.gen_tokens;
     o.reps = c.reps;
+    o.warmup = !c.no_warmup;
     o.progress = [&](const std::string& line) { say(who + ": " + line); };
     auto r = run_speed_bench(model, o);
     if (!r) fail(who + ": " + r.error().message);
@@ -222,9 +225,9 @@ void bench_command(BenchCommand& c) {
         record.entries.push_back(std::move(e));
     }
 
-    std::printf("%s: %s, %d threads, prompt %u tokens, generation %u tokens, %u reps\n",
+    std::printf("%s: %s, %d threads, prompt %u tokens, generation %u tokens, %u reps%s\n",
                 c.model.c_str(), format_bytes(record.file_bytes).c_str(), record.threads,
-                c.prompt_tokens, c.gen_tokens, c.reps);
+                c.prompt_tokens, c.gen_tokens, c.reps, c.no_warmup ? "" : " after a warm-up");
     std::printf("%s", bench_table(record).c_str());
     std::printf("\n%s", operator_table(record).c_str());
     if (auto r = append_bench_json(json_path, bench_json(record)); !r) fail(r.error().message);
@@ -244,6 +247,9 @@ void add_bench(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--reps", c->reps, "Repetitions (median, min and max are reported)")
         ->capture_default_str();
+    cmd->add_flag("--no-warmup", c->no_warmup,
+                  "Time the first repetition too (default: one untimed warm-up repetition first: "
+                  "the same prompt and two generated tokens)");
     cmd->add_flag("--baseline", c->baseline,
                   "Also run the whole file memory-mapped, with no plan, for comparison");
     cmd->add_flag("--force", c->force, "Run the baseline even on a model larger than RAM - 4 GiB");

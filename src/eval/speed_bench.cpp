@@ -107,6 +107,14 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
     out.prompt_tokens = o.prompt_tokens;
     out.gen_tokens = o.gen_tokens;
     out.io_counted = process_io().has_value();
+    if (o.warmup) {
+        if (o.progress)
+            o.progress("warm-up: prompt of " + std::to_string(o.prompt_tokens) + " tokens");
+        SpeedBenchOptions w = o;
+        w.gen_tokens = std::min<uint32_t>(o.gen_tokens, 2);
+        w.progress = nullptr;
+        STRATA_TRY(run_rep(m, prompt, w, 0));
+    }
     std::vector<double> prompt_tps, gen_tps, first;
     double weight = 0, disk = 0, io = 0, gen_seconds = 0;
     for (uint32_t i = 0; i < o.reps; ++i) {

@@ -24,6 +24,10 @@ struct SpeedBenchOptions {
     uint32_t gen_tokens = 128;
     uint32_t reps = 3;
     uint32_t seed = 7;
+    // One untimed repetition first (the same prompt, two generated tokens): what runs once per
+    // process (a GPU's kernels loaded on first use, cuBLAS choosing its kernels for each shape,
+    // the decode step's graph captured, buffers first touched) stays out of the figures.
+    bool warmup = true;
     // Called now and then with a line saying where the run is ("rep 2/3: generating 40/128").
     std::function<void(const std::string&)> progress;
 };
