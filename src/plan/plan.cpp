@@ -187,12 +187,13 @@ void set_layer_rows(Plan& plan, const ModelBytes& mb, const std::vector<TensorUs
 }
 
 // Tier and use of every tensor from its layer's use of the streamed group; tensors read by rows
-// stream always.
+// stream always. Tensors a split put in GPU memory stay there.
 void place_tensors(Plan& plan, const Inputs& in, PlanMode group, const std::vector<TensorUse>& uses,
                    const DeepStreaming& deep = {}) {
     for (size_t i = 0; i < in.model.tensors.size(); ++i) {
         const ModelTensor& t = in.model.tensors[i];
         TensorPlacement& p = plan.tensors[i];
+        if (p.tier == Tier::Gpu) continue;
         const StreamUnit unit =
             stream_unit(t, plan_detail::stream_set(group), deep, in.hp.tied_output);
         if (unit == StreamUnit::Rows) {
@@ -384,6 +385,24 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
     return {};
 }
 
+// plan.expert_cache and plan.stream of expert-stream: `experts` routed experts that stream, of
+// `unit` bytes each, through `sizes.slots` slots of `slot` bytes, the cache taking `room` bytes.
+void set_expert_stream(Plan& plan, const Inputs& in, uint64_t experts, uint64_t unit,
+                       const Sizes& sizes, uint64_t slot, uint64_t room) {
+    ExpertCachePlan& c = plan.expert_cache;
+    c.experts = experts;
+    c.expert_bytes = unit;
+    c.experts_per_slot = in.hp.n_expert_used;
+    c.capacity = unit ? std::min(c.experts, room / unit) : 0;
+    c.hit_rate = c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0;
+    StreamPlan& s = plan.stream;
+    s.slots = sizes.slots;
+    s.lookahead = sizes.lookahead;
+    s.slot_bytes = slot;
+    s.slots_forced = in.options.slots.has_value();
+    s.lookahead_forced = in.options.lookahead.has_value();
+}
+
 Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
     const ModelBytes mb =
         plan_detail::model_bytes(in.model, PlanMode::ExpertStream, in.disk.block_size);
@@ -402,20 +421,10 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
                              overhead_phrase(in),
                          minimum);
     }
-    ExpertCachePlan& c = plan.expert_cache;
-    for (const auto& l : mb.layers) c.experts += l.stream > 0 ? in.hp.n_expert : 0;
-    c.expert_bytes = unit;
-    c.experts_per_slot = per_slot;
-    c.capacity =
-        unit ? std::min(c.experts, (plan.memory.budget - fixed - sizes.slots * slot) / unit) : 0;
-    c.hit_rate = c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0;
-
-    StreamPlan& s = plan.stream;
-    s.slots = sizes.slots;
-    s.lookahead = sizes.lookahead;
-    s.slot_bytes = slot;
-    s.slots_forced = in.options.slots.has_value();
-    s.lookahead_forced = in.options.lookahead.has_value();
+    uint64_t experts = 0;
+    for (const auto& l : mb.layers) experts += l.stream > 0 ? in.hp.n_expert : 0;
+    set_expert_stream(plan, in, experts, unit, sizes, slot,
+                      plan.memory.budget - fixed - sizes.slots * slot);
 
     std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
     for (size_t l = 0; l < mb.layers.size(); ++l) {
@@ -474,9 +483,10 @@ struct Split {
     double seconds = 0;  // per generated token, from the tiers' bandwidths
     std::string what;    // in words
     // The CPU's routed experts read from disk through an expert cache (stream_cpu_experts):
-    // cache.capacity experts of them held in RAM, `slots` slots of n_expert_used experts.
+    // `experts` of them, of `unit` bytes, `sizes.slots` slots of `slot_bytes`, the cache in
+    // `cache_room` bytes.
     bool experts_streamed = false;
-    ExpertCachePlan cache;
+    uint64_t experts = 0, unit = 0, cache_room = 0;
     Sizes sizes;
     uint64_t slot_bytes = 0;
     // The CPU's layers' FFN weights streamed from disk through slots, those that fit cached
@@ -575,6 +585,12 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
     return s;
 }
 
+// RAM the CPU's part of a split needs with `weights` bytes of its weights resident: those, its KV
+// cache and what the process holds besides.
+uint64_t host_need(const Split& s, const MemoryPlan& host, uint64_t weights) {
+    return weights + s.host_kv + host.activations + host.io_buffers + host.baseline + host.slack;
+}
+
 // The expert split of a model whose CPU part does not fit the RAM budget: the CPU's routed
 // experts stay on disk and are read through an expert cache in what RAM is left (tiers d then b,
 // as in expert-stream mode: the router picks, the store reads, the CPU computes). False when even
@@ -593,8 +609,7 @@ bool stream_cpu_experts(Split& s, const Inputs& in, const MemoryPlan& host, uint
     if (streamed == 0 || unit == 0) return false;
     const Sizes sizes = forced_sizes(in.options).value_or(Sizes{kMinSlots, 1});
     const uint64_t slot = uint64_t(in.hp.n_expert_used) * unit;
-    const uint64_t fixed = s.host_weights - streamed + s.host_kv + host.activations +
-                           host.io_buffers + host.baseline + host.slack;
+    const uint64_t fixed = host_need(s, host, s.host_weights - streamed);
     if (fixed + sizes.slots * slot > budget) {
         refused = "; with " + s.what + " and their experts read from disk, the CPU's part (" +
                   format_bytes(s.host_weights - streamed) + " of resident weights, " +
@@ -603,21 +618,20 @@ bool stream_cpu_experts(Split& s, const Inputs& in, const MemoryPlan& host, uint
                   " and the process) needs more than the RAM budget (" + format_bytes(budget) + ")";
         return false;
     }
-    ExpertCachePlan& c = s.cache;
-    for (uint32_t l = 0; l < in.hp.n_layer; ++l) c.experts += s.experts_cpu[l] ? in.hp.n_expert : 0;
-    c.expert_bytes = unit;
-    c.experts_per_slot = in.hp.n_expert_used;
-    c.capacity = std::min(c.experts, (budget - fixed - sizes.slots * slot) / unit);
-    c.hit_rate = c.experts ? double(c.capacity) / double(c.experts) : 0;
+    for (uint32_t l = 0; l < in.hp.n_layer; ++l) s.experts += s.experts_cpu[l] ? in.hp.n_expert : 0;
+    s.unit = unit;
+    s.cache_room = budget - fixed - sizes.slots * slot;
+    const uint64_t capacity = std::min(s.experts, s.cache_room / unit);
+    const double hit = double(capacity) / double(s.experts);
     // Cache hits are read from RAM, misses from disk (predict_traffic counts them the same way).
-    s.seconds += per_token * (c.hit_rate / in.ram.bandwidth +
-                              (1 - c.hit_rate) / in.disk.rate.bandwidth - 1 / in.ram.bandwidth);
+    s.seconds += per_token * (hit / in.ram.bandwidth + (1 - hit) / in.disk.rate.bandwidth -
+                              1 / in.ram.bandwidth);
     s.host_weights -= streamed;
     s.experts_streamed = true;
     s.sizes = sizes;
     s.slot_bytes = slot;
     s.what +=
-        ", read from disk through an expert cache of " + std::to_string(c.capacity) + " experts";
+        ", read from disk through an expert cache of " + std::to_string(capacity) + " experts";
     return true;
 }
 
@@ -629,7 +643,6 @@ bool stream_cpu_layers(Split& s, Plan& plan, const Inputs& in, const MemoryPlan&
                        std::string& refused) {
     ModelBytes mb = plan_detail::model_bytes(in.model, PlanMode::FfnStream, in.disk.block_size);
     uint64_t slot = 0, streamable = 0;
-    double per_token = 0;
     for (size_t l = 0; l < mb.layers.size(); ++l) {
         plan_detail::LayerBytes& x = mb.layers[l];
         if (s.layer_gpu[l]) {  // the GPU's layers take no part; their compute is quick
@@ -638,13 +651,11 @@ bool stream_cpu_layers(Split& s, Plan& plan, const Inputs& in, const MemoryPlan&
         }
         slot = std::max(slot, x.stream_widened);
         streamable += x.stream;
-        per_token += x.stream_per_token;
     }
     if (streamable == 0) return false;
     const std::optional<Sizes> forced = forced_sizes(in.options);
     const uint32_t min_slots = forced ? forced->slots : kMinSlots;
-    const uint64_t fixed = s.host_weights - streamable + s.host_kv + host.activations +
-                           host.io_buffers + host.baseline + host.slack;
+    const uint64_t fixed = host_need(s, host, s.host_weights - streamable);
     if (fixed + min_slots * slot > plan.memory.budget) {
         refused = "; with " + s.what + " and their FFN weights read from disk, the CPU's part (" +
                   format_bytes(s.host_weights - streamable) + " of resident weights, " +
@@ -690,9 +701,7 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
         }
         Split s = make_split(plan, in, by_experts);
         if (s.gpu.empty()) continue;
-        const uint64_t ram_need = s.host_weights + s.host_kv + host.activations + host.io_buffers +
-                                  host.baseline + host.slack;
-        if (ram_need > plan.memory.budget) {
+        if (host_need(s, host, s.host_weights) > plan.memory.budget) {
             refused = "; with " + s.what + ", the CPU's part (" + format_bytes(s.host_weights) +
                       " of weights, " + format_bytes(s.host_kv) +
                       " of KV cache and the process) needs more than the RAM budget (" +
@@ -721,37 +730,18 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
     plan.reason = whole + ": " + s.what + " (GPU " + format_bytes(s.g.weights) + " of weights, " +
                   format_bytes(s.g.kv_cache) + " of KV cache; RAM " + format_bytes(s.host_weights) +
                   (s.experts_streamed || s.layers_streamed ? " resident" : "") + ")";
-    std::vector<TensorUse> uses(hp.n_layer, TensorUse::Resident);
     for (size_t i = 0; i < plan.tensors.size(); ++i) {
-        const ModelTensor& t = in.model.tensors[i];
         plan.tensors[i] = {s.gpu[i] ? Tier::Gpu : Tier::Ram, TensorUse::Resident, StreamUnit::None};
-        if (s.experts_streamed && !s.gpu[i] && t.layer >= 0 && t.is_routed_expert()) {
-            plan.tensors[i] = {Tier::Disk, TensorUse::Streamed, StreamUnit::Expert};
-            uses[size_t(t.layer)] = TensorUse::Streamed;
-        }
     }
+    std::vector<TensorUse> uses(hp.n_layer, TensorUse::Resident);
     if (s.experts_streamed) {
-        plan.expert_cache = s.cache;
-        plan.stream.slots = s.sizes.slots;
-        plan.stream.lookahead = s.sizes.lookahead;
-        plan.stream.slot_bytes = s.slot_bytes;
-        plan.stream.slots_forced = in.options.slots.has_value();
-        plan.stream.lookahead_forced = in.options.lookahead.has_value();
-    }
-    if (s.layers_streamed) {
-        uses = apply_ffn_sizing(plan, in, s.ffn_bytes, s.slot_bytes, s.ffn);
-        for (size_t i = 0; i < plan.tensors.size(); ++i) {
-            const ModelTensor& t = in.model.tensors[i];
-            if (t.layer < 0 || s.gpu[i] || uses[size_t(t.layer)] == TensorUse::Resident) continue;
-            const StreamUnit unit = stream_unit(t, plan_detail::stream_set(PlanMode::FfnStream),
-                                                DeepStreaming{}, hp.tied_output);
-            if (unit == StreamUnit::None) continue;
-            const TensorUse use = uses[size_t(t.layer)];
-            plan.tensors[i] = use == TensorUse::Streamed
-                                  ? TensorPlacement{Tier::Disk, TensorUse::Streamed, unit}
-                                  : TensorPlacement{Tier::Ram, TensorUse::Cached, StreamUnit::None};
+        for (uint32_t l = 0; l < hp.n_layer; ++l) {
+            if (s.experts_cpu[l]) uses[l] = TensorUse::Streamed;
         }
+        set_expert_stream(plan, in, s.experts, s.unit, s.sizes, s.slot_bytes, s.cache_room);
     }
+    if (s.layers_streamed) uses = apply_ffn_sizing(plan, in, s.ffn_bytes, s.slot_bytes, s.ffn);
+    if (plan.mode != PlanMode::Resident) place_tensors(plan, in, plan.mode, uses);
     const ModelBytes mb = plan_detail::model_bytes(
         in.model, s.experts_streamed ? PlanMode::ExpertStream : PlanMode::FfnStream,
         in.disk.block_size);
