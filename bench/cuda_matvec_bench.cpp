@@ -5,6 +5,8 @@
 // a kernel that only reads). Each call reads a different copy of the matrix, the copies together
 // larger than the L2 cache, so every call reads from HBM. Prompt batches (n > 8) are bound by
 // arithmetic: their figure is TFLOP/s (2 rows cols n / time), dequantization included.
+// Decode products run in a CUDA graph (as in a decode step); each call includes the rounding
+// of x to the kernels' activation format.
 // Weights are random bytes: the kernels' speed does not depend on the values.
 //
 //   strata_bench_cuda_matvec [--types Q4_K,Q8_0] [--shapes 4096x14336,14336x4096]
@@ -112,25 +114,51 @@ Figure measure(TensorType t, int64_t rows, int64_t cols, int64_t n, double min_s
     for (size_t i = 0; i < copies + 2; ++i) call(i);  // warm-up (and the first cuBLAS plans)
     check(cudaStreamSynchronize(stream), "warm-up");
 
+    // Decode products are timed as a decode step runs them: captured in a CUDA graph and
+    // replayed, so the figure is the GPU's time, not the host's launch rate (a launch costs
+    // the host about as long as a small matvec takes). Prompt GEMMs are launched directly.
+    const bool graphed = n <= 8;
+    const size_t per_graph = std::max<size_t>(copies, 32);
+    cudaGraphExec_t exec = nullptr;
+    if (graphed) {
+        cudaGraph_t graph = nullptr;
+        check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+        for (size_t i = 0; i < per_graph; ++i) call(i);
+        check(cudaStreamEndCapture(stream, &graph), "capture");
+        check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+        cudaGraphDestroy(graph);
+        check(cudaGraphLaunch(exec, stream), "graph warm-up");
+        check(cudaStreamSynchronize(stream), "graph warm-up");
+    }
+    const size_t unit = graphed ? per_graph : 1;  // calls per launch below
+
     cudaEvent_t start, stop;
     check(cudaEventCreate(&start), "event");
     check(cudaEventCreate(&stop), "event");
-    size_t calls = 8, done = 0;
+    size_t launches = graphed ? 1 : 8, done = 0;
     double seconds = 0;
     while (true) {
         check(cudaEventRecord(start, stream), "record");
-        for (size_t i = 0; i < calls; ++i) call(done + i);
+        for (size_t i = 0; i < launches; ++i) {
+            if (graphed) {
+                check(cudaGraphLaunch(exec, stream), "graph launch");
+            } else {
+                call(done + i);
+            }
+        }
         check(cudaEventRecord(stop, stream), "record");
         check(cudaEventSynchronize(stop), "run");
         float ms = 0;
         check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-        done += calls;
+        done += launches;
         seconds = ms * 1e-3;
-        if (seconds >= min_seconds || calls >= (size_t(1) << 20)) break;
-        calls *= 4;
+        if (seconds >= min_seconds || launches >= (size_t(1) << 20)) break;
+        launches *= 4;
     }
+    const size_t calls = launches * unit;
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
+    if (exec) cudaGraphExecDestroy(exec);
 
     Figure f;
     f.type = std::string(tensor_type_name(t));
