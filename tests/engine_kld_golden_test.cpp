@@ -9,6 +9,11 @@
 // Q4_K_M 1.0 / 87%), against 10-50 and <= 31% for a real bug; strata reproduces the reference's
 // 8-bit activation rounding, so it must do at least as well as that float engine: mean KL <= 0.1
 // and top-1 >= 88% (MoE Q4_K_M: 1.0 and 85%). ln(PPL) must be within 1% of the golden value.
+// On a GPU the same bounds, but top-1 >= 82% on the quantized dense files: prompts there multiply
+// in fp16 and sum in another order, and the reference's own CUDA backend, measured on an H100
+// against these files, reaches 87.1% +- 4.3% (one standard error of 62 positions) on
+// llama-dense-Q4_K_M (mean KL 0.236), 93.5% on llama-dense-Q8_0 (KL 0.0115) and 79.0% on
+// llama-moe-Q4_K_M (KL 1.69); 82% is that first figure less its error, rounded down.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +56,7 @@ void check(const test::GoldenModel& gm, int gpu) {
                                                                     : 0.1;
     const double min_top1 = gm.float_weights                          ? (gm.bf16 ? 0.95 : 0.98)
                             : (gm.moe && gm.stem.ends_with("Q4_K_M")) ? 0.85
+                            : gpu >= 0                                ? 0.82
                                                                       : 0.88;
     std::printf("%-24s mean KL %.6f  p99 %.6f  top-1 %.1f%%\n", gm.stem.c_str(), kl->kl->mean,
                 kl->kl->p99, 100 * kl->kl->top1);

@@ -102,6 +102,9 @@ struct BackendConfig {
     uint32_t max_batch = 512;  // rows of every activation
     int threads = 0;           // CPU threads; 0: physical cores
     std::vector<bool> layers;  // the layers it runs (and caches keys and values for); empty: all
+    // A GPU's device bytes for routed experts (and their router) that stay in RAM, shipped to it
+    // for a prompt batch (routed_experts_shipped); 0: none.
+    uint64_t prompt_staging = 0;
 };
 
 class Backend {
@@ -186,6 +189,17 @@ class Backend {
     // nothing, when it does not take this batch: the engine then routes on the host (above).
     virtual bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
                                 bool norm_weights, Act in, Act out, int64_t n) = 0;
+    // routed_experts for a layer this backend runs whose router and experts lie in host RAM: it
+    // copies them into its prompt staging first (BackendConfig::prompt_staging), which pays for
+    // a prompt batch that uses most experts several times (the CPU computing them would take
+    // longer than the bus takes to bring them). False, having done nothing, when it has no
+    // staging or they do not fit it, or routed_experts would not take the batch.
+    virtual bool routed_experts_shipped(const TensorView& /*router*/,
+                                        const ExpertStack& /*experts*/, int /*k*/,
+                                        bool /*norm_weights*/, Act /*in*/, Act /*out*/,
+                                        int64_t /*n*/) {
+        return false;
+    }
 
     // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
     virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,

@@ -146,6 +146,14 @@ std::string operator_table(const BenchRecord& r) {
             out +=
                 "operators: on the GPU they run asynchronously; STRATA_CUDA_PROFILE=1 times "
                 "each on the device\n";
+            if (!e.result.reps.empty() && e.result.reps.front().prompt_shipped_bytes > 0) {
+                const SpeedRep& rep = e.result.reps.front();
+                out +=
+                    "prompt: " + format_bytes(rep.prompt_shipped_bytes) +
+                    " of routed experts shipped from RAM to the GPU (" +
+                    format_fixed(double(rep.prompt_shipped_bytes) / rep.prompt_seconds / 1e9, 1) +
+                    " GB/s of the prompt's time)\n";
+            }
             continue;
         }
         const SpeedBenchResult& s = e.result;

@@ -170,16 +170,19 @@ void describe_plan(const Plan& plan) {
                                              std::to_string(plan.cpu_expert_layers) +
                                              " with their routed experts on the CPU)"
                                        : std::string();
+        const std::string staging =
+            g.prompt_staging ? ", prompt expert staging " + format_bytes(g.prompt_staging)
+                             : std::string();
         const std::string cache = plan.mode == PlanMode::ExpertStream
                                       ? "; experts read from disk through a cache of " +
                                             std::to_string(plan.expert_cache.capacity) + " experts"
                                       : std::string();
         std::fprintf(stderr,
-                     "strata: plan: resident on GPU %d%s: weights %s, KV cache %s, buffers %s of "
-                     "the %s GPU budget; RAM %s%s; limit %.2f tok/s (bound by %s)\n",
+                     "strata: plan: resident on GPU %d%s: weights %s, KV cache %s, buffers %s%s "
+                     "of the %s GPU budget; RAM %s%s; limit %.2f tok/s (bound by %s)\n",
                      plan.gpu_device, layers.c_str(), format_bytes(g.weights).c_str(),
                      format_bytes(g.kv_cache).c_str(), format_bytes(g.activations).c_str(),
-                     format_bytes(g.budget).c_str(), memory.c_str(), cache.c_str(),
+                     staging.c_str(), format_bytes(g.budget).c_str(), memory.c_str(), cache.c_str(),
                      plan.tokens_per_second, bound.c_str());
     } else if (plan.mode == PlanMode::ExpertStream) {
         std::fprintf(stderr,

@@ -143,6 +143,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         for (uint32_t l = 0; l < hp.n_layer; ++l) config.layers[l] = assign[l] == b;
         const BackendSpec spec =
             options.backends.empty() ? BackendSpec{} : options.backends[size_t(b)];
+        config.prompt_staging = spec.kind == BackendKind::Cuda ? options.gpu_prompt_staging : 0;
         STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(spec, config));
         e->backends_.push_back(std::move(backend));
     }
@@ -533,25 +534,44 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
     figures.bytes += view_bytes(router);
     figures.flops += view_flops(router, n);
+    // A batch routed and computed on a device: which experts were chosen stays there, counted as
+    // n * k distinct ones (at most all of them), each token through its k.
+    const auto count_on_device = [&](const ExpertStack& stack) {
+        stats.token_choices += uint64_t(n * k);
+        const ExpertView& e = stack.first;
+        const double one = view_bytes(e.gate) + view_bytes(e.up) + view_bytes(e.down);
+        figures.bytes += one * double(std::min<int64_t>(n * k, cfg.n_expert));
+        figures.flops +=
+            (view_flops(e.gate, 1) + view_flops(e.up, 1) + view_flops(e.down, 1)) * double(n * k);
+    };
     // The layer's backend routes and computes its experts where it can read them; otherwise (a
     // plan that keeps them and their router in RAM for the CPU beside a GPU) the normalized
     // input crosses to one that can, once, and the weighted sum comes back.
     Backend* xb = reader_of(store_.experts_place(layer), be_);
     if (!xb) return err("no backend can read the routed experts of layer ", std::to_string(layer));
+    // A batch that uses every expert several times on average (n k >= 2 n_expert) on a layer
+    // whose experts wait in RAM: the layer's backend takes them across the bus if it can, which
+    // costs one read of them instead of the CPU's compute over the whole batch.
+    if (xb != be_ && !cfg.forced && n * k >= 2 * int64_t(cfg.n_expert)) {
+        if (const auto stack = store_.resident_experts(layer);
+            stack && be_->routed_experts_shipped(router, *stack, k, norm_weights, Act::Normed,
+                                                 Act::Out, n)) {
+            count_on_device(*stack);
+            const ExpertView& e = stack->first;
+            stats_.shipped_bytes +=
+                uint64_t(view_bytes(router) +
+                         double(stack->n_expert) *
+                             (view_bytes(e.gate) + view_bytes(e.up) + view_bytes(e.down)));
+            return {};
+        }
+    }
     if (xb != be_) cross(Act::Normed, be_, xb, n);
     if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
         if (const auto stack = store_.resident_experts(layer);
             stack &&
             be_->routed_experts(router, *stack, k, norm_weights, Act::Normed, Act::Out, n)) {
-            stats.token_choices += uint64_t(n * k);
-            // Which experts were chosen stays on the device: counted as n * k distinct ones
-            // (at most all of them), each token through its k.
-            const ExpertView& e = stack->first;
-            const double one = view_bytes(e.gate) + view_bytes(e.up) + view_bytes(e.down);
-            figures.bytes += one * double(std::min<int64_t>(n * k, cfg.n_expert));
-            figures.flops += (view_flops(e.gate, 1) + view_flops(e.up, 1) + view_flops(e.down, 1)) *
-                             double(n * k);
+            count_on_device(*stack);
             return {};
         }
     }

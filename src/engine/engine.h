@@ -51,6 +51,9 @@ struct EngineOptions {
     // first layer's backend and the output head on the last layer's.
     std::vector<BackendSpec> backends;
     std::vector<int> layer_backend;
+    // A CUDA backend's room for shipping RAM's routed experts per prompt batch
+    // (BackendConfig::prompt_staging).
+    uint64_t gpu_prompt_staging = 0;
 };
 
 // Where the time of a forward pass goes, by kind of operator.
@@ -81,6 +84,8 @@ struct EngineStats {
     uint64_t tokens = 0;  // tokens evaluated
     uint64_t eval_calls = 0;
     uint64_t weight_bytes = 0;  // weight bytes the forward passes read (store + LM head + rows)
+    // Routed experts' bytes shipped from RAM to a GPU for prompt batches (routed_experts_shipped).
+    uint64_t shipped_bytes = 0;
     OpTable ops{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
 };

@@ -45,6 +45,7 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     STRATA_TRY(e.eval(prompt, engine::LogitsWanted::Last, logits));
     r.prompt_seconds = since(t0);
     r.prompt_ops = e.stats().ops;
+    r.prompt_shipped_bytes = e.stats().shipped_bytes;
     int32_t next = greedy(logits);
     r.first_token_seconds = since(t0);
 

@@ -41,6 +41,7 @@ struct SpeedRep {
     uint64_t gen_io_bytes = 0;                 // storage reads the process caused while generating
     uint64_t io_bytes = 0;                     // ... during the whole repetition
     double stall_seconds = 0;                  // the engine waiting for the store, whole repetition
+    uint64_t prompt_shipped_bytes = 0;         // RAM's experts shipped to a GPU for the prompt
     double seconds = 0;                        // whole repetition
     std::optional<ExpertStreamStats> experts;  // the expert cache while generating
     // Each kind of operator's time, bytes and flops in the prompt and in the generation steps.

@@ -166,6 +166,23 @@ PinnedBuffer::~PinnedBuffer() {
     if (data_) cudaFreeHost(data_);
 }
 
+Result<HostPin> HostPin::pin(void* data, size_t bytes) {
+    HostPin h;
+    if (bytes == 0) return h;
+    if (const cudaError_t e = cudaHostRegister(data, bytes, cudaHostRegisterDefault);
+        e != cudaSuccess) {
+        cudaGetLastError();
+        return err("cannot page-lock ", format_bytes(bytes),
+                   " of host memory for the GPU: ", cudaGetErrorString(e));
+    }
+    h.data_ = data;
+    return h;
+}
+
+HostPin::~HostPin() {
+    if (data_) cudaHostUnregister(data_);
+}
+
 Result<void> copy(void* dst, const void* src, size_t bytes, CopyKind kind) {
     if (bytes == 0) return {};
     if (const cudaError_t e = cudaMemcpy(dst, src, bytes, to_cuda(kind)); e != cudaSuccess) {
@@ -299,6 +316,10 @@ Result<PinnedBuffer> PinnedBuffer::allocate(size_t) {
     return no_cuda();
 }
 PinnedBuffer::~PinnedBuffer() = default;
+Result<HostPin> HostPin::pin(void*, size_t) {
+    return no_cuda();
+}
+HostPin::~HostPin() = default;
 Result<void> copy(void*, const void*, size_t, CopyKind) {
     return no_cuda();
 }

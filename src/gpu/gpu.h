@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/result.h"
@@ -91,6 +92,28 @@ class PinnedBuffer {
     void swap(PinnedBuffer& o) noexcept;
     std::byte* data_ = nullptr;
     size_t size_ = 0;
+};
+
+// Host memory allocated elsewhere, page-locked for as long as this lives (cudaHostRegister):
+// the GPU copies from it at full bus speed, asynchronously.
+class HostPin {
+  public:
+    HostPin() = default;
+    static Result<HostPin> pin(void* data, size_t bytes);
+    HostPin(HostPin&& o) noexcept { std::swap(data_, o.data_); }
+    HostPin& operator=(HostPin&& o) noexcept {
+        HostPin t(std::move(o));
+        std::swap(data_, t.data_);
+        return *this;
+    }
+    HostPin(const HostPin&) = delete;
+    HostPin& operator=(const HostPin&) = delete;
+    ~HostPin();
+
+    bool pinned() const { return data_ != nullptr; }
+
+  private:
+    void* data_ = nullptr;
 };
 
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };

@@ -550,6 +550,14 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
             s.experts_cpu[l] = layer_experts[l] > 0;
         }
         if (s.g.total > s.g.budget) return {};
+        // Room to ship one CPU layer's experts and router to the GPU for a prompt batch (the
+        // CPU computes a batch's experts at a fraction of the speed PCIe brings them at), taken
+        // before the GPU's own expert layers: a prompt gains far more than one layer costs decode.
+        const uint64_t staging = *std::max_element(layer_experts.begin(), layer_experts.end());
+        if (fits(staging)) {
+            s.g.prompt_staging = staging;
+            s.g.total += staging;
+        }
         for (uint32_t l = n_layer; l-- > 0;) {
             if (!s.experts_cpu[l] || !fits(layer_experts[l])) break;
             s.g.weights += layer_experts[l];
@@ -558,6 +566,10 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
             ++k;
         }
         const uint32_t cpu = n_layer - k;
+        if (cpu == 0) {  // no expert stays in RAM: nothing to ship
+            s.g.total -= s.g.prompt_staging;
+            s.g.prompt_staging = 0;
+        }
         s.what = k == 0 ? "every layer runs on the GPU, their routed experts stay in RAM, "
                           "computed by the CPU"
                         : "every layer runs on the GPU with the routed experts of the last " +
@@ -711,6 +723,10 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
                 (by_experts ? stream_cpu_experts(s, in, host, plan.memory.budget, refused)
                             : !hp.is_moe() && stream_cpu_layers(s, plan, in, host, refused));
             if (!streamed) continue;
+            if (s.experts_streamed) {  // they are not in RAM to ship
+                s.g.total -= s.g.prompt_staging;
+                s.g.prompt_staging = 0;
+            }
         }
         if (!best || s.seconds < best->seconds) best = std::move(s);
     }
@@ -720,6 +736,10 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
                                                  : refused);
         plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
         return false;
+    }
+    if (best->g.prompt_staging > 0) {
+        best->what += "; prompt batches ship each of those layers' experts to the GPU (" +
+                      format_bytes(best->g.prompt_staging) + " of GPU memory)";
     }
     const Split& s = *best;
     plan.gpu_device = device;

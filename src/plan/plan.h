@@ -223,8 +223,11 @@ struct GpuMemoryPlan {
     uint64_t weights = 0;
     uint64_t kv_cache = 0;     // of the layers on the GPU
     uint64_t activations = 0;  // the GPU backend's activations, staging and scratch
-    uint64_t total = 0;        // never above budget
-    uint64_t budget = 0;       // the GPU budget
+    // An expert split's room for one CPU layer's routed experts and router, shipped from RAM for
+    // each prompt batch that uses most of them (0: prompts compute them on the CPU).
+    uint64_t prompt_staging = 0;
+    uint64_t total = 0;   // never above budget
+    uint64_t budget = 0;  // the GPU budget
 };
 
 struct TierTraffic {

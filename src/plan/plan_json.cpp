@@ -58,8 +58,12 @@ Result<Plan> from_json(const json& j) {
     p.gpu_note = j.value("gpu_note", std::string());
     if (j.contains("gpu_memory")) {
         const json& g = j.at("gpu_memory");
-        p.gpu_memory = {g.at("weights"), g.at("kv_cache"), g.at("activations"), g.at("total"),
-                        g.at("budget")};
+        p.gpu_memory.weights = g.at("weights");
+        p.gpu_memory.kv_cache = g.at("kv_cache");
+        p.gpu_memory.activations = g.at("activations");
+        p.gpu_memory.prompt_staging = g.value("prompt_staging", uint64_t(0));
+        p.gpu_memory.total = g.at("total");
+        p.gpu_memory.budget = g.at("budget");
     }
     if (j.contains("deep")) {
         const json& d = j.at("deep");
@@ -190,6 +194,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
              {{"weights", p.gpu_memory.weights},
               {"kv_cache", p.gpu_memory.kv_cache},
               {"activations", p.gpu_memory.activations},
+              {"prompt_staging", p.gpu_memory.prompt_staging},
               {"total", p.gpu_memory.total},
               {"budget", p.gpu_memory.budget}}},
             {"stream",

@@ -166,8 +166,11 @@ std::string plan_text(const Plan& p) {
         }
         kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
                                format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
-                               ", buffers " + format_bytes(g.activations) + ": " +
-                               format_bytes(g.total) + " of " + format_bytes(g.budget)});
+                               ", buffers " + format_bytes(g.activations) +
+                               (g.prompt_staging
+                                    ? ", prompt expert staging " + format_bytes(g.prompt_staging)
+                                    : std::string()) +
+                               ": " + format_bytes(g.total) + " of " + format_bytes(g.budget)});
     }
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"engine", engine_line(p)});

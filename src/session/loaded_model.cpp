@@ -1,6 +1,7 @@
 #include "session/loaded_model.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
@@ -70,6 +71,12 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
             engine_options.layer_backend.clear();
             for (const LayerPlan& l : plan->layers) {
                 engine_options.layer_backend.push_back(l.on_gpu ? 1 : 0);
+            }
+            // STRATA_PROMPT_SHIPPING=0 in the environment leaves the staging unused (prompts
+            // then compute RAM's experts on the CPU), for comparisons.
+            const char* ship = std::getenv("STRATA_PROMPT_SHIPPING");
+            if (!(ship && ship[0] == '0')) {
+                engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;
             }
         }
         m->plan = std::move(plan);

@@ -42,6 +42,7 @@ Arena::Arena(Arena&& o) noexcept {
 Arena& Arena::operator=(Arena&& o) noexcept {
     if (this != &o) {
         if (mapping_) ::munmap(mapping_, mapping_bytes_);
+        pin_ = std::move(o.pin_);  // ours released while our buffer still exists
         buffer_ = std::move(o.buffer_);
         device_buffer_ = std::move(o.device_buffer_);
         mapping_ = std::exchange(o.mapping_, nullptr);
@@ -296,6 +297,12 @@ Result<Arena> Arena::map(const ModelInfo& info) {
                       return base + info.file.tensors[i].offset;
                   }));
     return arena;
+}
+
+Result<void> Arena::pin_for_gpu() {
+    if (pin_.pinned() || mapping_ || buffer_.size() == 0) return {};
+    STRATA_ASSIGN(pin_, gpu::HostPin::pin(buffer_.data(), buffer_.size()));
+    return {};
 }
 
 }  // namespace strata

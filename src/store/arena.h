@@ -57,9 +57,14 @@ class Arena {
     uint64_t weight_bytes() const { return weight_bytes_; }  // tensor bytes held
     bool mapped() const { return mapping_ != nullptr; }
     double load_seconds() const { return load_seconds_; }
+    // Page-locks the arena's host memory for as long as it lives, so that a GPU copies its
+    // tensors at full bus speed (a GPU run that ships RAM's experts to the GPU per prompt batch).
+    // Nothing for an arena on a GPU or mapped.
+    Result<void> pin_for_gpu();
 
   private:
     AlignedBuffer buffer_;
+    gpu::HostPin pin_;  // declared after buffer_: unpinned before it is freed
     gpu::DeviceBuffer device_buffer_;
     void* mapping_ = nullptr;
     size_t mapping_bytes_ = 0;

@@ -1,5 +1,7 @@
 #include "store/model_store.h"
 
+#include <cstdio>
+
 namespace strata {
 
 namespace {
@@ -70,6 +72,14 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
         STRATA_ASSIGN(s->arena_, Arena::load_to_device(info, on_device, s->reader_, options,
                                                        layout.arena_place.device));
         STRATA_ASSIGN(s->host_arena_, Arena::load(info, on_host, s->reader_, options));
+        if (layout.pin_host) {
+            // Without it the shipping still works, at pageable copy speed.
+            if (auto pinned = s->host_arena_.pin_for_gpu(); !pinned) {
+                std::fprintf(options.progress_out ? options.progress_out : stderr,
+                             "strata: %s; prompts ship experts to the GPU at pageable speed\n",
+                             pinned.error().message.c_str());
+            }
+        }
     } else {
         STRATA_ASSIGN(s->arena_, Arena::load(info, held, s->reader_, options));
     }

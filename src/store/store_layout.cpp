@@ -66,6 +66,7 @@ StoreLayout store_layout(const ModelInfo& info, const Plan& plan) {
         for (size_t i = 0; i < info.tensors.size() && i < plan.tensors.size(); ++i) {
             l.on_host[i] = plan.tensors[i].tier != Tier::Gpu;
         }
+        l.pin_host = plan.gpu_memory.prompt_staging > 0;
     }
     l.ring.lookahead = int(plan.stream.lookahead);
     l.ring.slots = int(plan.stream.slots);

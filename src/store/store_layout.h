@@ -37,6 +37,9 @@ struct StoreLayout {
     // plan split between the two), parallel to `tensors`; empty: none. rope_freqs stays there
     // always: the host reads it.
     std::vector<bool> on_host;
+    // Page-lock the host arena of such a store (Arena::pin_for_gpu): the GPU ships the CPU's
+    // routed experts from it per prompt batch.
+    bool pin_host = false;
     std::string mode = "resident";  // what the store calls itself: the plan's mode, "mmap", ...
 
     bool any(Residence r) const;

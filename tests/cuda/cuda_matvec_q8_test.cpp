@@ -19,9 +19,11 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/matvec_q8_act.h"
 #include "cuda/device_buffers.h"
@@ -149,6 +151,72 @@ TEST(CudaMatvecQ8, DeviceQuantizerMatchesCpuBytes) {
                             for (int j = 0; j < 32; ++j) sum += q0[size_t(b)].qs[j];
                             ASSERT_EQ(float(sum), s);
                         }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The RMS norm that quantizes its own output (elementwise.h Q8Rows, which saves a decode step
+// the quantizer's launch) writes the quantizer's bytes exactly: the norm's float rows are those
+// of the plain norm, and the scratch holds what launch_quantize_activations makes of them. With
+// and without the fused residual add, for widths that give one, several and a partial round of
+// blocks per warp.
+TEST(CudaMatvecQ8, NormQuantizesAsTheQuantizer) {
+    STRATA_REQUIRE_GPU();
+    std::mt19937 rng(12);
+    for (const TensorType at : {TensorType::Q8_0, TensorType::Q8_1, TensorType::Q8_K}) {
+        for (const int64_t d : {int64_t(256), int64_t(2304), int64_t(4096), int64_t(8448)}) {
+            for (const int n : {1, kMaxQ8Tokens}) {
+                for (const bool with_add : {false, true}) {
+                    SCOPED_TRACE(std::string(tensor_type_name(at)) + " d " + std::to_string(d) +
+                                 " n " + std::to_string(n) + (with_add ? " add" : ""));
+                    const std::vector<float> h = activations(n * d, rng);
+                    const std::vector<float> x = activations(n * d, rng);
+                    std::vector<float> w = activations(d, rng);
+                    gpu::DeviceBuffer dh = test::upload(h.data(), h.size() * 4);
+                    gpu::DeviceBuffer dh2 = test::upload(h.data(), h.size() * 4);
+                    gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
+                    gpu::DeviceBuffer dw = test::upload(w.data(), w.size() * 4);
+                    gpu::DeviceBuffer fused = test::upload(h.data(), h.size() * 4);
+                    gpu::DeviceBuffer plain = test::upload(h.data(), h.size() * 4);
+                    const size_t sb = cuda::matvec_q8_scratch_bytes(d);
+                    gpu::DeviceBuffer qf = gpu::DeviceBuffer::allocate(sb).value();
+                    gpu::DeviceBuffer qp = gpu::DeviceBuffer::allocate(sb).value();
+                    const auto f = [](const gpu::DeviceBuffer& b) {
+                        return reinterpret_cast<float*>(b.data());
+                    };
+                    const float eps = 1e-5f;
+                    if (with_add) {
+                        cuda::add_rms_norm(f(dh), f(dx), f(dw), f(fused), n, d, eps, nullptr,
+                                           {at, qf.data()});
+                        cuda::add_rms_norm(f(dh2), f(dx), f(dw), f(plain), n, d, eps, nullptr);
+                    } else {
+                        cuda::rms_norm(f(dh), f(dw), f(fused), n, d, eps, nullptr, {at, qf.data()});
+                        cuda::rms_norm(f(dh2), f(dw), f(plain), n, d, eps, nullptr);
+                    }
+                    cuda::q8detail::launch_quantize_activations(at, f(plain), n, d, qp.data(),
+                                                                nullptr);
+                    const auto yf = test::download<float>(fused.data(), size_t(n * d));
+                    const auto yp = test::download<float>(plain.data(), size_t(n * d));
+                    ASSERT_EQ(std::memcmp(yf.data(), yp.data(), yf.size() * 4), 0);
+                    const size_t used = cuda::q8detail::scratch_layout(at, d, n).end;
+                    const auto bf = test::download<uint8_t>(qf.data(), used);
+                    const auto bp = test::download<uint8_t>(qp.data(), used);
+                    // The layout's alignment padding is never written: compare the used parts.
+                    const auto l = cuda::q8detail::scratch_layout(at, d, n);
+                    ASSERT_EQ(std::memcmp(bf.data(), bp.data(), size_t(n * d)), 0) << "codes";
+                    const size_t scale_bytes =
+                        at == TensorType::Q8_K ? size_t(n * d / 256) * 4 : size_t(n * d / 32) * 8;
+                    ASSERT_EQ(std::memcmp(bf.data() + l.scales, bp.data() + l.scales, scale_bytes),
+                              0)
+                        << "scales";
+                    if (at == TensorType::Q8_K) {
+                        ASSERT_EQ(std::memcmp(bf.data() + l.bsums, bp.data() + l.bsums,
+                                              size_t(n * d / 16) * 2),
+                                  0)
+                            << "sums";
                     }
                 }
             }

@@ -3,7 +3,7 @@
 // backend's rounding (cuda_engine_test.cpp says where that comes from). The plans are real ones:
 // make_plan with a GPU budget just too small for the whole model, so the last layer and the head
 // go to the GPU and the first layer stays on the CPU, or (mixtures of experts) every layer on
-// the GPU with the first layer's routed experts on the CPU. The cases cover the ways the hidden
+// the GPU with the first layers' routed experts on the CPU. The cases cover the ways the hidden
 // state crosses: an untied head (embedding on the CPU, head on the GPU), a tied one (the table on
 // the GPU: the embedding runs there and crosses to the CPU's first layer and back), and a layer
 // whose normalized input crosses to the CPU for its routed experts and whose experts' sum comes
@@ -24,6 +24,7 @@
 #include "plan_test_support.h"
 #include "session/loaded_model.h"
 #include "test_support.h"
+#include "util/units.h"
 
 namespace strata {
 namespace {
@@ -70,8 +71,10 @@ uint64_t streamed_ram_budget(const Plan& plan, uint64_t short_by) {
 
 // A real plan of the split asked for: for the layer split, a GPU budget half the last layer
 // short of the whole model (the last layer on the GPU, the first on the CPU); for the expert
-// split, half the first layer's experts short of every tensor the split can put on the GPU
-// (the first layer's experts on the CPU, the last one's on the GPU).
+// split, the first layer's experts and half the second's (with their routers) short of every
+// tensor the split can put on the GPU, plus its prompt staging (the largest layer's experts and
+// router). Staging a layer costs what keeping one in RAM frees, so a split that ships keeps two
+// layers' experts on the CPU (or every layer's, with two layers): the first two.
 // With `streamed`, the RAM budget is then cut so that the CPU's part no longer fits and streams
 // from disk: by a quarter of the first layer's experts (the expert cache), or, for the layer
 // split, with only the last layer on the GPU, by one and a half of the CPU's FFN layers (slots).
@@ -86,18 +89,24 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     EXPECT_TRUE(whole->gpu_resident());
     const int last = int(info.hparams->n_layer) - 1;
     uint64_t last_layer = 0, first_experts = 0, untied_table = 0;
+    std::vector<uint64_t> shipped(info.hparams->n_layer, 0);  // per layer: experts and router
     for (const ModelTensor& t : info.tensors) {
         const uint64_t bytes = info.info(t).n_bytes;
         if (t.layer == last) last_layer += bytes;
         if (t.layer == 0 && t.is_routed_expert()) first_experts += bytes;
+        if (t.layer >= 0 && (t.is_routed_expert() || t.role == TensorRole::MoeRouter ||
+                             t.role == TensorRole::MoeRouterBias)) {
+            shipped[size_t(t.layer)] += bytes;
+        }
         if (t.layer < 0 && t.role == TensorRole::TokenEmbedding && !info.hparams->tied_output) {
             untied_table += bytes;
         }
     }
     const uint32_t n_layer = info.hparams->n_layer;
     const uint64_t layer_kv = whole->gpu_memory.kv_cache / n_layer;
-    b.gpu_mem = split == GpuSplit::Experts
-                    ? whole->gpu_memory.total - untied_table - first_experts / 2
+    b.gpu_mem = split == GpuSplit::Experts ? whole->gpu_memory.total - untied_table - shipped[0] -
+                                                 (n_layer > 1 ? shipped[1] / 2 : 0) +
+                                                 *std::max_element(shipped.begin(), shipped.end())
                 : streamed ? whole->gpu_memory.total - untied_table -
                                  (n_layer - 1) * (last_layer + layer_kv) + last_layer / 2
                            : whole->gpu_memory.total - last_layer / 2;
@@ -115,14 +124,18 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     return plan ? std::move(*plan) : Plan{};
 }
 
-std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan) {
+// The logits of a 12-token prompt (in batches of `batch`) and, with `decode`, of 16 decode steps
+// after it. MoE models route by a fixed trace unless `route` (the backends' own routing).
+std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan,
+                                         bool route = false, uint32_t batch = kBatch,
+                                         bool decode = true) {
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
-    options.engine.max_batch = kBatch;
+    options.engine.max_batch = batch;
     std::vector<std::vector<float>> rows;
     ModelInfo info = info_of(path);
-    if (info.hparams && info.hparams->is_moe()) {
+    if (info.hparams && info.hparams->is_moe() && !route) {
         // One fixed routing for both runs (cuda_engine_test.cpp says why).
         const ModelHparams& hp = *info.hparams;
         options.engine.forced_routing =
@@ -140,7 +153,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
     for (size_t r = 0; r < prompt.size(); ++r) {
         rows.emplace_back(logits.begin() + long(r * v), logits.begin() + long((r + 1) * v));
     }
-    for (int i = 0; i < 16; ++i) {
+    for (int i = 0; decode && i < 16; ++i) {
         const int32_t t = int32_t(200 + 13 * i) % int32_t(v);
         EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
         rows.push_back(logits);
@@ -180,7 +193,7 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
         ASSERT_EQ(plan.cpu_expert_layers, 0u);
     } else {
         ASSERT_EQ(plan.gpu_layers, n_layer);
-        ASSERT_EQ(plan.cpu_expert_layers, 1u);
+        ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, n_layer));
         ASSERT_TRUE(plan.layers.front().experts_on_cpu);
     }
     const auto cpu = evaluate(path, std::nullopt);
@@ -201,6 +214,56 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
         c.preset.c_str(), std::string(gpu_split_name(c.split)).c_str(), plan.gpu_layers,
         plan.cpu_expert_layers, c.streamed ? ", from disk" : "", worst, tol);
 }
+
+// A prompt batch that uses every expert twice on average ships the CPU's layer of experts (and its
+// router) to the GPU, which then routes and computes it with the kernels it runs its own layers'
+// experts with: so the split's prompt logits are those of the whole model on the GPU, to the bit
+// where the kernels are deterministic (here within 1e-6 relative). The CPU computing that layer
+// instead would differ by its rounding (~1e-2): the bound tells the two apart.
+class CudaSplitShipping : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaSplitShipping, GivesThePromptLogitsOfTheWholeModelOnTheGpu) {
+    STRATA_REQUIRE_GPU();
+    const std::string& path = test::synth_test_model(GetParam(), TensorType::Q8_0, 1, 0);
+    const ModelInfo info = info_of(path);
+    ASSERT_TRUE(info.hparams);
+    const ModelHparams& hp = *info.hparams;
+    constexpr uint32_t kOneBatch = 16;  // the 12-token prompt in one batch
+    ASSERT_GE(12 * hp.n_expert_used, 2 * hp.n_expert) << "the batch would not ship";
+    const Plan plan = split_plan(info, GpuSplit::Experts, false);
+    ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
+    ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, hp.n_layer));
+    ASSERT_GT(plan.gpu_memory.prompt_staging, 0u) << plan.reason;
+    HardwareProfile profile = profile_with_gpu();
+    Budgets b;
+    b.ram = 8ull << 30;
+    b.gpu_mem = 8ull << 30;
+    PlanOptions o = plan_options();
+    o.max_batch = kOneBatch;
+    auto whole = make_plan(info, profile, b, o);
+    ASSERT_TRUE(whole) << whole.error().message;
+    ASSERT_TRUE(whole->gpu_resident());
+    const auto gpu = evaluate(path, std::move(*whole), true, kOneBatch, false);
+    Plan split = plan;
+    split.batch = kOneBatch;
+    const auto shipped = evaluate(path, split, true, kOneBatch, false);
+    ASSERT_EQ(gpu.size(), 12u);
+    ASSERT_EQ(shipped.size(), gpu.size());
+    double worst = 0;
+    for (size_t r = 0; r < gpu.size(); ++r) {
+        const double e = test::rel_l2(shipped[r], gpu[r]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, 1e-6) << "row " << r;
+    }
+    std::printf(
+        "%-14s prompt with the CPU's experts shipped (%s of staging): worst relative "
+        "difference from the whole model on the GPU %.2e\n",
+        GetParam().c_str(), format_bytes(plan.gpu_memory.prompt_staging).c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
+                         ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe"),
+                         [](const auto& p) { return test::test_name(p.param); });
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaSplit,

@@ -246,11 +246,10 @@ void GpuAttention::run(const GpuKvCache& kv, int layer, int n_head, int n_head_k
                     unsigned((n + a.bq - 1) / a.bq));
     const AttendKernel kernel = ls.tensor_cores ? kMmaKernels[mma_index(head_dim_k, head_dim_v)]
                                                 : kAttendKernels[q8 ? 1 : 0][log2_rows(ls.rows)];
-    kernel<<<grid, kThreads, ls.smem, s>>>(a);
-    STRATA_CUDA_LAUNCHED();
+    launch_pdl(kernel, grid, dim3(kThreads), ls.smem, s, a);
     if (ls.max_splits > 1) {
-        attn::combine_kernel<<<dim3(unsigned(n_head), unsigned(n)), kThreads, 0, s>>>(a);
-        STRATA_CUDA_LAUNCHED();
+        launch_pdl(attn::combine_kernel, dim3(unsigned(n_head), unsigned(n)), dim3(kThreads), 0, s,
+                   a);
     }
 }
 

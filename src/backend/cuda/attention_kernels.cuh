@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kv_cache_gpu.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace strata::cuda::attn {
 
@@ -338,6 +339,8 @@ __device__ inline void load_weights(const float* src, float (&w)[R]) {
 //               tile in {16, 32, 64}; *pos0 + n <= n_ctx.
 template <bool Q8, int R>
 __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
+    pdl_trigger();  // launched with launch_pdl
+    pdl_wait();
     extern __shared__ __align__(16) unsigned char smem[];
     const int T = a.tile;
     const Smem L(Q8, R, T, a.hd_k, a.hd_v);
@@ -510,6 +513,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
 // sum_s e_s l_s with e_s = exp(m_s - max m), over the splits the attend kernel ran for it.
 // PRECONDITION: the Args of the attend launch before it, with part and ml set.
 __global__ void __launch_bounds__(kThreads) combine_kernel(const Args a) {
+    pdl_trigger();  // launched with launch_pdl
+    pdl_wait();
     __shared__ float weight[kMaxSplits];
     const int head = int(blockIdx.x), t = int(blockIdx.y);
     const int length = group_length(a, *a.pos0, t / a.bq);

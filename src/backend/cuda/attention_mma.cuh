@@ -89,6 +89,8 @@ __device__ void mma_load_tile(const Args& a, unsigned char* stage, int kvh, int 
 // PRECONDITION: F16 cache; hd_k == hd_v == HD; hb * bq <= kMmaRows; *pos0 + n <= n_ctx.
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attend_mma_kernel(const Args a) {
+    pdl_trigger();  // launched with launch_pdl
+    pdl_wait();
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int rb = mma_row_bytes(HD);
     constexpr int KS = HD / 16;       // 16-dimension steps of the score product

@@ -211,6 +211,11 @@ class CudaBackend final : public Backend {
                           gpu::DeviceBuffer::allocate(
                               matvec_q8_scratch_bytes(std::max(s.d, s.ff), int(slots)), device_));
         }
+        if (config.prompt_staging > 0 && hp_.is_moe()) {
+            // Room for the four pieces' alignment besides the plan's bytes.
+            STRATA_ASSIGN(ship_, gpu::DeviceBuffer::allocate(config.prompt_staging + 4 * kShipAlign,
+                                                             device_));
+        }
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
         if (OpProfile::requested()) profile_ = std::make_unique<OpProfile>();
         return {};
@@ -394,14 +399,21 @@ class CudaBackend final : public Backend {
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
     }
 
+    // The conditions of routed_experts but where the weights lie.
+    bool takes_routing(const TensorView& router, const ExpertStack& experts, int k,
+                       int64_t n) const {
+        return n >= 1 && hp_.is_moe() && experts.n_expert <= kMaxRoutedExperts && k >= 1 &&
+               k <= kMaxExpertsUsed && k <= experts.n_expert && k <= shapes_.n_expert_used &&
+               n * k <= 65535 && router.rows() == experts.n_expert &&
+               linear_supports(router.type) && expert_ffn_supports(experts) &&
+               experts.first.gate.rows() <= shapes_.ff;
+    }
+
     bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
                         bool norm_weights, Act in, Act out, int64_t n) override {
-        if (n < 1 || !hp_.is_moe() || experts.n_expert > kMaxRoutedExperts || k < 1 ||
-            k > kMaxExpertsUsed || k > experts.n_expert || k > shapes_.n_expert_used ||
-            n * k > 65535 || router.rows() != experts.n_expert || !linear_supports(router.type) ||
-            !expert_ffn_supports(experts) || experts.first.gate.rows() > shapes_.ff ||
-            !can_read(router.where) || !can_read(experts.first.gate.where) ||
-            !can_read(experts.first.up.where) || !can_read(experts.first.down.where)) {
+        if (!takes_routing(router, experts, k, n) || !can_read(router.where) ||
+            !can_read(experts.first.gate.where) || !can_read(experts.first.up.where) ||
+            !can_read(experts.first.down.where)) {
             return false;
         }
         Record r{OpKind::Experts, in, out, 0, n, router, experts.first.gate, experts.first.up};
@@ -412,6 +424,42 @@ class CudaBackend final : public Backend {
         r.norm_weights = norm_weights;
         run(r);
         return true;
+    }
+
+    // The router and the three expert stacks copied into ship_ on the stream, one after another
+    // (each 256-byte aligned), then routed and computed as resident ones. The stream orders the
+    // copies after the previous layer's kernels that read ship_, and this layer's kernels after
+    // the copies; the host memory is the store's page-locked host arena (StoreLayout::pin_host).
+    bool routed_experts_shipped(const TensorView& router, const ExpertStack& experts, int k,
+                                bool norm_weights, Act in, Act out, int64_t n) override {
+        if (ship_.size() == 0 || !takes_routing(router, experts, k, n)) return false;
+        const auto span = [&](const TensorView& v, size_t stride) {
+            return stride * size_t(experts.n_expert - 1) + v.row_bytes * size_t(v.rows());
+        };
+        const TensorView* from[4] = {&router, &experts.first.gate, &experts.first.up,
+                                     &experts.first.down};
+        const size_t bytes[4] = {router.row_bytes * size_t(router.rows()),
+                                 span(experts.first.gate, experts.gate_stride),
+                                 span(experts.first.up, experts.up_stride),
+                                 span(experts.first.down, experts.down_stride)};
+        TensorView to[4];
+        size_t at = 0;
+        for (int i = 0; i < 4; ++i) {
+            if (from[i]->where.kind == MemoryKind::Device) return false;  // only host memory
+            to[i] = *from[i];
+            to[i].data = ship_.data() + at;
+            to[i].where = {MemoryKind::Device, device_};
+            at += (bytes[i] + kShipAlign - 1) / kShipAlign * kShipAlign;
+        }
+        if (at > ship_.size()) return false;
+        flush();
+        for (int i = 0; i < 4; ++i) {
+            STRATA_CUDA(cudaMemcpyAsync(const_cast<std::byte*>(to[i].data), from[i]->data, bytes[i],
+                                        cudaMemcpyHostToDevice, stream_));
+        }
+        ExpertStack shipped = experts;
+        shipped.first = {to[1], to[2], to[3]};
+        return routed_experts(to[0], shipped, k, norm_weights, in, out, n);
     }
 
     void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
@@ -516,14 +564,17 @@ class CudaBackend final : public Backend {
 
     // Launches one op on the stream. A recorded op (replayable in a graph) takes the token and
     // the position from the step parameters, and attention is sized for the whole context.
-    void launch(const Record& r, bool recorded) {
+    // `quantized`: the op's input is already quantized as that type for the int8 matvec (by the
+    // norm ahead of it, which also writes `q8` when given).
+    void launch(const Record& r, bool recorded, TensorType quantized = TensorType::F32,
+                cuda::Q8Rows q8 = {}) {
         if (profile_) {
             profile_->begin(stream_);
-            launch_op(r, recorded);
+            launch_op(r, recorded, quantized, q8);
             profile_->end(stream_, profile_name(r), weight_bytes(r));
             return;
         }
-        launch_op(r, recorded);
+        launch_op(r, recorded, quantized, q8);
     }
 
     // An op launched outside the recorded kinds, timed like them when profiling.
@@ -563,15 +614,15 @@ class CudaBackend final : public Backend {
         return name + (r.n == 1 ? " n=1" : " n>1");
     }
 
-    void launch_op(const Record& r, bool recorded) {
+    void launch_op(const Record& r, bool recorded, TensorType quantized, cuda::Q8Rows q8) {
         const uint32_t l = uint32_t(r.layer);
         switch (r.kind) {
             case OpKind::Embed:
                 embed_rows(r.w0, &step_dev()->token, 1, act(Act::Hidden), stream_);
                 break;
             case OpKind::RmsNorm:
-                cuda::rms_norm(act(r.a), r.w0.f32(), act(r.b), r.n, shapes_.d, hp_.rms_eps,
-                               stream_);
+                cuda::rms_norm(act(r.a), r.w0.f32(), act(r.b), r.n, shapes_.d, hp_.rms_eps, stream_,
+                               q8);
                 break;
             case OpKind::Linear: {
                 std::array<Matmul::Product, kMaxJobs> products;
@@ -579,7 +630,7 @@ class CudaBackend final : public Backend {
                 for (; count < kMaxJobs && (r.*kWeights[count]).present(); ++count) {
                     products[count] = {&(r.*kWeights[count]), r.biases[count], act(r.outs[count])};
                 }
-                matmul_->linear_many({products.data(), count}, act(r.a), r.n);
+                matmul_->linear_many({products.data(), count}, act(r.a), r.n, quantized);
                 break;
             }
             case OpKind::RopeStoreKv: {
@@ -606,7 +657,7 @@ class CudaBackend final : public Backend {
                 break;
             }
             case OpKind::Ffn:
-                ffn(r.w0, r.w1, r.w2, act(r.a), act(r.b), r.n);
+                ffn(r.w0, r.w1, r.w2, act(r.a), act(r.b), r.n, quantized);
                 break;
             case OpKind::SigmoidGate:
                 matmul_->linear(r.w0, nullptr, act(r.a), scalar(), r.n);
@@ -615,9 +666,11 @@ class CudaBackend final : public Backend {
             case OpKind::Add:
                 cuda::add(act(r.b), act(r.a), r.n * shapes_.d, stream_);
                 break;
-            case OpKind::Head:
-                matmul_->linear(r.w0, nullptr, act(Act::Normed), host_out(), 1);
+            case OpKind::Head: {
+                const Matmul::Product head{&r.w0, nullptr, host_out()};
+                matmul_->linear_many({&head, 1}, act(Act::Normed), 1, quantized);
                 break;
+            }
             case OpKind::Experts:
                 routed(r);
                 break;
@@ -688,13 +741,41 @@ class CudaBackend final : public Backend {
         STRATA_CUDA(cudaMemcpyAsync(step_dev(), &step_host(), sizeof(StepParams),
                                     cudaMemcpyHostToDevice, stream_));
         for (size_t i = 0; i < tape_.size(); ++i) {
-            if (i + 1 < tape_.size() && fuses_into_norm(tape_[i], tape_[i + 1])) {
-                launch_add_norm(tape_[i], tape_[i + 1]);
-                ++i;
+            const auto at = [&](size_t j) { return j < tape_.size() ? &tape_[j] : nullptr; };
+            const bool add_norm = fuses_into_norm(tape_[i], at(i + 1));
+            const Record& norm = tape_[add_norm ? i + 1 : i];
+            if (norm.kind != OpKind::RmsNorm) {
+                launch(tape_[i], true);
                 continue;
             }
-            launch(tape_[i], true);
+            // A norm whose output the next op multiplies with the int8 matvec writes it
+            // quantized too, and that op skips its quantizer.
+            const Record* next = at(add_norm ? i + 2 : i + 1);
+            const TensorType q = quantized_after(norm, next);
+            const cuda::Q8Rows q8{q, matmul_->q8_scratch()};
+            if (add_norm) {
+                launch_add_norm(tape_[i], norm, q8);
+                ++i;
+            } else {
+                launch(norm, true, TensorType::F32, q8);
+            }
+            if (q != TensorType::F32) {
+                launch(*next, true, q);
+                ++i;
+            }
         }
+    }
+
+    // The activation type `next` quantizes the norm's output to for the int8 matvec, when it
+    // is the norm's only reader among the ops that follow (a projection or FFN right after it);
+    // F32 otherwise.
+    TensorType quantized_after(const Record& norm, const Record* next) const {
+        if (!next || next->a != norm.b || next->n != norm.n) return TensorType::F32;
+        if (next->kind != OpKind::Linear && next->kind != OpKind::Ffn &&
+            next->kind != OpKind::Head) {
+            return TensorType::F32;
+        }
+        return matmul_->q8_input_type(next->w0, next->n);
     }
 
     // Routing and experts on the device (routed_experts): the router's logits, each token's
@@ -738,14 +819,14 @@ class CudaBackend final : public Backend {
 
     // A residual add followed by the norm of the sum (every block boundary of a decode step):
     // one kernel does both.
-    static bool fuses_into_norm(const Record& add, const Record& norm) {
-        return add.kind == OpKind::Add && norm.kind == OpKind::RmsNorm && norm.a == add.b &&
-               norm.b != add.b && norm.b != add.a && norm.n == add.n;
+    static bool fuses_into_norm(const Record& add, const Record* norm) {
+        return norm && add.kind == OpKind::Add && norm->kind == OpKind::RmsNorm &&
+               norm->a == add.b && norm->b != add.b && norm->b != add.a && norm->n == add.n;
     }
-    void launch_add_norm(const Record& add, const Record& norm) {
+    void launch_add_norm(const Record& add, const Record& norm, cuda::Q8Rows q8) {
         const auto go = [&] {
             cuda::add_rms_norm(act(add.b), act(add.a), norm.w0.f32(), act(norm.b), norm.n,
-                               shapes_.d, hp_.rms_eps, stream_);
+                               shapes_.d, hp_.rms_eps, stream_, q8);
         };
         if (!profile_) return go();
         profile_->begin(stream_);
@@ -767,12 +848,12 @@ class CudaBackend final : public Backend {
     }
 
     void ffn(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
-             float* out, int64_t n) {
+             float* out, int64_t n, TensorType quantized = TensorType::F32) {
         expect_device(gate);
         expect_device(up);
         expect_device(down);
         float* g = dev(gate_);
-        matmul_->swiglu(gate, up, x, g, dev(up_), n);
+        matmul_->swiglu(gate, up, x, g, dev(up_), n, quantized);
         matmul_->linear(down, nullptr, g, out, n);
     }
 
@@ -788,6 +869,10 @@ class CudaBackend final : public Backend {
     std::unique_ptr<Matmul> matmul_;
     std::array<gpu::DeviceBuffer, size_t(Act::Count)> acts_;
     gpu::DeviceBuffer gate_, up_, scalar_, host_out_, ids_, step_;
+    // Prompt staging: a layer's router and routed experts shipped from RAM
+    // (routed_experts_shipped).
+    static constexpr size_t kShipAlign = 256;
+    gpu::DeviceBuffer ship_;
     gpu::PinnedBuffer step_pinned_;
     uint32_t n_ctx_ = 0;
     bool recording_ = false;

@@ -1,6 +1,11 @@
 #include "backend/cuda/elementwise.h"
 
+#include <cassert>
+
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quantize_q8.cuh"
 
 namespace strata::cuda {
 
@@ -22,14 +27,26 @@ __device__ float warp_sum(float v) {
 // loads, not a latency-bound loop (a decode step runs two norms per layer).
 constexpr int kNormThreads = 1024;
 
+// The quantized form of a norm's output rows (Q8Rows), as the kernel takes it: token-major
+// codes and block scales (q8detail::ScratchLayout).
+struct NormQuant {
+    bool on = false;
+    q8warp::Kind kind = q8warp::Kind::Q8_0;
+    q8warp::RowOut rows{};
+};
+
 // One block per row. With `add`: x[r] += add[r] first (each thread adds the elements it then
 // reads back), the residual add of the block before fused into this pass. V4: d a multiple of
-// 4 and every row 16-byte aligned (float4 accesses).
+// 4 and every row 16-byte aligned (float4 accesses). With q.on, the row's output is then
+// quantized, a warp per block (read back from y: the block's own writes, after a barrier).
+// Launched with launch_pdl.
 // PRECONDITION: blockDim.x == kNormThreads.
 template <bool V4>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, const float* __restrict__ add, const float* __restrict__ w, float* y,
-                    int64_t d, float eps) {
+                    int64_t d, float eps, NormQuant q) {
+    pdl_trigger();
+    pdl_wait();
     float* xr = x + blockIdx.x * d;
     float* yr = y + blockIdx.x * d;
     const float* ar = add ? add + blockIdx.x * d : nullptr;
@@ -83,20 +100,42 @@ __global__ void __launch_bounds__(kNormThreads)
             yr[i] = w ? xr[i] * scale * w[i] : xr[i] * scale;
         }
     }
+    if (!q.on) return;
+    __syncthreads();
+    const int64_t qk = q.kind == q8warp::Kind::Q8_K ? 256 : 32, nb = d / qk;
+    const int64_t r = blockIdx.x;
+    const q8warp::RowOut out{q.rows.codes + r * d, q.rows.ds + r * nb, q.rows.d + r * nb,
+                             q.rows.bsums + r * (d / 16)};
+    for (int64_t b = threadIdx.x / 32; b < nb; b += kNormThreads / 32) {
+        q8warp::row_block(q.kind, yr, b, int(threadIdx.x % 32), out);
+    }
 }
 
 // The norm launch: float4 accesses when every row and the weight allow them.
 void launch_rms_norm(float* x, const float* add, const float* w, float* y, int64_t rows, int64_t d,
-                     float eps, cudaStream_t s) {
+                     float eps, cudaStream_t s, Q8Rows q8) {
     const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const bool v4 =
         d % 4 == 0 && aligned(x) && aligned(y) && (!add || aligned(add)) && (!w || aligned(w));
-    if (v4) {
-        rms_norm_kernel<true><<<unsigned(rows), kNormThreads, 0, s>>>(x, add, w, y, d, eps);
-    } else {
-        rms_norm_kernel<false><<<unsigned(rows), kNormThreads, 0, s>>>(x, add, w, y, d, eps);
+    NormQuant q;
+    if (q8.act_type != TensorType::F32) {
+        // The quantizer's preconditions, on the norm's output rows.
+        assert(d % (q8.act_type == TensorType::Q8_K ? 256 : 32) == 0);
+        assert(q8.act_type != TensorType::Q8_K || (aligned(y) && d % 4 == 0));
+        const q8detail::ScratchLayout l = q8detail::scratch_layout(q8.act_type, d, int(rows));
+        auto* base = static_cast<uint8_t*>(q8.scratch);
+        q.on = true;
+        q.kind = q8warp::kind_of(q8.act_type);
+        q.rows = {
+            reinterpret_cast<int8_t*>(base + l.codes), reinterpret_cast<float2*>(base + l.scales),
+            reinterpret_cast<float*>(base + l.scales), reinterpret_cast<int16_t*>(base + l.bsums)};
     }
-    STRATA_CUDA_LAUNCHED();
+    const dim3 grid{unsigned(rows)}, block{unsigned(kNormThreads)};
+    if (v4) {
+        launch_pdl(rms_norm_kernel<true>, grid, block, 0, s, x, add, w, y, d, eps, q);
+    } else {
+        launch_pdl(rms_norm_kernel<false>, grid, block, 0, s, x, add, w, y, d, eps, q);
+    }
 }
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t count) {
@@ -155,16 +194,16 @@ __global__ void set_int_kernel(int32_t* dst, int32_t value) {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
-              cudaStream_t s) {
+              cudaStream_t s, Q8Rows q) {
     if (rows <= 0) return;
     // x is only read without an add.
-    launch_rms_norm(const_cast<float*>(x), nullptr, w, y, rows, d, eps, s);
+    launch_rms_norm(const_cast<float*>(x), nullptr, w, y, rows, d, eps, s, q);
 }
 
 void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t rows, int64_t d,
-                  float eps, cudaStream_t s) {
+                  float eps, cudaStream_t s, Q8Rows q) {
     if (rows <= 0) return;
-    launch_rms_norm(h, x, w, y, rows, d, eps, s);
+    launch_rms_norm(h, x, w, y, rows, d, eps, s, q);
 }
 
 void add(float* y, const float* x, int64_t count, cudaStream_t s) {

@@ -9,16 +9,27 @@
 
 #include <cstdint>
 
+#include "gguf/tensor_type.h"
+
 namespace strata::cuda {
 
+// Rows a kernel also writes quantized for the int8 matvec, as its quantizer would
+// (matvec_q8.h: launch_quantize_for), so that the matvec behind needs no quantizer launch:
+// act_type Q8_0, Q8_1 or Q8_K into the quantized-activation scratch; F32: not at all.
+struct Q8Rows {
+    TensorType act_type = TensorType::F32;
+    void* scratch = nullptr;
+};
+
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of d floats; w may be null (no weight).
-// x and y may be the same.
+// x and y may be the same. With q, y is also quantized into q.scratch (d a multiple of its
+// block: 256 for Q8_K, 32 otherwise; rows within the scratch's size).
 void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
-              cudaStream_t s);
+              cudaStream_t s, Q8Rows q = {});
 // h[r] += x[r], then y[r] = rms_norm(h[r]) as above, in one pass (the residual add and the next
 // block's norm). y differs from h and x.
 void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t rows, int64_t d,
-                  float eps, cudaStream_t s);
+                  float eps, cudaStream_t s, Q8Rows q = {});
 // y[i] += x[i], i < count.
 void add(float* y, const float* x, int64_t count, cudaStream_t s);
 // out[i] = silu(gate[i]) * up[i], i < count; out may be gate.

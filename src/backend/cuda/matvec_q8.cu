@@ -10,6 +10,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matvec_q8_act.h"
 #include "backend/cuda/matvec_q8_kernel.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quantize_q8.cuh"
 #include "quant/quant.h"
 
 namespace strata::cuda {
@@ -44,98 +46,33 @@ size_t align16(size_t v) {
 
 constexpr int kQuantThreads = 256;
 
-// Q8_0 / Q8_1: a warp per 32-element block, a lane per element (blocks of all n tokens in a row:
-// warp g is token g / (cols / 32), block g % (cols / 32)).
-// PRECONDITION: blockDim.x == kQuantThreads, cols a multiple of 32; `q1`: Q8_1 (s) else Q8_0 (sum).
+// A warp per block, for the blocks of all n tokens in a row: warp g quantizes token g / nb's
+// block g % nb (nb blocks per token). Launched with launch_pdl: the matvec behind may start at
+// once (its weight loads do not depend on us; it waits for our results before reading them).
+// PRECONDITION: blockDim.x == kQuantThreads, cols a multiple of the block, x 16-byte aligned.
 __global__ void __launch_bounds__(kQuantThreads)
-    quantize_q8_32(const float* __restrict__ x, int64_t cols, int64_t blocks, bool q1,
-                   int8_t* __restrict__ codes, float2* __restrict__ ds) {
-    // The matvec behind may start now (its weight loads do not depend on us; it waits for our
-    // results before reading them).
-    q8k::allow_dependent_launch();
+    quantize_rows(q8warp::Kind kind, const float* x, int64_t cols, int64_t blocks,
+                  q8warp::RowOut out) {
+    pdl_trigger();
+    pdl_wait();
     const int64_t g = (int64_t(blockIdx.x) * kQuantThreads + threadIdx.x) >> 5;
     const int lane = int(threadIdx.x) & 31;
     if (g >= blocks) return;
-    const int64_t nb = cols / 32;
+    const int64_t qk = kind == q8warp::Kind::Q8_K ? 256 : 32;
+    const int64_t nb = cols / qk;
     const int64_t t = g / nb, b = g % nb;
-    const int64_t e = t * cols + b * 32 + lane;
-    const float v = x[e];
-    float amax = fabsf(v);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const q8act::Q8Scale sc = q8act::q8_scale(amax);
-    const int q = q8act::q8_code(sc, v);
-    codes[e] = int8_t(q);
-    int sum = q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (lane == 0) {
-        const float d = __half2float(__float2half_rn(sc.d));
-        const float s = q1 ? __half2float(__float2half_rn(q8act::q8_1_sum(sc.d, sum))) : float(sum);
-        ds[t * nb + b] = make_float2(d, s);
-    }
-}
-
-// Q8_K: a warp per 256-element block, lane l quantizing elements 8l .. 8l + 7.
-// PRECONDITION: blockDim.x == kQuantThreads, cols a multiple of 256, x 16-byte aligned.
-__global__ void __launch_bounds__(kQuantThreads)
-    quantize_q8_k(const float* __restrict__ x, int64_t cols, int64_t blocks,
-                  int8_t* __restrict__ codes, float* __restrict__ dout,
-                  int16_t* __restrict__ bsums) {
-    q8k::allow_dependent_launch();
-    const int64_t g = (int64_t(blockIdx.x) * kQuantThreads + threadIdx.x) >> 5;
-    const int lane = int(threadIdx.x) & 31;
-    if (g >= blocks) return;
-    const int64_t nb = cols / 256;
-    const int64_t t = g / nb, b = g % nb;
-    const int64_t e = t * cols + b * 256 + 8 * lane;
-    const float4 v0 = *reinterpret_cast<const float4*>(x + e);
-    const float4 v1 = *reinterpret_cast<const float4*>(x + e + 4);
-    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    // The first value of largest magnitude: the lane's first, then across lanes the larger
-    // magnitude, the lower index on ties.
-    float mag = 0, val = 0;
-    int idx = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        if (fabsf(v[k]) > mag) {
-            mag = fabsf(v[k]);
-            val = v[k];
-            idx = 8 * lane + k;
-        }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float omag = __shfl_xor_sync(0xffffffffu, mag, o);
-        const float oval = __shfl_xor_sync(0xffffffffu, val, o);
-        const int oidx = __shfl_xor_sync(0xffffffffu, idx, o);
-        if (omag > mag || (omag == mag && oidx < idx)) {
-            mag = omag;
-            val = oval;
-            idx = oidx;
-        }
-    }
-    const float iscale = mag != 0 ? q8act::q8k_iscale(val) : 0.0f;
-    uint32_t w[2] = {0, 0};
-    int sum = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const int q = mag != 0 ? q8act::q8k_code(iscale, v[k]) : 0;
-        sum += q;
-        w[k / 4] |= uint32_t(uint8_t(int8_t(q))) << (8 * (k % 4));
-    }
-    *reinterpret_cast<uint2*>(codes + e) = make_uint2(w[0], w[1]);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // lanes 2j, 2j + 1: the 16 codes of group j
-    if ((lane & 1) == 0) bsums[t * (cols / 16) + b * 16 + lane / 2] = int16_t(sum);
-    if (lane == 0) dout[t * nb + b] = mag != 0 ? q8act::q8k_d(iscale) : 0.0f;
+    // Token t's row: its codes, and its nb blocks' scales (and sums).
+    const q8warp::RowOut row{out.codes + t * cols, out.ds + t * nb, out.d + t * nb,
+                             out.bsums + t * (cols / 16)};
+    q8warp::row_block(kind, x + t * cols, b, lane, row);
 }
 
 }  // namespace
 
-namespace q8k {
-
-bool device_has_pdl() {
+bool pdl_available() {
     static const bool has = [] {
+        const char* env = std::getenv("STRATA_PDL");
+        if (env && env[0] == '0') return false;
         int dev = 0, major = 0;
         STRATA_CUDA(cudaGetDevice(&dev));
         STRATA_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -144,7 +81,13 @@ bool device_has_pdl() {
     return has;
 }
 
-}  // namespace q8k
+bool pdl_matvec_triggers_early() {
+    static const bool early = [] {
+        const char* env = std::getenv("STRATA_PDL");
+        return env && env[0] == '2';
+    }();
+    return early;
+}
 
 namespace q8detail {
 
@@ -175,20 +118,15 @@ void launch_quantize_activations(TensorType act_type, const float* x, int n, int
                                  void* scratch, cudaStream_t stream) {
     const ScratchLayout l = scratch_layout(act_type, cols, n);
     auto* base = static_cast<uint8_t*>(scratch);
-    auto* codes = reinterpret_cast<int8_t*>(base + l.codes);
-    const int64_t qk = act_type == TensorType::Q8_K ? 256 : 32;
+    const q8warp::RowOut out{
+        reinterpret_cast<int8_t*>(base + l.codes), reinterpret_cast<float2*>(base + l.scales),
+        reinterpret_cast<float*>(base + l.scales), reinterpret_cast<int16_t*>(base + l.bsums)};
+    const q8warp::Kind kind = q8warp::kind_of(act_type);
+    const int64_t qk = kind == q8warp::Kind::Q8_K ? 256 : 32;
     const int64_t blocks = int64_t(n) * (cols / qk);
     const unsigned grid = unsigned((blocks * 32 + kQuantThreads - 1) / kQuantThreads);
-    if (act_type == TensorType::Q8_K) {
-        quantize_q8_k<<<grid, kQuantThreads, 0, stream>>>(
-            x, cols, blocks, codes, reinterpret_cast<float*>(base + l.scales),
-            reinterpret_cast<int16_t*>(base + l.bsums));
-    } else {
-        quantize_q8_32<<<grid, kQuantThreads, 0, stream>>>(
-            x, cols, blocks, act_type == TensorType::Q8_1, codes,
-            reinterpret_cast<float2*>(base + l.scales));
-    }
-    STRATA_CUDA_LAUNCHED();
+    launch_pdl(quantize_rows, dim3(grid), dim3(kQuantThreads), 0, stream, kind, x, cols, blocks,
+               out);
 }
 
 }  // namespace q8detail

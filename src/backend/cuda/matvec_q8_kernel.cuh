@@ -26,6 +26,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda::q8k {
@@ -154,6 +155,7 @@ struct Args {
     static constexpr int kMaxParts = 3;
     Part parts[kMaxParts] = {};
     int n_parts = 0;
+    bool trigger_early = false;  // pdl_matvec_triggers_early
 };
 
 // Row `row` of a launch's rows: where its weights start, its output column (y + its row in its
@@ -181,26 +183,6 @@ __device__ __forceinline__ float swiglu_value(float g, float u) {
     return g / (1.0f + expf(-g)) * u;
 }
 
-// Programmatic dependent launch (sm_90 on): the kernel may start while the quantizer still runs;
-// it issues its first weight loads, then waits here for the quantizer's results (a no-op when
-// launched without the attribute). Older GPUs launch it after the quantizer, as usual.
-__device__ __forceinline__ void wait_for_prior_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Lets the kernel behind on the stream start (sm_90 on; see wait_for_prior_grid).
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
-}
-
-// True when the current device can launch a kernel before the one ahead of it ends (compute
-// capability 9.0 or later); probed once.
-bool device_has_pdl();
-
 // F: the weight format (matvec_q8_formats.cuh). NT tokens, R rows per warp, A16: rows 16-byte
 // aligned (only matters for formats whose blocks are a multiple of 16 bytes). kSwiGlu: the
 // warp's two "rows" are row r of the gate (args.w) and row r of the up matrix (args.w2), and it
@@ -226,7 +208,13 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
     const uint8_t* wbase2 = args.w2;
     float* y = args.y;
     Act act = args.act;
-    if (args.ids) {  // a routed expert's slot (the ids were written before the kernel ahead)
+    // Launched early (pdl.cuh); the kernel behind may launch now too where asked (it waits for
+    // this one), else as this one's blocks end.
+    if (args.trigger_early) pdl_trigger();
+    bool waited = false;
+    if (args.ids) {  // a routed expert's slot: the ids come from an earlier kernel
+        pdl_wait();
+        waited = true;
         const int slot = int(blockIdx.y);
         const size_t e = size_t(args.ids[slot]);
         wbase += e * args.expert_stride;
@@ -239,7 +227,6 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
             act.bsums += slot * (act.cols / 16);
         }
     }
-    bool waited = false;
     for (int64_t row0 = warp * kRowsPerWarp; row0 < args.rows; row0 += nwarps * kRowsPerWarp) {
         const uint8_t* rp[R];
         if constexpr (kSwiGlu) {
@@ -269,8 +256,8 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
                         F::template load<A16>(rp[r] + ib * F::kBytes, sub, w[u][r]);
                 }
             }
-            if (!waited) {
-                wait_for_prior_grid();
+            if (!waited) {  // the weights are in flight; now the activations
+                pdl_wait();
                 waited = true;
             }
 #pragma unroll
@@ -311,6 +298,9 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
             }
         }
     }
+    // A thread with no rows still ends after the kernel ahead (pdl.cuh: a kernel behind that
+    // waits for this one waits for everything before it).
+    if (!waited) pdl_wait();
 }
 
 // ---- the launch ---------------------------------------------------------------------------------
@@ -338,16 +328,10 @@ void launch_instance(const Args& args, cudaStream_t stream) {
     const int slots = args.ids ? args.slots : 1;
     const int fit = std::max(1, resident_blocks<F, NT, R, A16, kSwiGlu>() / slots);
     const int grid = int(std::min<int64_t>(wanted, fit));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(grid), unsigned(slots));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = device_has_pdl() ? 1 : 0;
-    STRATA_CUDA(cudaLaunchKernelEx(&cfg, matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, args));
+    Args a = args;
+    a.trigger_early = pdl_matvec_triggers_early();
+    launch_pdl(matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, dim3(unsigned(grid), unsigned(slots)),
+               dim3(kThreads), 0, stream, a);
 }
 
 // One format's launch: picks the instance for n tokens (R = 2 rows per warp)

@@ -151,9 +151,11 @@ class CudaMatmul final : public Matmul {
         gemm(rows, bias, x, y, n);
     }
 
-    void linear_many(std::span<const Product> products, const float* x, int64_t n) override {
-        TensorType quantized = TensorType::F32;  // the activation type in the q8 scratch
-        int64_t quantized_cols = 0;
+    void linear_many(std::span<const Product> products, const float* x, int64_t n,
+                     TensorType given = TensorType::F32) override {
+        TensorType quantized = given;  // the activation type in the q8 scratch
+        int64_t quantized_cols =
+            given == TensorType::F32 || products.empty() ? 0 : products[0].weight->ne[0];
         for (size_t i = 0; i < products.size(); ++i) {
             const Product& p = products[i];
             const WeightRows rows = checked_rows(*p.weight, n);
@@ -205,18 +207,26 @@ class CudaMatmul final : public Matmul {
     }
 
     void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g, float* u,
-                int64_t n) override {
+                int64_t n, TensorType quantized = TensorType::F32) override {
         const WeightRows gr = checked_rows(gate, n), ur = checked_rows(up, n);
         if (n == 1 && gr.type == ur.type && gr.rows == ur.rows && gr.cols == ur.cols &&
             q8_path(gr, x, n)) {
-            launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_);
+            if (quantized != matvec_q8_act_type(gr.type)) {
+                launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_);
+            }
             launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_);
             return;
         }
         const Product both[] = {{&gate, nullptr, g}, {&up, nullptr, u}};
-        linear_many(both, x, n);
+        linear_many(both, x, n, quantized);
         cuda::swiglu(g, u, g, n * gr.rows, stream_);
     }
+
+    TensorType q8_input_type(const TensorView& w, int64_t n) const override {
+        if (!matvec_q8_supports(w.type) || n < 1 || n > kMaxQ8Tokens) return TensorType::F32;
+        return matvec_q8_act_type(w.type);
+    }
+    void* q8_scratch() override { return q8_activations_.data(); }
 
     std::string_view gemm_engine() const override { return handle_ ? "cublas" : "matvec"; }
 

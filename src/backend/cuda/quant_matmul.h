@@ -71,12 +71,22 @@ class Matmul {
         const float* bias;  // may be null
         float* y;
     };
-    virtual void linear_many(std::span<const Product> products, const float* x, int64_t n) = 0;
+    // With `quantized` (not F32), the kernel ahead has already put x, quantized as that type,
+    // into q8_scratch() (the norm does, elementwise.h Q8Rows): products that read that type
+    // take it from there instead of quantizing x again.
+    virtual void linear_many(std::span<const Product> products, const float* x, int64_t n,
+                             TensorType quantized = TensorType::F32) = 0;
     // g = silu(x gate^T) * (x up^T): n x gate.rows() floats; u (as large) is scratch. One token
     // with gate and up of one type reads both matrices in one pass and writes g directly.
+    // `quantized` as for linear_many.
     // PRECONDITION: as linear()'s for each, gate and up of the same shape.
     virtual void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g,
-                        float* u, int64_t n) = 0;
+                        float* u, int64_t n, TensorType quantized = TensorType::F32) = 0;
+    // The activation type the int8 matvec quantizes x to for a product of w at n tokens (Q8_0,
+    // Q8_1 or Q8_K), or F32 where another kernel takes the product; and the scratch it
+    // quantizes into. A kernel that produces x can quantize it there itself.
+    virtual TensorType q8_input_type(const TensorView& w, int64_t n) const = 0;
+    virtual void* q8_scratch() = 0;
     // Routed experts chosen on the device, slot by slot (matvec_q8.h, launch_expert_ffn_q8):
     // for slot s < slots, e = ids[s], h[s] = silu(gate_e x_s) * (up_e x_s) and
     // y[s] = down_e h[s]; x_s is row s of x with x_per_slot, else row 0. The activations'

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace strata::cuda {
 
@@ -93,7 +94,10 @@ __device__ void store_row(const GpuKvPlane& plane, bool q8, int head, int n_ctx,
 // Job j < n_head: query head j (norm, rope); then key heads (norm, rope, store); then value
 // heads (store).
 // PRECONDITION: hd_k, hd_v <= kMaxThreads; n_rot <= hd_k; *pos0 + n <= n_ctx.
+// Launched with launch_pdl.
 __global__ void rope_store_kernel(RopeJob J, const int32_t* pos0) {
+    pdl_trigger();
+    pdl_wait();
     __shared__ float x[kMaxThreads];
     __shared__ double red[kMaxWarps];
     const int t = int(blockIdx.x);
@@ -217,8 +221,7 @@ void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, i
     J.eps = eps;
     const int threads = (std::max(head_dim_k, head_dim_v) + 31) / 32 * 32;
     const dim3 grid(unsigned(n), unsigned(n_head + 2 * n_head_kv));
-    rope_store_kernel<<<grid, threads, 0, s>>>(J, pos0);
-    STRATA_CUDA_LAUNCHED();
+    launch_pdl(rope_store_kernel, grid, dim3(unsigned(threads)), 0, s, J, pos0);
 }
 
 }  // namespace strata::cuda
