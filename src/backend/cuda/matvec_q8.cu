@@ -81,12 +81,12 @@ bool pdl_available() {
     return has;
 }
 
-bool pdl_matvec_triggers_early() {
-    static const bool early = [] {
+MatvecTrigger pdl_matvec_trigger() {
+    static const MatvecTrigger t = [] {
         const char* env = std::getenv("STRATA_PDL");
-        return env && env[0] == '2';
+        return env && env[0] == '2' ? MatvecTrigger::AtStart : MatvecTrigger::AtEnd;
     }();
-    return early;
+    return t;
 }
 
 namespace q8detail {

@@ -155,7 +155,7 @@ struct Args {
     static constexpr int kMaxParts = 3;
     Part parts[kMaxParts] = {};
     int n_parts = 0;
-    bool trigger_early = false;  // pdl_matvec_triggers_early
+    MatvecTrigger trigger = MatvecTrigger::AtEnd;  // pdl_matvec_trigger
 };
 
 // Row `row` of a launch's rows: where its weights start, its output column (y + its row in its
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
     Act act = args.act;
     // Launched early (pdl.cuh); the kernel behind may launch now too where asked (it waits for
     // this one), else as this one's blocks end.
-    if (args.trigger_early) pdl_trigger();
+    if (args.trigger == MatvecTrigger::AtStart) pdl_trigger();
     bool waited = false;
     if (args.ids) {  // a routed expert's slot: the ids come from an earlier kernel
         pdl_wait();
@@ -329,7 +329,7 @@ void launch_instance(const Args& args, cudaStream_t stream) {
     const int fit = std::max(1, resident_blocks<F, NT, R, A16, kSwiGlu>() / slots);
     const int grid = int(std::min<int64_t>(wanted, fit));
     Args a = args;
-    a.trigger_early = pdl_matvec_triggers_early();
+    a.trigger = pdl_matvec_trigger();
     launch_pdl(matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, dim3(unsigned(grid), unsigned(slots)),
                dim3(kThreads), 0, stream, a);
 }

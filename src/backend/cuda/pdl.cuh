@@ -11,7 +11,8 @@
 // each (the 8B decode step on an H100 was 3.4 ms of kernels for 1.6 ms of weight reads).
 // Measured there (8B Q4_K_M decode, tok/s): no PDL 274.8; small kernels letting the next one
 // launch as they start and matvecs as their blocks end 303.6; matvecs too as they start 249.4
-// (the next kernels' blocks then sit on the SMs, waiting, while the matvec streams).
+// (the next kernels' blocks then sit on the SMs, waiting, while the matvec streams), or as each
+// warp has issued its last loads 245.7.
 //
 // Rule for every kernel launched with launch_pdl: call pdl_wait before its first access to
 // activations, caches or anything else another kernel produces or consumes. Kernels launched
@@ -43,10 +44,11 @@ __device__ __forceinline__ void pdl_trigger() {
 // True when the current device takes programmatic dependent launches (compute capability 9.0
 // or later); probed once. STRATA_PDL=0 in the environment turns them off, for comparisons.
 bool pdl_available();
-// Whether the matvecs, which fill the GPU, let the kernel behind them launch as they start
-// (true) or only as their blocks end (false); the small kernels always do as they start.
-// STRATA_PDL=2 in the environment: as they start. For comparisons.
-bool pdl_matvec_triggers_early();
+// When the matvecs, which fill the GPU, let the kernel behind them launch: as their blocks end
+// (the default) or as they start (STRATA_PDL=2 in the environment, for comparisons). The small
+// kernels always do as they start.
+enum class MatvecTrigger : int { AtEnd, AtStart };
+MatvecTrigger pdl_matvec_trigger();
 
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where the
 // device takes one (see the rule above: the kernel must call pdl_wait).
