@@ -5,11 +5,16 @@
 // otherwise, or for a plan asked for the CPU, it is planned as before, with a note saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "model/activation_memory.h"
 #include "model/kv_layout.h"
 #include "model/streamable.h"
 #include "plan/budget.h"
 #include "plan/plan.h"
+#include "plan/plan_text.h"
 #include "plan_test_support.h"
 #include "profile/profile.h"
 
@@ -211,6 +216,13 @@ TEST(PlanGpu, SplitWhoseStreamingCannotFitIsPlannedForTheCpu) {
     EXPECT_NE(plan->gpu_note.find("RAM budget"), std::string::npos) << plan->gpu_note;
 }
 
+// A GPU budget a quarter of the routed experts short of the whole model: an expert split.
+uint64_t experts_split_budget(const ModelInfo& m) {
+    uint64_t experts = 0;
+    for (const ModelTensor& t : m.tensors) experts += t.is_routed_expert() ? m.info(t).n_bytes : 0;
+    return m.totals.bytes - experts * 3 / 4;
+}
+
 // A mixture of experts whose routed experts do not fit: every other tensor and the whole KV
 // cache on the GPU, the experts of the last layers too while they fit, the rest (with their
 // routers) in RAM for the CPU; chosen over the layer split because it reads less from RAM per
@@ -218,9 +230,7 @@ TEST(PlanGpu, SplitWhoseStreamingCannotFitIsPlannedForTheCpu) {
 TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
     const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
     const ModelHparams& hp = *m.hparams;
-    uint64_t experts = 0;
-    for (const ModelTensor& t : m.tensors) experts += t.is_routed_expert() ? m.info(t).n_bytes : 0;
-    const uint64_t gpu_budget = m.totals.bytes - experts * 3 / 4;
+    const uint64_t gpu_budget = experts_split_budget(m);
     auto plan = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
@@ -254,6 +264,39 @@ TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
     EXPECT_EQ(layers->cpu_expert_layers, 0u);
     EXPECT_LT(layers->gpu_layers, hp.n_layer);
     EXPECT_LT(layers->tokens_per_second, plan->tokens_per_second);
+}
+
+// The same split reserves GPU room to ship one RAM layer's experts (and router) per prompt
+// batch, and its prompt limit is the bus's: a batch of tokens per crossing of every CPU layer's
+// experts at the measured pinned host-to-device rate; without a measured rate, none.
+TEST(PlanGpu, MoeSplitShipsPromptBatchesAtTheBusRate) {
+    const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    const uint64_t gpu_budget = experts_split_budget(m);
+    HardwareProfile profile = with_gpu(70 * GiB);
+    profile.gpus.front().host_to_device_pinned_bandwidth = 50e9;
+    auto plan = make_plan(m, profile, budgets(48 * GiB, gpu_budget));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    std::vector<uint64_t> layer(hp.n_layer, 0);  // experts and router
+    for (const ModelTensor& t : m.tensors) {
+        if (t.layer >= 0 && (t.is_routed_expert() || t.role == TensorRole::MoeRouter)) {
+            layer[size_t(t.layer)] += m.info(t).n_bytes;
+        }
+    }
+    uint64_t shipped = 0, largest = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        largest = std::max(largest, layer[l]);
+        if (plan->layers[l].experts_on_cpu) shipped += layer[l];
+    }
+    EXPECT_EQ(plan->gpu_memory.prompt_staging, largest);
+    ASSERT_GT(shipped, 0u);
+    EXPECT_DOUBLE_EQ(plan->prompt_tokens_per_second, double(plan->batch) * 50e9 / double(shipped));
+    EXPECT_NE(plan_text(*plan).find("prompt limit"), std::string::npos);
+
+    auto unmeasured = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
+    ASSERT_TRUE(unmeasured) << unmeasured.error().message;
+    EXPECT_EQ(unmeasured->prompt_tokens_per_second, 0.0);
 }
 
 // The expert split whose CPU part does not fit RAM either: the CPU's routed experts stay on

@@ -42,13 +42,31 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     ASSERT_EQ(p.mode, PlanMode::FfnStream);
     const json j = plan_json(p, m);
 
-    EXPECT_EQ(keys(j), (std::vector<std::string>{
-                           "batch",      "bound",        "budgets",     "cpu_expert_layers",
-                           "deep",       "expert_cache", "gpu_device",  "gpu_layers",
-                           "gpu_memory", "gpu_note",     "kv_type",     "layers",
-                           "memory",     "mode",         "mode_forced", "n_ctx",
-                           "n_seq",      "notes",        "reason",      "stream",
-                           "tensors",    "threads",      "tiers",       "tokens_per_second"}));
+    EXPECT_EQ(keys(j), (std::vector<std::string>{"batch",
+                                                 "bound",
+                                                 "budgets",
+                                                 "cpu_expert_layers",
+                                                 "deep",
+                                                 "expert_cache",
+                                                 "gpu_device",
+                                                 "gpu_layers",
+                                                 "gpu_memory",
+                                                 "gpu_note",
+                                                 "kv_type",
+                                                 "layers",
+                                                 "memory",
+                                                 "mode",
+                                                 "mode_forced",
+                                                 "n_ctx",
+                                                 "n_seq",
+                                                 "notes",
+                                                 "prompt_tokens_per_second",
+                                                 "reason",
+                                                 "stream",
+                                                 "tensors",
+                                                 "threads",
+                                                 "tiers",
+                                                 "tokens_per_second"}));
     EXPECT_EQ(
         keys(j["memory"]),
         (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",

@@ -152,7 +152,15 @@ std::string operator_table(const BenchRecord& r) {
                     "prompt: " + format_bytes(rep.prompt_shipped_bytes) +
                     " of routed experts shipped from RAM to the GPU (" +
                     format_fixed(double(rep.prompt_shipped_bytes) / rep.prompt_seconds / 1e9, 1) +
-                    " GB/s of the prompt's time)\n";
+                    " GB/s of the prompt's time)";
+                const double limit = e.plan->prompt_tokens_per_second;
+                if (limit > 0) {
+                    const double got = e.result.prompt_tps.median;
+                    out += "; prompt " + format_fixed(got, 1) + " tok/s, " +
+                           format_fixed(100 * got / limit, 0) +
+                           "% of the plan's limit from the bus (" + format_fixed(limit, 1) + ")";
+                }
+                out += "\n";
             }
             continue;
         }

@@ -701,7 +701,9 @@ bool stream_cpu_layers(Split& s, Plan& plan, const Inputs& in, const MemoryPlan&
 // Splits the model between the GPU and the CPU when the whole model does not fit the GPU budget
 // (plan.h, "GPU and CPU together"): of the splits that fit both budgets, the one with the higher
 // speed limit. False (with a note why, nothing else changed) when none does.
-bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string& whole) {
+bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
+                     const std::string& whole) {
+    const int device = gpu.index;
     const ModelHparams& hp = in.hp;
     const MemoryPlan host = gpu_host_overhead(in, plan.threads);
     std::optional<Split> best;
@@ -774,6 +776,21 @@ bool place_gpu_split(Plan& plan, const Inputs& in, int device, const std::string
         plan.gpu_layers += s.layer_gpu[l] ? 1 : 0;
         plan.cpu_expert_layers += s.experts_cpu[l] ? 1 : 0;
     }
+    // (A full batch ships only when it uses every expert twice on average, as the engine asks.)
+    if (s.g.prompt_staging > 0 && gpu.host_to_device_pinned_bandwidth > 0 &&
+        uint64_t(plan.batch) * hp.n_expert_used >= 2ull * hp.n_expert) {
+        uint64_t shipped = 0;  // per batch: every CPU layer's experts and router
+        for (const ModelTensor& t : in.model.tensors) {
+            if (t.layer >= 0 && uint32_t(t.layer) < hp.n_layer && s.experts_cpu[size_t(t.layer)] &&
+                with_experts(t)) {
+                shipped += in.model.info(t).n_bytes;
+            }
+        }
+        if (shipped > 0) {
+            plan.prompt_tokens_per_second =
+                double(plan.batch) * gpu.host_to_device_pinned_bandwidth / double(shipped);
+        }
+    }
     return true;
 }
 
@@ -809,7 +826,7 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
             "the weights (" + format_bytes(g.weights) + "), KV cache (" + format_bytes(g.kv_cache) +
             ") and GPU buffers (" + format_bytes(g.activations) +
             ") need more than the GPU budget (" + format_bytes(g.budget) + " of " + gpu + ")";
-        return place_gpu_split(plan, in, profile.gpus.front().index, whole);
+        return place_gpu_split(plan, in, profile.gpus.front(), whole);
     }
     // RAM: the process, its host-side buffers (logits, routing) and the load's pinned staging.
     const MemoryPlan host = gpu_host_overhead(in, 0);

@@ -270,7 +270,12 @@ struct Plan {
     bool gpu_split() const { return gpu_device >= 0 && !gpu_resident(); }
 
     double tokens_per_second = 0;  // the speed limit
-    Tier bound = Tier::Ram;        // the tier with the largest time per token
+    // A split that ships RAM's experts to the GPU for each prompt batch (prompt_staging): the
+    // prompt's limit from the bus, a batch of `batch` tokens per crossing of every CPU layer's
+    // experts and router at the measured pinned host-to-device rate. 0: not such a split, or no
+    // rate measured.
+    double prompt_tokens_per_second = 0;
+    Tier bound = Tier::Ram;  // the tier with the largest time per token
     std::vector<std::string> notes;
 
     const TierTraffic& traffic(Tier t) const { return tiers[static_cast<size_t>(t)]; }

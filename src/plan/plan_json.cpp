@@ -95,6 +95,7 @@ Result<Plan> from_json(const json& j) {
         p.tiers.push_back(std::move(x));
     }
     p.tokens_per_second = j.at("tokens_per_second");
+    p.prompt_tokens_per_second = j.value("prompt_tokens_per_second", 0.0);
     STRATA_ASSIGN(p.bound, parse_tier(j.at("bound")));
     for (const json& l : j.at("layers")) {
         LayerPlan x;
@@ -220,6 +221,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"hit_rate", c.hit_rate}}},
             {"tiers", tiers},
             {"tokens_per_second", p.tokens_per_second},
+            {"prompt_tokens_per_second", p.prompt_tokens_per_second},
             {"bound", std::string(tier_name(p.bound))},
             {"layers", layers},
             {"tensors", tensors},

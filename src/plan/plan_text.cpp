@@ -186,6 +186,11 @@ std::string plan_text(const Plan& p) {
     kv.add_row({"streaming", streaming_line(p)});
     kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +
                                    std::string(tier_name(p.bound))});
+    if (p.prompt_tokens_per_second > 0) {
+        kv.add_row({"prompt limit", fmt("%.0f", p.prompt_tokens_per_second) +
+                                        " tokens/s in batches of " + std::to_string(p.batch) +
+                                        ", bound by shipping RAM's experts to the GPU"});
+    }
     out += kv.render("  ");
 
     TextTable t({{"tier"},
