@@ -549,10 +549,9 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     // input crosses to one that can, once, and the weighted sum comes back.
     Backend* xb = reader_of(store_.experts_place(layer), be_);
     if (!xb) return err("no backend can read the routed experts of layer ", std::to_string(layer));
-    // A batch that uses every expert several times on average (n k >= 2 n_expert) on a layer
-    // whose experts wait in RAM: the layer's backend takes them across the bus if it can, which
-    // costs one read of them instead of the CPU's compute over the whole batch.
-    if (xb != be_ && !cfg.forced && n * k >= 2 * int64_t(cfg.n_expert)) {
+    // A batch that uses every expert twice on average, on a layer whose experts wait in RAM: the
+    // layer's backend takes them across the bus if it can (ModelHparams::batch_ships_experts).
+    if (xb != be_ && !cfg.forced && hp_.batch_ships_experts(n)) {
         if (const auto stack = store_.resident_experts(layer);
             stack && be_->routed_experts_shipped(router, *stack, k, norm_weights, Act::Normed,
                                                  Act::Out, n)) {

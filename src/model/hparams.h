@@ -83,6 +83,13 @@ struct ModelHparams {
     bool has_rope_freqs = false;
 
     bool is_moe() const { return n_expert > 0; }
+    // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *
+    // n_expert): one whose RAM-resident experts are worth shipping to a GPU, one read of them
+    // against the CPU's compute over the whole batch. The engine ships such batches; the plan
+    // sizes its prompt limit by them.
+    bool batch_ships_experts(int64_t tokens) const {
+        return is_moe() && tokens * int64_t(n_expert_used) >= 2 * int64_t(n_expert);
+    }
     // Per-layer head and FFN sizes (the scalars when the file gives one value for all layers).
     uint32_t n_head_at(uint32_t layer) const {
         return detail::per_layer_or(n_head_per_layer, layer, n_head);

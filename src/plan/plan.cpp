@@ -776,9 +776,8 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
         plan.gpu_layers += s.layer_gpu[l] ? 1 : 0;
         plan.cpu_expert_layers += s.experts_cpu[l] ? 1 : 0;
     }
-    // (A full batch ships only when it uses every expert twice on average, as the engine asks.)
     if (s.g.prompt_staging > 0 && gpu.host_to_device_pinned_bandwidth > 0 &&
-        uint64_t(plan.batch) * hp.n_expert_used >= 2ull * hp.n_expert) {
+        hp.batch_ships_experts(plan.batch)) {
         uint64_t shipped = 0;  // per batch: every CPU layer's experts and router
         for (const ModelTensor& t : in.model.tensors) {
             if (t.layer >= 0 && uint32_t(t.layer) < hp.n_layer && s.experts_cpu[size_t(t.layer)] &&
