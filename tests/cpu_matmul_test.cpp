@@ -336,6 +336,33 @@ TEST_P(CpuMatmul, ColumnsDoNotDependOnTheBatch) {
     }
 }
 
+// Prompt-sized batches: past the columns one tile takes (64 for the row-interleaved kernels,
+// which keep a tile's transposed rows for them in groups of 8) and with a partial row tile,
+// every path still matches the references, and a column keeps the bits it gets alone.
+TEST_P(CpuMatmul, WideBatchesMatchAndKeepEachColumnsBits) {
+    const TensorType t = GetParam();
+    std::mt19937 rng(4242u + uint32_t(t));
+    const Weights w = make_weights(t, 37, test_cols(t)[1], 0, rng);
+    constexpr int64_t kN = 70;
+    check_all_paths(w, kN, 2, rng);
+    const std::vector<float> x = make_activations(kN, w.cols, rng);
+    ThreadPool pool(2);
+    for (CpuPath p : runnable_paths()) {
+        SCOPED_TRACE(cpu::cpu_path_name(p));
+        std::vector<float> y(size_t(kN * w.rows));
+        cpu::matmul_on_path(p, w.view(), x.data(), y.data(), kN, pool);
+        for (int64_t c : {0, 7, 8, 63, 64, 69}) {
+            std::vector<float> alone(size_t(w.rows));
+            cpu::matmul_on_path(p, w.view(), x.data() + c * w.cols, alone.data(), 1, pool);
+            for (int64_t r = 0; r < w.rows; ++r) {
+                ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(c * w.rows + r)]),
+                          std::bit_cast<uint32_t>(alone[size_t(r)]))
+                    << "column " << c << " row " << r;
+            }
+        }
+    }
+}
+
 // Float rows extended by elements whose activations are zero give the same bits: attention's
 // value product runs over a row as long as the batch's last position, with zero weights past
 // each query's own, so without this a query's output would depend on how the batch was cut.

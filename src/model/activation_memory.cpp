@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace strata {
@@ -14,8 +15,12 @@ uint64_t converted_row_bytes(TensorType t, uint64_t n) {
     if (!quant::is_quant_supported(t) || t == TensorType::Q8_1 || t == TensorType::Q8_K) {
         return n * sizeof(float);  // not a matmul weight: at most a float row
     }
-    auto bytes = quant::quant_row_bytes(quant::vec_dot_type(t), int64_t(n));
-    return bytes ? *bytes : n * sizeof(float);
+    const TensorType act = quant::vec_dot_type(t);
+    auto bytes = quant::quant_row_bytes(act, int64_t(n));
+    if (!bytes) return n * sizeof(float);
+    // Q8_0 rows may carry a float and an int per block for the row-interleaved kernels
+    // (backend/cpu/tile_kernel.h, Q8_0Side), after 8-byte alignment.
+    return act == TensorType::Q8_0 ? *bytes + 8 + n / quant::kQK * 8 : *bytes;
 }
 
 TensorType kv_element_type(KvType t) {
@@ -85,7 +90,10 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     }
     const uint64_t act_types = std::min<uint64_t>(4, n_embd_types.size());
     const uint64_t multi_jobs = 2 * 2 * ff * 24;  // up to one 24-byte item per row, doubled
-    m.matmul = R * widest + act_types * R * n_embd_row + multi_jobs +
+    // Per thread, a row-interleaved tile's transposed blocks: 16 rows' codes and scales, 18
+    // bytes per column (backend/cpu/tile_kernels_avx512.cpp, Q8_0Lanes).
+    const uint64_t interleaved = T * 18 * widest_cols;
+    m.matmul = R * widest + act_types * R * n_embd_row + multi_jobs + interleaved +
                (kScalarMatmulColumns + T) * std::max(widest_cols, n_ctx) * f;
 
     // Attention, on every thread: a block of query tokens of the widest group, their scores over

@@ -11,6 +11,8 @@
 
 #include "backend/cpu/tile_kernel.h"
 #include "model/activation_memory.h"
+#include "quant/blocks.h"
+#include "quant/float_formats.h"
 #include "quant/quant.h"
 
 namespace strata::cpu {
@@ -154,6 +156,22 @@ void scalar_matmul(const QuantMatrix& W, const uint8_t* act, size_t act_row_byte
     }
 }
 
+// Bytes of an activation row of `cols` values converted to act_type, with the Q8_0 sides
+// (tile_kernel.h) where `sides` asks and act_type is Q8_0.
+size_t converted_row_bytes(TensorType act_type, int64_t cols, bool sides) {
+    if (sides && act_type == TensorType::Q8_0) {
+        return detail::q8_0_row_bytes_with_sides(cols / quant::kQK);
+    }
+    return size_t(quant::quant_row_bytes(act_type, cols).value());
+}
+
+// x converted to act_type at `out`, followed by the Q8_0 sides as converted_row_bytes says.
+void convert_row(CpuPath path, TensorType act_type, const float* x, uint8_t* out, int64_t cols,
+                 bool sides) {
+    quantize_activations_on_path(path, act_type, x, out, cols);
+    if (sides && act_type == TensorType::Q8_0) detail::write_q8_0_sides(out, cols / quant::kQK);
+}
+
 // Rows [begin, end) of W times every activation column, tile by tile.
 void tile_rows(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t* act,
                size_t act_row_bytes, int64_t n, float* Y, int64_t begin, int64_t end) {
@@ -212,15 +230,15 @@ void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y
     }
     // Activations converted once per call, in parallel over the batch columns.
     const TensorType act_type = quant::vec_dot_type(W.type);
-    const size_t act_row_bytes = size_t(quant::quant_row_bytes(act_type, W.cols).value());
+    const detail::TileKernel k = tile_kernel_for(path, W.type);
+    const size_t act_row_bytes = converted_row_bytes(act_type, W.cols, k.q8_0_sides);
     auto* act = static_cast<uint8_t*>(converted_scratch().bytes(act_row_bytes * size_t(n)));
     pool.parallel_for(n, quantize_grain(W.cols), [&](int64_t begin, int64_t end, int) {
         for (int64_t c = begin; c < end; ++c) {
-            quantize_activations_on_path(path, act_type, X + c * W.cols, act + c * act_row_bytes,
-                                         W.cols);
+            convert_row(path, act_type, X + c * W.cols, act + c * act_row_bytes, W.cols,
+                        k.q8_0_sides);
         }
     });
-    const detail::TileKernel k = tile_kernel_for(path, W.type);
     if (k.fn == nullptr) {
         scalar_matmul(W, act, act_row_bytes, n, Y, pool);
     } else {
@@ -286,8 +304,13 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
     act_of.assign(segs.size(), 0);
     kernels.assign(segs.size(), {});
     uint64_t job_bytes = 0;
-    for (const MatmulSegment& sg : segs) {
-        if (sg.count > 0) job_bytes += uint64_t(sg.W.rows) * sg.W.row_stride;
+    bool sides = false;  // some kernel reads Q8_0 activations with their sides
+    for (size_t i = 0; i < segs.size(); ++i) {
+        const MatmulSegment& sg = segs[i];
+        if (sg.count == 0) continue;
+        job_bytes += uint64_t(sg.W.rows) * sg.W.row_stride;
+        kernels[i] = tile_kernel_for(path, sg.W.type);
+        sides = sides || kernels[i].q8_0_sides;
     }
     for (size_t i = 0; i < segs.size(); ++i) {
         const MatmulSegment& sg = segs[i];
@@ -295,7 +318,6 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
         assert(matmul_supports(W.type) && W.cols == cols);
         assert(sg.first >= 0 && sg.count >= 0 && sg.first + sg.count <= rows);
         if (sg.count == 0) continue;
-        kernels[i] = tile_kernel_for(path, W.type);
         if (kernels[i].fn == nullptr || W.cols == 0) {
             // rare: no fast kernel for this type
             matmul_on_path(path, W, X + sg.first * cols, sg.Y + sg.first * W.rows, sg.count, pool);
@@ -307,13 +329,13 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
         if (a == acts.size()) {
             // At most one activation type per matrix, and callers pass few types.
             assert(a < std::size(sc.act_bytes));
-            const size_t rb = size_t(quant::quant_row_bytes(at, cols).value());
+            const size_t rb = converted_row_bytes(at, cols, sides);
             const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(rows)))};
             acts.push_back(act);
             pool.parallel_for(rows, quantize_grain(cols), [&](int64_t begin, int64_t end, int) {
                 for (int64_t c = begin; c < end; ++c) {
-                    quantize_activations_on_path(path, at, X + c * cols,
-                                                 act.bytes + size_t(c) * act.row_bytes, cols);
+                    convert_row(path, at, X + c * cols, act.bytes + size_t(c) * act.row_bytes, cols,
+                                sides);
                 }
             });
         }
@@ -341,6 +363,17 @@ void matmul_multi(std::span<const QuantMatrix> Ws, const float* X, std::span<flo
     std::array<MatmulSegment, 4> segs;
     for (size_t i = 0; i < Ws.size(); ++i) segs[i] = {Ws[i], 0, n, Ys[i]};
     matmul_segments({segs.data(), Ws.size()}, X, n, pool);
+}
+
+void detail::write_q8_0_sides(uint8_t* row, int64_t n_blocks) {
+    const auto* blocks = reinterpret_cast<const quant::BlockQ8_0*>(row);
+    uint8_t* sides = row + q8_0_sides_offset(n_blocks);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        int32_t sum = 0;
+        for (const int8_t q : blocks[b].qs) sum += q;
+        const Q8_0Side side{quant::fp16_to_fp32(blocks[b].d), -128 * sum};
+        std::memcpy(sides + size_t(b) * sizeof side, &side, sizeof side);
+    }
 }
 
 std::string_view matmul_kernel_name(CpuPath path, TensorType t) {

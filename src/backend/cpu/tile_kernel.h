@@ -22,7 +22,28 @@ struct TileKernel {
     TileDotFn fn = nullptr;  // nullptr: no fast kernel for this type on this path
     int max_rows = 0;
     int max_cols = 0;
+    // The kernel reads, after each Q8_0 activation row's n_blocks blocks, that row's
+    // Q8_0Sides (write_q8_0_sides): the activation stride is then q8_0_row_bytes_with_sides.
+    bool q8_0_sides = false;
 };
+
+// What a row-interleaved kernel needs of a Q8_0 activation block besides its codes, computed
+// once per activation row instead of once per tile: the scale as a float, and -128 times the
+// codes' sum (the correction of weight codes offset by 128 to unsigned: Σ (w + 128) x - 128 Σ x).
+struct Q8_0Side {
+    float d;
+    int32_t offset_sum;
+};
+// Where a Q8_0 activation row's sides start (after its blocks, 8-byte aligned), and the bytes
+// of the row with them.
+constexpr size_t q8_0_sides_offset(int64_t n_blocks) {
+    return (size_t(n_blocks) * 34 + 7) / 8 * 8;
+}
+constexpr size_t q8_0_row_bytes_with_sides(int64_t n_blocks) {
+    return q8_0_sides_offset(n_blocks) + size_t(n_blocks) * sizeof(Q8_0Side);
+}
+// Writes the sides of the n_blocks Q8_0 blocks at `row` right after them.
+void write_q8_0_sides(uint8_t* row, int64_t n_blocks);
 
 // Converts n_blocks blocks of floats to an activation type, byte for byte as
 // quant::quantize_row_activations does.
