@@ -4,15 +4,15 @@
 // registers (AVX-512VL), which also avoids the frequency drop of 512-bit arithmetic on many
 // cores; the 32 registers allow tiles of 4 weight rows x 4 activation columns.
 // The exceptions use 512-bit registers:
-// - Q4_K (below), whose layout fills them without shuffling and whose 256-bit kernel could not
-//   keep up with memory: on 512-bit units (measured on AMD Zen 5) it does 1.8x the work per core.
-// - Prompt batches (2+ columns) of every other format (the float ones too, which attention's
+// - Prompt batches (2+ columns) of the other formats (the float ones too, which attention's
 //   products use), two columns per register, each half doing the 256-bit kernel's arithmetic,
 //   so that a column's bits do not depend on the batch; decode (one column) runs the 256-bit
 //   kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the 256-bit kernels' prompt speed on Zen 5.
-// - Q8_0, with 16 weight rows in the lanes of a register (Q8_0Lanes below): no horizontal sums,
-//   4x the products per instruction of the column-pair kernel; on 2 cores of an AVX-512 Xeon a
-//   prompt batch of 128 runs at 2.2x the column pairs' GFLOP/s, decode within ~10% of them.
+// - Q8_0 and Q4_K, with 16 weight rows in the lanes of a register (Q8_0Lanes, Q4_KLanes below):
+//   a block's integer dot product per row with no horizontal sums, the transposed rows shared by
+//   a prompt tile's columns. On 2 cores of an AVX-512 Xeon (4096 x 4096, batch 128): Q8_0 815
+//   GFLOP/s against 372 in column pairs, Q4_K 835 against 410 for the 4-row 512-bit kernel it
+//   replaced; decode: Q4_K 0-15% faster, Q8_0 up to ~10% slower on rows of 2048.
 // On CPUs that lower their clock for 512-bit integer work (Intel before Ice Lake) the margins
 // are smaller; they have not been measured there.
 #include <immintrin.h>
@@ -60,50 +60,7 @@ inline __m256i dot_s16(__m256i acc, __m256i a, __m256i b) {
 
 #include "backend/cpu/x86_activation_quantizers.inc"
 
-// ---- Q4_K on 512-bit registers ----------------------------------------------------------------
-//
-// Q4_K has the most work per weight byte of the formats decode streams (4-bit unpack, a scale and
-// a minimum per 32 elements), so it gets its own kernel, on 512-bit registers and with the
-// per-block bookkeeping done for the tile's four rows at once:
-//
-// - The 16-byte block heads (d, dmin, 12 bytes of packed scales) of the 4 rows share one
-//   register: one decode of the 6-bit scales and minima, one minima term, one fp16 conversion
-//   for all four.
-// - 64 bytes of codes qs[64h .. 64h + 63] give two registers: their low nibbles (sub-blocks 4h
-//   and 4h + 2 in the two 256-bit halves) and high nibbles (4h + 1, 4h + 3). The activations are
-//   gathered into the same order once per block and shared by the rows.
-// - vpdpbusd sums 4 products of a 4-bit code and an int8 activation into int32 (|sum| <= 7680),
-//   so two such results pack losslessly into one register of int16, which one vpmaddwd /
-//   vpdpwssd multiplies by the sub-block scales: 8 sub-blocks cost 4 vpdpbusd, 2 packs, 2
-//   multiply-adds and 2 scale shuffles.
-//
-// The minima term, dmin dx Σ_s m_s (bsums[2s] + bsums[2s + 1]), is accumulated apart, four lanes
-// per row, and subtracted at the end.
-
-// k4_scales_and_mins (x86_tile_kernels.inc) of 4 blocks at once, from their first 16 bytes (d,
-// dmin, the 12 packed bytes) in the 4 128-bit lanes, each taken as 32-bit words L0..L3:
-//   sc0-3 = L1 & 0x3f            sc4-7 = (L3 & 0x0f) | ((L1 >> 2) & 0x30)
-//   m0-3  = L2 & 0x3f            m4-7  = ((L3 >> 4) & 0x0f) | ((L2 >> 2) & 0x30)
-// (The 256-bit kernels decode in scalar code: their vector units are the busier ones.)
-inline __m512i k4_scales_and_mins_x4(__m512i heads) {
-    const __m512i low = _mm512_shuffle_epi32(heads, _MM_PERM_DCDB);   // L1 L3 L2 L3
-    const __m512i high = _mm512_shuffle_epi32(heads, _MM_PERM_CABA);  // -- L1 -- L2
-    const __m512i low_bits = _mm512_and_si512(
-        _mm512_srlv_epi32(low, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 0, 4))),
-        _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f)));
-    const __m512i high_bits =
-        _mm512_and_si512(_mm512_srli_epi32(high, 2),
-                         _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
-    return _mm512_or_si512(low_bits, high_bits);
-}
-
-// A Q8_K block's sums per 32 elements, bsums[2s] + bsums[2s + 1], as 8 int16 (|sum| <= 32 * 128):
-// Q4_K / Q5_K take their minima per 32-element sub-block, so the minima term is
-// Σ_s m_s * pair_sum_s, one madd.
-inline __m128i q8k_pair_sums(const int16_t* bsums) {
-    const __m256i sums = _mm256_madd_epi16(load32(bsums), _mm256_set1_epi16(1));
-    return _mm_packs_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-}
+// ---- 512-bit helpers ---------------------------------------------------------------------------
 
 // Two 8-float vectors as the halves of one register, and the high half back (AVX-512F forms).
 inline __m512 float_halves(__m256 low, __m256 high) {
@@ -118,142 +75,6 @@ inline __m256 high_half(__m512 v) {
 inline __m512i load_halves(const void* low, const void* high) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(load32(low)), load32(high), 1);
 }
-
-// The sums of the 16 lanes of each of four registers, as the four lanes of one: pairs of
-// registers interleaved and added (unpack), then pairs of those, then the four 128-bit lanes.
-inline __m128 sum_lanes_x4(const __m512 (&v)[4]) {
-    const __m512 v01 =
-        _mm512_add_ps(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));
-    const __m512 v23 =
-        _mm512_add_ps(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));
-    // per 128-bit lane: v0 v1 v0 v1 and v2 v3 v2 v3 partial sums
-    const __m512 all =
-        _mm512_add_ps(_mm512_shuffle_ps(v01, v23, 0x44), _mm512_shuffle_ps(v01, v23, 0xee));
-    // per 128-bit lane: v0 v1 v2 v3; add the lanes
-    const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(all), high_half(all));
-    return _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
-}
-
-struct Q4_KTimesQ8_KWide {
-    template <int R, int C>
-    static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nb,
-                     float* out, size_t os) {
-        static_assert(R <= 4, "one 128-bit lane of block head per row");
-        __m512 acc[R][C];   // d dx Σ_s sc_s Σ q qx
-        __m512 acc_min[C];  // dmin dx Σ_s m_s pair_sum_s: lanes 4r .. 4r + 3 for row r
-        for (int c = 0; c < C; ++c) {
-            for (int r = 0; r < R; ++r) acc[r][c] = _mm512_setzero_ps();
-            acc_min[c] = _mm512_setzero_ps();
-        }
-        const __m512i low4 = _mm512_set1_epi8(0x0f);
-        // Per 128-bit lane, as int16: the minima m0..m7 (bytes 8..15 of the decoded head).
-        const __m512i min_index = _mm512_broadcast_i32x4(
-            _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
-        // The scales of packed dot-product pairs, as int16: in lanes 0-1 sc[4h] x4 then
-        // sc[4h + 1] x4, in lanes 2-3 sc[4h + 2] x4 then sc[4h + 3] x4 (see the layout above).
-        __m512i scale_index[2];
-        for (int h = 0; h < 2; ++h) {
-            const char s0 = char(4 * h), s1 = char(s0 + 1), s2 = char(s0 + 2), s3 = char(s0 + 3);
-            const __m128i lo =
-                _mm_setr_epi8(s0, -1, s0, -1, s0, -1, s0, -1, s1, -1, s1, -1, s1, -1, s1, -1);
-            const __m128i hi =
-                _mm_setr_epi8(s2, -1, s2, -1, s2, -1, s2, -1, s3, -1, s3, -1, s3, -1, s3, -1);
-            const __m256i lo2 = _mm256_broadcastsi128_si256(lo),
-                          hi2 = _mm256_broadcastsi128_si256(hi);
-            scale_index[h] = _mm512_inserti64x4(_mm512_castsi256_si512(lo2), hi2, 1);
-        }
-        // dword 0 of each lane (d, dmin of row r) gathered into the low 128 bits
-        const __m512i head_words =
-            _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        // float lanes 4r .. 4r + 3 = element 2r + 1 (dmin_r dx) of the converted heads
-        const __m512i dmin_index =
-            _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
-
-        for (int64_t b = 0; b < nb; ++b) {
-            // Activations in the codes' order: x[c][2h] matches the low nibbles of
-            // qs[64h .. 64h + 63], x[c][2h + 1] the high nibbles.
-            __m512i x[C][4];
-            __m512i pair_sums[C];
-            __m256 xd[C];
-            for (int c = 0; c < C; ++c) {
-                const BlockQ8_K* ab = block_at<BlockQ8_K>(a, as, c, b);
-                for (int h = 0; h < 2; ++h) {
-                    x[c][2 * h] = load_halves(ab->qs + 128 * h, ab->qs + 128 * h + 64);
-                    x[c][2 * h + 1] = load_halves(ab->qs + 128 * h + 32, ab->qs + 128 * h + 96);
-                }
-                pair_sums[c] = _mm512_broadcast_i32x4(q8k_pair_sums(ab->bsums));
-                xd[c] = _mm256_set1_ps(ab->d);
-            }
-
-            // Row r's head in 128-bit lane r (a masked broadcast: the lane of an insert must be
-            // a constant expression, which r is not for every compiler).
-            __m512i heads = _mm512_zextsi128_si512(load16(block_at<BlockQ4_K>(w, ws, 0, b)));
-            for (int r = 1; r < R; ++r) {
-                heads = _mm512_mask_broadcast_i32x4(heads, __mmask16(0xf << (4 * r)),
-                                                    load16(block_at<BlockQ4_K>(w, ws, r, b)));
-            }
-            const __m512i scales_mins = k4_scales_and_mins_x4(heads);
-            const __m512i mins = _mm512_shuffle_epi8(scales_mins, min_index);
-            // d_r, dmin_r at elements 2r, 2r + 1
-            const __m256 d_dmin = _mm256_cvtph_ps(
-                _mm512_castsi512_si128(_mm512_permutexvar_epi32(head_words, heads)));
-            __m512 factors[C];  // d_r dx, dmin_r dx at elements 2r, 2r + 1
-            for (int c = 0; c < C; ++c) {
-                factors[c] = _mm512_castps256_ps512(_mm256_mul_ps(d_dmin, xd[c]));
-                const __m512i min_sums = _mm512_madd_epi16(mins, pair_sums[c]);
-                acc_min[c] = _mm512_fmadd_ps(_mm512_permutexvar_ps(dmin_index, factors[c]),
-                                             _mm512_cvtepi32_ps(min_sums), acc_min[c]);
-            }
-
-            // Unrolled so that the accumulators stay in registers.
-#pragma GCC unroll 4
-            for (int r = 0; r < R; ++r) {
-                const BlockQ4_K* wb = block_at<BlockQ4_K>(w, ws, r, b);
-                prefetch_next_tile(wb, R * ws);
-                __m512i q[4];
-                for (int h = 0; h < 2; ++h) {
-                    const __m512i bytes = _mm512_loadu_si512(wb->qs + 64 * h);
-                    q[2 * h] = _mm512_and_si512(bytes, low4);
-                    q[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4);
-                }
-                const __m512i row_scales = _mm512_permutexvar_epi32(  // lane r, four times
-                    _mm512_add_epi32(_mm512_set1_epi32(4 * r),
-                                     _mm512_broadcast_i32x4(_mm_setr_epi32(0, 1, 2, 3))),
-                    scales_mins);
-                const __m512i scale0 = _mm512_shuffle_epi8(row_scales, scale_index[0]);
-                const __m512i scale1 = _mm512_shuffle_epi8(row_scales, scale_index[1]);
-                const __m512i d_index = _mm512_set1_epi32(2 * r);
-                for (int c = 0; c < C; ++c) {
-                    __m512i t[4];
-                    for (int k = 0; k < 4; ++k) {
-                        t[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], x[c][k]);
-                    }
-                    const __m512i sum = _mm512_dpwssd_epi32(
-                        _mm512_madd_epi16(_mm512_packs_epi32(t[0], t[1]), scale0),
-                        _mm512_packs_epi32(t[2], t[3]), scale1);
-                    acc[r][c] = _mm512_fmadd_ps(_mm512_permutexvar_ps(d_index, factors[c]),
-                                                _mm512_cvtepi32_ps(sum), acc[r][c]);
-                }
-            }
-        }
-        for (int c = 0; c < C; ++c) {
-            // The four rows' sums at once (rows past R are zero); a block of 768 elements (an
-            // expert's down projection) is only three blocks per tile, so this matters.
-            __m512 rows[4];
-            for (int r = 0; r < 4; ++r) rows[r] = r < R ? acc[r][c] : _mm512_setzero_ps();
-            const __m128 sums = sum_lanes_x4(rows);
-            // acc_min[c]: lanes 4r .. 4r + 3 of row r, summed within each 128-bit lane
-            __m512 m = acc_min[c];
-            m = _mm512_add_ps(m, _mm512_permute_ps(m, 0x4e));  // + the other 64-bit half
-            m = _mm512_add_ps(m, _mm512_permute_ps(m, 0xb1));  // + the neighbour
-            const __m128 mins = _mm512_castps512_ps128(_mm512_permutexvar_ps(
-                _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), m));
-            alignas(16) float row_out[4];
-            _mm_store_ps(row_out, _mm_sub_ps(sums, mins));
-            for (int r = 0; r < R; ++r) out[size_t(c) * os + size_t(r)] = row_out[r];
-        }
-    }
-};
 
 // ---- 32-element formats times Q8_0, two activation columns per 512-bit register ------------
 //
@@ -828,39 +649,55 @@ constexpr int kLaneRow[kLaneRows] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 1
 constexpr int kLaneColumns = 8;       // columns whose accumulators stay in registers
 constexpr int kLaneTileColumns = 64;  // columns per tile: the transposition shared by them
 
+// The 32 bytes at rows[i] + offset of 16 rows, transposed: register k holds bytes 4k..4k+3 of
+// every row, lane j those of row kLaneRow[j].
+inline void transpose_32_bytes(const uint8_t* const (&rows)[kLaneRows], size_t offset,
+                               __m512i (&z)[8]) {
+    __m512i a[8];
+    for (int i = 0; i < 8; ++i) a[i] = load_halves(rows[i] + offset, rows[i + 8] + offset);
+    // 128-bit lanes of a[i]: dwords e0-e3 and e4-e7 of row i, then of row i + 8. Two unpack
+    // steps gather one dword of 4 rows per 128-bit lane...
+    __m512i u[2][4];
+    for (int g = 0; g < 2; ++g) {
+        const __m512i* q = a + 4 * g;
+        const __m512i lo01 = _mm512_unpacklo_epi32(q[0], q[1]);
+        const __m512i hi01 = _mm512_unpackhi_epi32(q[0], q[1]);
+        const __m512i lo23 = _mm512_unpacklo_epi32(q[2], q[3]);
+        const __m512i hi23 = _mm512_unpackhi_epi32(q[2], q[3]);
+        u[g][0] = _mm512_unpacklo_epi64(lo01, lo23);  // e0 | e4 of rows 4g.. (and + 8)
+        u[g][1] = _mm512_unpackhi_epi64(lo01, lo23);  // e1 | e5
+        u[g][2] = _mm512_unpacklo_epi64(hi01, hi23);  // e2 | e6
+        u[g][3] = _mm512_unpackhi_epi64(hi01, hi23);  // e3 | e7
+    }
+    // ... and one 128-bit shuffle puts each dword's 16 rows together (in kLaneRow order).
+    for (int k = 0; k < 4; ++k) {
+        z[k] = _mm512_shuffle_i32x4(u[0][k], u[1][k], _MM_SHUFFLE(2, 0, 2, 0));
+        z[k + 4] = _mm512_shuffle_i32x4(u[0][k], u[1][k], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+// 16 row streams, too many for the hardware prefetchers: each row's lines `ahead` bytes on
+// (past the row's end, the same row of the next tile), `bytes` of them.
+inline void prefetch_rows(const uint8_t* const (&rows)[kLaneRows], size_t ws, size_t row_bytes,
+                          size_t at, size_t bytes) {
+    const size_t from = at < row_bytes ? at : kLaneRows * ws + (at - row_bytes);
+    for (int i = 0; i < kLaneRows; ++i) {
+        for (size_t line = 0; line < bytes; line += 64) {
+            _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + from + line, _MM_HINT_T0);
+        }
+    }
+}
+
+// A 64-byte register's worth of memory, for the per-thread buffers of transposed blocks.
+struct alignas(64) Line {
+    uint8_t bytes[64];
+};
+
 struct Q8_0Lanes {
-    struct alignas(64) Line {
-        uint8_t bytes[64];
-    };
     // The 16 rows' block b, transposed (register k: codes 4k..4k+3 of each lane's row, + 128).
     static void transpose(const uint8_t* const (&rows)[kLaneRows], int64_t b, __m512i (&z)[8]) {
-        __m512i a[8];
-        for (int i = 0; i < 8; ++i) {
-            a[i] = load_halves(block_at<BlockQ8_0>(rows[i], 0, 0, b)->qs,
-                               block_at<BlockQ8_0>(rows[i + 8], 0, 0, b)->qs);
-        }
-        // 128-bit lanes of a[i]: codes 0-15 and 16-31 of row i, then of row i + 8 (as dwords
-        // e0-e3, e4-e7). Two unpack steps gather one dword of 4 rows per 128-bit lane...
-        __m512i u[2][4];
-        for (int g = 0; g < 2; ++g) {
-            const __m512i* q = a + 4 * g;
-            const __m512i lo01 = _mm512_unpacklo_epi32(q[0], q[1]);
-            const __m512i hi01 = _mm512_unpackhi_epi32(q[0], q[1]);
-            const __m512i lo23 = _mm512_unpacklo_epi32(q[2], q[3]);
-            const __m512i hi23 = _mm512_unpackhi_epi32(q[2], q[3]);
-            u[g][0] = _mm512_unpacklo_epi64(lo01, lo23);  // e0 | e4 of rows 4g.. (and + 8)
-            u[g][1] = _mm512_unpackhi_epi64(lo01, lo23);  // e1 | e5
-            u[g][2] = _mm512_unpacklo_epi64(hi01, hi23);  // e2 | e6
-            u[g][3] = _mm512_unpackhi_epi64(hi01, hi23);  // e3 | e7
-        }
-        // ... and one 128-bit shuffle puts each dword's 16 rows together (in kLaneRow order).
-        const __m512i offset = _mm512_set1_epi8(char(0x80));
-        for (int k = 0; k < 4; ++k) {
-            z[k] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[0][k], u[1][k], _MM_SHUFFLE(2, 0, 2, 0)),
-                                    offset);
-            z[k + 4] = _mm512_xor_si512(
-                _mm512_shuffle_i32x4(u[0][k], u[1][k], _MM_SHUFFLE(3, 1, 3, 1)), offset);
-        }
+        transpose_32_bytes(rows, size_t(b) * sizeof(BlockQ8_0) + 2, z);
+        for (auto& v : z) v = _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
     }
     // The 16 rows' scales of block b in lane order, converted from fp16. (Sixteen scalar loads
     // through memory: a vpgatherdd of the same words took 40% of a decode tile's time.)
@@ -871,17 +708,12 @@ struct Q8_0Lanes {
         }
         return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
     }
-    // 16 row streams, too many for the hardware prefetchers: every other block, each row's
-    // line kPrefetchBlocks blocks on (past its end, the same row of the next tile).
+    // Every other block, each row's line 8 blocks on (272 bytes; 4-12 blocks measured alike).
     static void prefetch_ahead(const uint8_t* const (&rows)[kLaneRows], size_t ws, int64_t nb,
                                int64_t b) {
-        constexpr int64_t kPrefetchBlocks = 8;  // 272 bytes (4-12 measured alike)
-        const int64_t ahead = b + kPrefetchBlocks;
-        const size_t at = ahead < nb ? size_t(ahead) * sizeof(BlockQ8_0)
-                                     : kLaneRows * ws + size_t(ahead - nb) * sizeof(BlockQ8_0);
-        for (int i = 0; i < kLaneRows; ++i) {
-            _mm_prefetch(reinterpret_cast<const char*>(rows[i]) + at, _MM_HINT_T0);
-        }
+        constexpr int64_t kPrefetchBlocks = 8;
+        prefetch_rows(rows, ws, size_t(nb) * sizeof(BlockQ8_0),
+                      size_t(b + kPrefetchBlocks) * sizeof(BlockQ8_0), 1);
     }
     // acc[c] += the block's products of the C columns at `a` (their stride as, sides after nb
     // blocks), for the 16 rows in z with scales wd.
@@ -1005,6 +837,246 @@ struct Q8_0Lanes {
     }
 };
 
+// ---- Q4_K with weight rows in lanes ------------------------------------------------------------
+//
+// Q8_0Lanes' layout for Q4_K: per super-block, the 16 rows' codes transposed and split into
+// nibbles (register k of sub-block j: elements 4k..4k+3 of each row, 0..15), their six-bit scales
+// and minima decoded into lanes, d and dmin as floats: a Prepared block, made once per tile and
+// block. A column's block is then, per row: sumi = Σ_j sc_j (Σ_sub-block j q x) exactly (8
+// vpdpbusd and one vpmulld per sub-block), summ = Σ_j m_j (x's sum over sub-block j) (4
+// vpdpwssd on pairs of minima), and acc = fma(float(sumi), d dx, acc), then acc -= float(summ)
+// dmin dx: the same operations for a column in every tile.
+struct Q4_KLanes {
+    static constexpr int kColumns = 4;  // columns computed together (their sums in registers)
+    struct Prepared {
+        Line lo[4][8], hi[4][8];  // sub-blocks 2i and 2i + 1: register k, elements 4k..4k+3
+        Line sc[8];               // int32 scales
+        Line mins[4];             // int16 pairs: minima 2t and 2t + 1
+        Line d, dmin;             // floats
+    };
+
+    // Every lane of v shifted right by `shift` bits and masked.
+    static __m512i bits(__m512i v, int shift, int mask) {
+        return _mm512_and_si512(_mm512_srli_epi32(v, unsigned(shift)), _mm512_set1_epi32(mask));
+    }
+
+    // A block's scales, minima and d, dmin in lanes.
+    struct Heads {
+        __m512i sc[8], mins[4];
+        __m512 d, dmin;
+    };
+    static void heads(const uint8_t* const (&rows)[kLaneRows], size_t at, Heads& out) {
+        // The 16-byte heads (d, dmin, 12 bytes of scales) of 4 rows per register, then as dwords
+        // per lane (lane j: row kLaneRow[j]).
+        __m512i h[4];
+        for (int i = 0; i < 4; ++i) {
+            __m512i v = _mm512_castsi128_si512(load16(rows[i] + at));
+            v = _mm512_inserti32x4(v, load16(rows[8 + i] + at), 1);
+            v = _mm512_inserti32x4(v, load16(rows[4 + i] + at), 2);
+            h[i] = _mm512_inserti32x4(v, load16(rows[12 + i] + at), 3);
+        }
+        const __m512i lo01 = _mm512_unpacklo_epi32(h[0], h[1]);
+        const __m512i hi01 = _mm512_unpackhi_epi32(h[0], h[1]);
+        const __m512i lo23 = _mm512_unpacklo_epi32(h[2], h[3]);
+        const __m512i hi23 = _mm512_unpackhi_epi32(h[2], h[3]);
+        const __m512i dd = _mm512_unpacklo_epi64(lo01, lo23);  // d | dmin << 16
+        const __m512i q0 = _mm512_unpackhi_epi64(lo01, lo23);  // scales bytes 0-3
+        const __m512i q4 = _mm512_unpacklo_epi64(hi01, hi23);  // 4-7
+        const __m512i q8 = _mm512_unpackhi_epi64(hi01, hi23);  // 8-11
+        out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        out.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        __m512i m[8];
+        for (int j = 0; j < 4; ++j) {
+            out.sc[j] = bits(q0, 8 * j, 63);
+            m[j] = bits(q4, 8 * j, 63);
+            const __m512i top_sc = _mm512_slli_epi32(bits(q0, 8 * j + 6, 3), 4);
+            const __m512i top_m = _mm512_slli_epi32(bits(q4, 8 * j + 6, 3), 4);
+            out.sc[j + 4] = _mm512_or_si512(bits(q8, 8 * j, 15), top_sc);
+            m[j + 4] = _mm512_or_si512(bits(q8, 8 * j + 4, 15), top_m);
+        }
+        for (int t = 0; t < 4; ++t) {
+            out.mins[t] = _mm512_or_si512(m[2 * t], _mm512_slli_epi32(m[2 * t + 1], 16));
+        }
+    }
+    // Sub-blocks 2i and 2i + 1 of the 16 rows: register k, elements 4k..4k+3 (codes 0..15).
+    static void codes(const uint8_t* const (&rows)[kLaneRows], size_t at, int i, __m512i (&lo)[8],
+                      __m512i (&hi)[8]) {
+        const __m512i low4 = _mm512_set1_epi8(0x0f);
+        __m512i z[8];
+        transpose_32_bytes(rows, at + 16 + 32 * size_t(i), z);
+        for (int k = 0; k < 8; ++k) {
+            lo[k] = _mm512_and_si512(z[k], low4);
+            hi[k] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
+        }
+    }
+    static void prepare(const uint8_t* const (&rows)[kLaneRows], int64_t b, Prepared& p) {
+        const size_t at = size_t(b) * sizeof(BlockQ4_K);
+        Heads h;
+        heads(rows, at, h);
+        for (int j = 0; j < 8; ++j) _mm512_store_si512(p.sc[j].bytes, h.sc[j]);
+        for (int t = 0; t < 4; ++t) _mm512_store_si512(p.mins[t].bytes, h.mins[t]);
+        _mm512_store_ps(p.d.bytes, h.d);
+        _mm512_store_ps(p.dmin.bytes, h.dmin);
+        for (int i = 0; i < 4; ++i) {
+            __m512i lo[8], hi[8];
+            codes(rows, at, i, lo, hi);
+            for (int k = 0; k < 8; ++k) {
+                _mm512_store_si512(p.lo[i][k].bytes, lo[k]);
+                _mm512_store_si512(p.hi[i][k].bytes, hi[k]);
+            }
+        }
+    }
+
+    // Four activation codes at q in every lane.
+    static __m512i four(const int8_t* q) {
+        int32_t v;
+        std::memcpy(&v, q, 4);
+        return _mm512_set1_epi32(v);
+    }
+
+    // acc[c] += the block's products of the C columns at `a` (stride as).
+    template <int C>
+    static void columns(const Prepared& p, const uint8_t* a, size_t as, int64_t b,
+                        __m512 (&acc)[kColumns]) {
+        const BlockQ8_K* x[C];
+        for (int c = 0; c < C; ++c) x[c] = block_at<BlockQ8_K>(a, as, c, b);
+        __m512i sumi[C];
+        for (auto& v : sumi) v = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+            __m512i lo[C], hi[C];
+            for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm512_setzero_si512();
+            for (int k = 0; k < 8; ++k) {
+                const __m512i wl = _mm512_load_si512(p.lo[i][k].bytes);
+                const __m512i wh = _mm512_load_si512(p.hi[i][k].bytes);
+                for (int c = 0; c < C; ++c) {
+                    lo[c] = _mm512_dpbusd_epi32(lo[c], wl, four(x[c]->qs + 64 * i + 4 * k));
+                    hi[c] = _mm512_dpbusd_epi32(hi[c], wh, four(x[c]->qs + 64 * i + 32 + 4 * k));
+                }
+            }
+            const __m512i sl = _mm512_load_si512(p.sc[2 * i].bytes);
+            const __m512i sh = _mm512_load_si512(p.sc[2 * i + 1].bytes);
+            for (int c = 0; c < C; ++c) {
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(lo[c], sl));
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(hi[c], sh));
+            }
+        }
+        const __m512i mins[4] = {
+            _mm512_load_si512(p.mins[0].bytes), _mm512_load_si512(p.mins[1].bytes),
+            _mm512_load_si512(p.mins[2].bytes), _mm512_load_si512(p.mins[3].bytes)};
+        const __m512 d = _mm512_load_ps(p.d.bytes), dmin = _mm512_load_ps(p.dmin.bytes);
+        for (int c = 0; c < C; ++c) finish(sumi[c], mins, d, dmin, x[c], acc[c]);
+    }
+
+    // acc += the block's products of one column: sumi (Σ_j sc_j Σ q x) scaled, less the minima
+    // term. The one place a product's floating-point operations happen, for every path here.
+    static void finish(__m512i sumi, const __m512i (&mins)[4], __m512 d, __m512 dmin,
+                       const BlockQ8_K* x, __m512& acc) {
+        // The activations' sums per 32-element sub-block, as int16 pairs (|sum| <= 4096).
+        int32_t pairs[4];
+        for (int t = 0; t < 4; ++t) {
+            const int16_t* s = x->bsums + 4 * t;
+            const auto lo16 = uint16_t(int16_t(s[0] + s[1]));
+            const auto hi16 = uint16_t(int16_t(s[2] + s[3]));
+            pairs[t] = int32_t(uint32_t(lo16) | (uint32_t(hi16) << 16));
+        }
+        __m512i summ = _mm512_setzero_si512();
+        for (int t = 0; t < 4; ++t) {
+            summ = _mm512_dpwssd_epi32(summ, mins[t], _mm512_set1_epi32(pairs[t]));
+        }
+        const __m512 xd = _mm512_set1_ps(x->d);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(d, xd), acc);
+        acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, xd), acc);
+    }
+
+    // columns() for C columns straight from the rows, nothing kept (decode).
+    template <int C>
+    static void direct_columns(const uint8_t* const (&rows)[kLaneRows], int64_t b, const uint8_t* a,
+                               size_t as, __m512 (&acc)[kColumns]) {
+        const size_t at = size_t(b) * sizeof(BlockQ4_K);
+        const BlockQ8_K* x[C];
+        for (int c = 0; c < C; ++c) x[c] = block_at<BlockQ8_K>(a, as, c, b);
+        Heads h;
+        heads(rows, at, h);
+        __m512i sumi[C];
+        for (auto& v : sumi) v = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+            __m512i wl[8], wh[8];
+            codes(rows, at, i, wl, wh);
+            for (int c = 0; c < C; ++c) {
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                for (int k = 0; k < 8; ++k) {
+                    lo = _mm512_dpbusd_epi32(lo, wl[k], four(x[c]->qs + 64 * i + 4 * k));
+                    hi = _mm512_dpbusd_epi32(hi, wh[k], four(x[c]->qs + 64 * i + 32 + 4 * k));
+                }
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(lo, h.sc[2 * i]));
+                sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(hi, h.sc[2 * i + 1]));
+            }
+        }
+        for (int c = 0; c < C; ++c) finish(sumi[c], h.mins, h.d, h.dmin, x[c], acc[c]);
+    }
+
+    template <int C>
+    static void store(const __m512 (&acc)[kColumns], int n_rows, float* out, size_t os) {
+        for (int c = 0; c < C; ++c) {
+            alignas(64) float lanes[kLaneRows];
+            _mm512_store_ps(lanes, acc[c]);
+            for (int j = 0; j < kLaneRows; ++j) {
+                if (kLaneRow[j] < n_rows) out[size_t(c) * os + size_t(kLaneRow[j])] = lanes[j];
+            }
+        }
+    }
+
+    // Columns [0, C) over prepared blocks (nb of them at `blocks`), or straight from the rows
+    // when blocks is null.
+    template <int C>
+    static void run(const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows], size_t ws,
+                    int n_rows, const uint8_t* a, size_t as, int64_t nb, float* out, size_t os) {
+        __m512 acc[kColumns];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            if (blocks) {
+                columns<C>(blocks[b], a, as, b, acc);
+            } else {
+                prefetch_rows(rows, ws, size_t(nb) * sizeof(BlockQ4_K),
+                              size_t(b + 2) * sizeof(BlockQ4_K), sizeof(BlockQ4_K));
+                direct_columns<C>(rows, b, a, as, acc);
+            }
+        }
+        store<C>(acc, n_rows, out, os);
+    }
+    static void run_columns(int c, const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows],
+                            size_t ws, int n_rows, const uint8_t* a, size_t as, int64_t nb,
+                            float* out, size_t os) {
+        switch (c) {
+            case 1:
+                return run<1>(blocks, rows, ws, n_rows, a, as, nb, out, os);
+            case 2:
+                return run<2>(blocks, rows, ws, n_rows, a, as, nb, out, os);
+            case 3:
+                return run<3>(blocks, rows, ws, n_rows, a, as, nb, out, os);
+            default:
+                return run<4>(blocks, rows, ws, n_rows, a, as, nb, out, os);
+        }
+    }
+
+    static void tile(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
+                     int n_cols, int64_t nb, float* out, size_t os) {
+        const uint8_t* rows[kLaneRows];
+        for (int i = 0; i < kLaneRows; ++i) rows[i] = w + size_t(std::min(i, n_rows - 1)) * ws;
+        if (n_cols <= kColumns) {
+            return run_columns(n_cols, nullptr, rows, ws, n_rows, a, as, nb, out, os);
+        }
+        // The blocks prepared once, for every group of columns.
+        static thread_local std::vector<Prepared> kept;
+        if (kept.size() < size_t(nb)) kept.resize(size_t(nb));
+        for (int64_t b = 0; b < nb; ++b) prepare(rows, b, kept[size_t(b)]);
+        for (int c = 0; c < n_cols; c += kColumns) {
+            run_columns(std::min(kColumns, n_cols - c), kept.data(), rows, ws, n_rows,
+                        a + size_t(c) * as, as, nb, out + size_t(c) * os, os);
+        }
+    }
+};
+
 template <class Codes>
 constexpr TileKernel column_pair_kernel() {
     return tile_kernel<SignedTimesQ8_0ColumnPairs<Codes>, kTileRows, kPairTileCols>();
@@ -1015,32 +1087,10 @@ constexpr TileKernel column_pair_kernel() {
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
-namespace {
-
-// Q4_K prompt tiles of up to 4 columns where rows are long, in pairs of columns where they are
-// short: the 4-column tile keeps its 16 accumulators in registers only in part, and over a short
-// row (an expert's down projection: 3 blocks) its spills and per-tile setup cost more than the
-// activations it shares (measured on Zen 5, one thread, 64 columns: 2048 x 768 +14% in pairs,
-// 768 x 2048 +4%, 4096 x 4096 -3%). A column's arithmetic is the same in either tile.
-constexpr int64_t kQ4KFourColumnBlocks = 16;
-
-void q4_k_wide_dispatch(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
-                        int n_cols, int64_t nb, float* out, size_t os) {
-    static constexpr TileTable<Q4_KTimesQ8_KWide, kTileRows, kTileCols> table;
-    const int step = nb < kQ4KFourColumnBlocks ? 2 : kTileCols;
-    for (int c = 0; c < n_cols; c += step) {
-        const int m = std::min(step, n_cols - c);
-        table.fns[n_rows - 1][m - 1](w, ws, n_rows, a + size_t(c) * as, as, m, nb,
-                                     out + size_t(c) * os, os);
-    }
-}
-
-}  // namespace
-
 TileKernel avx512_tile_kernel(TensorType weight) {
     switch (weight) {
         case TensorType::Q4_K:
-            return {&q4_k_wide_dispatch, kTileRows, kTileCols};
+            return {&Q4_KLanes::tile, kLaneRows, kLaneTileColumns};
         case TensorType::Q6_K:
             return tile_kernel<Q6_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
         case TensorType::Q5_K:
