@@ -688,6 +688,48 @@ inline void prefetch_rows(const uint8_t* const (&rows)[kLaneRows], size_t ws, si
     }
 }
 
+// Columns [0, C) of a tile's accumulators (lane j: row kLaneRow[j]) into out (column c at
+// out + c os), rows below n_rows.
+template <int C, int N>
+inline void store_lanes(const __m512 (&acc)[N], int n_rows, float* out, size_t os) {
+    for (int c = 0; c < C; ++c) {
+        alignas(64) float lanes[kLaneRows];
+        _mm512_store_ps(lanes, acc[c]);
+        for (int j = 0; j < kLaneRows; ++j) {
+            if (kLaneRow[j] < n_rows) out[size_t(c) * os + size_t(kLaneRow[j])] = lanes[j];
+        }
+    }
+}
+
+// The fp16 at rows[kLaneRow[j]] + offset in lane j, as floats. (Sixteen scalar loads through
+// memory: a vpgatherdd of the same words took 40% of a Q8_0 decode tile's time.)
+inline __m512 fp16_lanes(const uint8_t* const (&rows)[kLaneRows], size_t offset) {
+    alignas(32) uint16_t h[kLaneRows];
+    for (int j = 0; j < kLaneRows; ++j) std::memcpy(&h[j], rows[kLaneRow[j]] + offset, 2);
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// The 16 bytes at rows[i] + offset of 16 rows as dwords in lanes: register q holds bytes
+// 4q..4q+3 of every row (lane j: row kLaneRow[j]).
+inline void transpose_16_bytes(const uint8_t* const (&rows)[kLaneRows], size_t offset,
+                               __m512i (&out)[4]) {
+    __m512i h[4];
+    for (int i = 0; i < 4; ++i) {
+        __m512i v = _mm512_castsi128_si512(load16(rows[i] + offset));
+        v = _mm512_inserti32x4(v, load16(rows[8 + i] + offset), 1);
+        v = _mm512_inserti32x4(v, load16(rows[4 + i] + offset), 2);
+        h[i] = _mm512_inserti32x4(v, load16(rows[12 + i] + offset), 3);
+    }
+    const __m512i lo01 = _mm512_unpacklo_epi32(h[0], h[1]);
+    const __m512i hi01 = _mm512_unpackhi_epi32(h[0], h[1]);
+    const __m512i lo23 = _mm512_unpacklo_epi32(h[2], h[3]);
+    const __m512i hi23 = _mm512_unpackhi_epi32(h[2], h[3]);
+    out[0] = _mm512_unpacklo_epi64(lo01, lo23);
+    out[1] = _mm512_unpackhi_epi64(lo01, lo23);
+    out[2] = _mm512_unpacklo_epi64(hi01, hi23);
+    out[3] = _mm512_unpackhi_epi64(hi01, hi23);
+}
+
 // A 64-byte register's worth of memory, for the per-thread buffers of transposed blocks.
 struct alignas(64) Line {
     uint8_t bytes[64];
@@ -702,11 +744,7 @@ struct Q8_0Lanes {
     // The 16 rows' scales of block b in lane order, converted from fp16. (Sixteen scalar loads
     // through memory: a vpgatherdd of the same words took 40% of a decode tile's time.)
     static __m512 scales(const uint8_t* const (&rows)[kLaneRows], int64_t b) {
-        alignas(32) uint16_t d[kLaneRows];
-        for (int j = 0; j < kLaneRows; ++j) {
-            d[j] = block_at<BlockQ8_0>(rows[kLaneRow[j]], 0, 0, b)->d;
-        }
-        return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d)));
+        return fp16_lanes(rows, size_t(b) * sizeof(BlockQ8_0));
     }
     // Every other block, each row's line 8 blocks on (272 bytes; 4-12 blocks measured alike).
     static void prefetch_ahead(const uint8_t* const (&rows)[kLaneRows], size_t ws, int64_t nb,
@@ -736,16 +774,6 @@ struct Q8_0Lanes {
                                      _mm512_mul_ps(wd, _mm512_set1_ps(side.d)), acc[c]);
         }
     }
-    template <int C>
-    static void store(const __m512 (&acc)[kLaneColumns], int n_rows, float* out, size_t os) {
-        for (int c = 0; c < C; ++c) {
-            alignas(64) float lanes[kLaneRows];
-            _mm512_store_ps(lanes, acc[c]);
-            for (int j = 0; j < kLaneRows; ++j) {
-                if (kLaneRow[j] < n_rows) out[size_t(c) * os + size_t(kLaneRow[j])] = lanes[j];
-            }
-        }
-    }
 
     // Columns [0, C) with the blocks transposed as they are used.
     template <int C>
@@ -759,7 +787,7 @@ struct Q8_0Lanes {
             transpose(rows, b, z);
             columns<C>(z, scales(rows, b), a, as, nb, b, acc);
         }
-        store<C>(acc, n_rows, out, os);
+        store_lanes<C>(acc, n_rows, out, os);
     }
     // Columns [0, C) over the transposed blocks in `kept` (8 codes registers and the scales
     // per block).
@@ -774,7 +802,7 @@ struct Q8_0Lanes {
             for (int i = 0; i < 8; ++i) z[i] = _mm512_load_si512(k[i].bytes);
             columns<C>(z, _mm512_load_ps(k[8].bytes), a, as, nb, b, acc);
         }
-        store<C>(acc, n_rows, out, os);
+        store_lanes<C>(acc, n_rows, out, os);
     }
 
     template <template <int> class Go>
@@ -866,23 +894,13 @@ struct Q4_KLanes {
         __m512 d, dmin;
     };
     static void heads(const uint8_t* const (&rows)[kLaneRows], size_t at, Heads& out) {
-        // The 16-byte heads (d, dmin, 12 bytes of scales) of 4 rows per register, then as dwords
-        // per lane (lane j: row kLaneRow[j]).
-        __m512i h[4];
-        for (int i = 0; i < 4; ++i) {
-            __m512i v = _mm512_castsi128_si512(load16(rows[i] + at));
-            v = _mm512_inserti32x4(v, load16(rows[8 + i] + at), 1);
-            v = _mm512_inserti32x4(v, load16(rows[4 + i] + at), 2);
-            h[i] = _mm512_inserti32x4(v, load16(rows[12 + i] + at), 3);
-        }
-        const __m512i lo01 = _mm512_unpacklo_epi32(h[0], h[1]);
-        const __m512i hi01 = _mm512_unpackhi_epi32(h[0], h[1]);
-        const __m512i lo23 = _mm512_unpacklo_epi32(h[2], h[3]);
-        const __m512i hi23 = _mm512_unpackhi_epi32(h[2], h[3]);
-        const __m512i dd = _mm512_unpacklo_epi64(lo01, lo23);  // d | dmin << 16
-        const __m512i q0 = _mm512_unpackhi_epi64(lo01, lo23);  // scales bytes 0-3
-        const __m512i q4 = _mm512_unpacklo_epi64(hi01, hi23);  // 4-7
-        const __m512i q8 = _mm512_unpackhi_epi64(hi01, hi23);  // 8-11
+        // The 16-byte heads (d, dmin, 12 bytes of scales) as dwords per lane.
+        __m512i head[4];
+        transpose_16_bytes(rows, at, head);
+        const __m512i dd = head[0];  // d | dmin << 16
+        const __m512i q0 = head[1];  // scales bytes 0-3
+        const __m512i q4 = head[2];  // 4-7
+        const __m512i q8 = head[3];  // 8-11
         out.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
         out.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
         __m512i m[8];
@@ -1015,17 +1033,6 @@ struct Q4_KLanes {
         for (int c = 0; c < C; ++c) finish(sumi[c], h.mins, h.d, h.dmin, x[c], acc[c]);
     }
 
-    template <int C>
-    static void store(const __m512 (&acc)[kColumns], int n_rows, float* out, size_t os) {
-        for (int c = 0; c < C; ++c) {
-            alignas(64) float lanes[kLaneRows];
-            _mm512_store_ps(lanes, acc[c]);
-            for (int j = 0; j < kLaneRows; ++j) {
-                if (kLaneRow[j] < n_rows) out[size_t(c) * os + size_t(kLaneRow[j])] = lanes[j];
-            }
-        }
-    }
-
     // Columns [0, C) over prepared blocks (nb of them at `blocks`), or straight from the rows
     // when blocks is null.
     template <int C>
@@ -1042,7 +1049,7 @@ struct Q4_KLanes {
                 direct_columns<C>(rows, b, a, as, acc);
             }
         }
-        store<C>(acc, n_rows, out, os);
+        store_lanes<C>(acc, n_rows, out, os);
     }
     static void run_columns(int c, const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows],
                             size_t ws, int n_rows, const uint8_t* a, size_t as, int64_t nb,
