@@ -91,7 +91,7 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     const uint64_t act_types = std::min<uint64_t>(4, n_embd_types.size());
     const uint64_t multi_jobs = 2 * 2 * ff * 24;  // up to one 24-byte item per row, doubled
     // Per thread, a row-interleaved tile's transposed blocks: 16 rows' codes and scales, at
-    // most 20 bytes per column (backend/cpu/tile_kernels_avx512.cpp: Q8_0Lanes 18, Q4_KLanes
+    // most 20 bytes per column (backend/cpu/tile_kernels_avx512.cpp: Q8_0Lanes 18, K4Lanes
     // 19.5).
     const uint64_t interleaved = T * 20 * widest_cols;
     m.matmul = R * widest + act_types * R * n_embd_row + multi_jobs + interleaved +

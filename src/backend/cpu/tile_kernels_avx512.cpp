@@ -8,17 +8,19 @@
 //   products use), two columns per register, each half doing the 256-bit kernel's arithmetic,
 //   so that a column's bits do not depend on the batch; decode (one column) runs the 256-bit
 //   kernel. 1.15x (Q5_K) to 1.6x (Q2_K) the 256-bit kernels' prompt speed on Zen 5.
-// - Q8_0 and Q4_K, with 16 weight rows in the lanes of a register (Q8_0Lanes, Q4_KLanes below):
+// - Q8_0, Q4_K and Q5_K, with 16 weight rows in the lanes of a register (Q8_0Lanes, K4Lanes):
 //   a block's integer dot product per row with no horizontal sums, the transposed rows shared by
 //   a prompt tile's columns. On 2 cores of an AVX-512 Xeon (4096 x 4096, batch 128): Q8_0 815
 //   GFLOP/s against 372 in column pairs, Q4_K 835 against 410 for the 4-row 512-bit kernel it
-//   replaced; decode: Q4_K 0-15% faster, Q8_0 up to ~10% slower on rows of 2048.
+//   replaced, Q5_K 745 against 367 in column pairs; decode: Q4_K 0-15% and Q5_K 0-45% faster,
+//   Q8_0 up to ~10% slower on rows of 2048.
 // On CPUs that lower their clock for 512-bit integer work (Intel before Ice Lake) the margins
 // are smaller; they have not been measured there.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -336,74 +338,6 @@ struct AffineTimesQ8_1ColumnPairs {
             for (int r = 0; r < R; ++r) {
                 for (int c = 0; c < C; ++c) out[size_t(c) * os + size_t(r)] += min_sum[r][c];
             }
-        }
-    }
-};
-
-// Q5_K in column pairs: K4TimesQ8_K<true>'s arithmetic (x86_tile_kernels.inc) per half, the codes
-// with their fifth bits and the scales unpacked once per row for both columns.
-struct Q5_KTimesQ8_KColumnPairs {
-    template <int R, int C>
-    static void tile(const uint8_t* w, size_t ws, const uint8_t* a, size_t as, int64_t nb,
-                     float* out, size_t os) {
-        if constexpr (C == 1) {
-            K4TimesQ8_K<true>::template tile<R, 1>(w, ws, a, as, nb, out, os);
-        } else {
-            constexpr int P = (C + 1) / 2;
-            __m512 acc[R][P];
-            for (auto& row : acc) {
-                for (auto& v : row) v = _mm512_setzero_ps();
-            }
-            const __m512i low4 = _mm512_set1_epi8(0x0f);
-            const __m512i bit4 = _mm512_set1_epi8(0x10);
-            // k4_min_terms' index (int16 m0 m0 m1 m1 .. | m4 m4 .. m7 m7) in both halves
-            const __m512i min_index = _mm512_broadcast_i64x4(
-                _mm256_set_epi64x(int64_t(0xff0fff0fff0eff0eull), int64_t(0xff0dff0dff0cff0cull),
-                                  int64_t(0xff0bff0bff0aff0aull), int64_t(0xff09ff09ff08ff08ull)));
-            for (int64_t b = 0; b < nb; ++b) {
-                __m512i x[P][8];
-                __m512i bsums[P];
-                __m512 xd[P];
-                q8k_pairs<P, C>(a, as, b, x, bsums, xd);
-                for (int r = 0; r < R; ++r) {
-                    const BlockQ5_K* wb = block_at<BlockQ5_K>(w, ws, r, b);
-                    prefetch_next_tile(wb, R * ws);
-                    const __m512i scales_mins =
-                        _mm512_broadcast_i32x4(k4_scales_and_mins(wb->scales));
-                    const __m512i hbits = _mm512_broadcast_i64x4(load32(wb->qh));
-                    __m512i q[8];
-                    for (int j = 0; j < 4; ++j) {
-                        const __m512i bytes = _mm512_broadcast_i64x4(load32(wb->qs + 32 * j));
-                        const __m512i h = _mm512_srli_epi16(hbits, 2 * j);
-                        q[2 * j] = _mm512_or_si512(_mm512_and_si512(bytes, low4),
-                                                   _mm512_and_si512(_mm512_slli_epi16(h, 4), bit4));
-                        q[2 * j + 1] =
-                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bytes, 4), low4),
-                                            _mm512_and_si512(_mm512_slli_epi16(h, 3), bit4));
-                    }
-                    __m512i scale[8];  // sub-block s's scale in every int16 lane
-                    for (int s = 0; s < 8; ++s) {
-                        scale[s] = _mm512_shuffle_epi8(scales_mins,
-                                                       _mm512_set1_epi16(int16_t(0xff00 | s)));
-                    }
-                    const __m512i mins = _mm512_shuffle_epi8(scales_mins, min_index);
-                    const __m512 wd = _mm512_set1_ps(half_to_float(wb->d));
-                    const __m512 wdmin = _mm512_set1_ps(half_to_float(wb->dmin));
-                    for (int p = 0; p < P; ++p) {
-                        __m512i sum = _mm512_setzero_si512();
-                        for (int s = 0; s < 8; ++s) {
-                            sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(q[s], x[p][s]),
-                                                      scale[s]);
-                        }
-                        const __m512i min_terms = _mm512_madd_epi16(bsums[p], mins);
-                        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wd, xd[p]),
-                                                    _mm512_cvtepi32_ps(sum), acc[r][p]);
-                        acc[r][p] = _mm512_fnmadd_ps(_mm512_mul_ps(wdmin, xd[p]),
-                                                     _mm512_cvtepi32_ps(min_terms), acc[r][p]);
-                    }
-                }
-            }
-            store_pair_tile<R, C>(acc, out, os);
         }
     }
 };
@@ -873,8 +807,11 @@ struct Q8_0Lanes {
 // block. A column's block is then, per row: sumi = Σ_j sc_j (Σ_sub-block j q x) exactly (8
 // vpdpbusd and one vpmulld per sub-block), summ = Σ_j m_j (x's sum over sub-block j) (4
 // vpdpwssd on pairs of minima), and acc = fma(float(sumi), d dx, acc), then acc -= float(summ)
-// dmin dx: the same operations for a column in every tile.
-struct Q4_KLanes {
+// dmin dx: the same operations for a column in every tile. Q5_K is the same with a fifth bit
+// (codes 0..31), taken from its transposed qh.
+template <class Block>
+struct K4Lanes {
+    static constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
     static constexpr int kColumns = 4;  // columns computed together (their sums in registers)
     struct Prepared {
         Line lo[4][8], hi[4][8];  // sub-blocks 2i and 2i + 1: register k, elements 4k..4k+3
@@ -916,28 +853,47 @@ struct Q4_KLanes {
             out.mins[t] = _mm512_or_si512(m[2 * t], _mm512_slli_epi32(m[2 * t + 1], 16));
         }
     }
-    // Sub-blocks 2i and 2i + 1 of the 16 rows: register k, elements 4k..4k+3 (codes 0..15).
-    static void codes(const uint8_t* const (&rows)[kLaneRows], size_t at, int i, __m512i (&lo)[8],
-                      __m512i (&hi)[8]) {
+    // Bit `bit` of every byte of v moved to bit 4, the rest cleared (16-bit shifts: what crosses
+    // from the other byte of a pair lands below bit 4 or above it, and is masked).
+    static __m512i bit_to_4(__m512i v, int bit) {
+        const __m512i moved = bit <= 4 ? _mm512_slli_epi16(v, unsigned(4 - bit))
+                                       : _mm512_srli_epi16(v, unsigned(bit - 4));
+        return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
+    }
+    // Q5_K's qh of the 16 rows transposed (register k: qh[4k..4k+3] of each row); nothing for
+    // Q4_K.
+    static void fifth_bits(const uint8_t* const (&rows)[kLaneRows], size_t at, __m512i (&qh)[8]) {
+        if constexpr (kFifth) transpose_32_bytes(rows, at + offsetof(BlockQ5_K, qh), qh);
+    }
+    // Sub-blocks 2i and 2i + 1 of the 16 rows: register k, elements 4k..4k+3 (codes 0..15, with
+    // the fifth bit 0..31).
+    static void codes(const uint8_t* const (&rows)[kLaneRows], size_t at, int i,
+                      const __m512i (&qh)[8], __m512i (&lo)[8], __m512i (&hi)[8]) {
         const __m512i low4 = _mm512_set1_epi8(0x0f);
         __m512i z[8];
-        transpose_32_bytes(rows, at + 16 + 32 * size_t(i), z);
+        transpose_32_bytes(rows, at + offsetof(Block, qs) + 32 * size_t(i), z);
         for (int k = 0; k < 8; ++k) {
             lo[k] = _mm512_and_si512(z[k], low4);
             hi[k] = _mm512_and_si512(_mm512_srli_epi16(z[k], 4), low4);
+            if constexpr (kFifth) {
+                lo[k] = _mm512_or_si512(lo[k], bit_to_4(qh[k], 2 * i));
+                hi[k] = _mm512_or_si512(hi[k], bit_to_4(qh[k], 2 * i + 1));
+            }
         }
     }
     static void prepare(const uint8_t* const (&rows)[kLaneRows], int64_t b, Prepared& p) {
-        const size_t at = size_t(b) * sizeof(BlockQ4_K);
+        const size_t at = size_t(b) * sizeof(Block);
         Heads h;
         heads(rows, at, h);
         for (int j = 0; j < 8; ++j) _mm512_store_si512(p.sc[j].bytes, h.sc[j]);
         for (int t = 0; t < 4; ++t) _mm512_store_si512(p.mins[t].bytes, h.mins[t]);
         _mm512_store_ps(p.d.bytes, h.d);
         _mm512_store_ps(p.dmin.bytes, h.dmin);
+        __m512i qh[8];
+        fifth_bits(rows, at, qh);
         for (int i = 0; i < 4; ++i) {
             __m512i lo[8], hi[8];
-            codes(rows, at, i, lo, hi);
+            codes(rows, at, i, qh, lo, hi);
             for (int k = 0; k < 8; ++k) {
                 _mm512_store_si512(p.lo[i][k].bytes, lo[k]);
                 _mm512_store_si512(p.hi[i][k].bytes, hi[k]);
@@ -1010,16 +966,18 @@ struct Q4_KLanes {
     template <int C>
     static void direct_columns(const uint8_t* const (&rows)[kLaneRows], int64_t b, const uint8_t* a,
                                size_t as, __m512 (&acc)[kColumns]) {
-        const size_t at = size_t(b) * sizeof(BlockQ4_K);
+        const size_t at = size_t(b) * sizeof(Block);
         const BlockQ8_K* x[C];
         for (int c = 0; c < C; ++c) x[c] = block_at<BlockQ8_K>(a, as, c, b);
         Heads h;
         heads(rows, at, h);
         __m512i sumi[C];
         for (auto& v : sumi) v = _mm512_setzero_si512();
+        __m512i qh[8];
+        fifth_bits(rows, at, qh);
         for (int i = 0; i < 4; ++i) {
             __m512i wl[8], wh[8];
-            codes(rows, at, i, wl, wh);
+            codes(rows, at, i, qh, wl, wh);
             for (int c = 0; c < C; ++c) {
                 __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
                 for (int k = 0; k < 8; ++k) {
@@ -1044,8 +1002,8 @@ struct Q4_KLanes {
             if (blocks) {
                 columns<C>(blocks[b], a, as, b, acc);
             } else {
-                prefetch_rows(rows, ws, size_t(nb) * sizeof(BlockQ4_K),
-                              size_t(b + 2) * sizeof(BlockQ4_K), sizeof(BlockQ4_K));
+                prefetch_rows(rows, ws, size_t(nb) * sizeof(Block), size_t(b + 2) * sizeof(Block),
+                              sizeof(Block));
                 direct_columns<C>(rows, b, a, as, acc);
             }
         }
@@ -1083,6 +1041,8 @@ struct Q4_KLanes {
         }
     }
 };
+using Q4_KLanes = K4Lanes<BlockQ4_K>;
+using Q5_KLanes = K4Lanes<BlockQ5_K>;
 
 template <class Codes>
 constexpr TileKernel column_pair_kernel() {
@@ -1101,7 +1061,7 @@ TileKernel avx512_tile_kernel(TensorType weight) {
         case TensorType::Q6_K:
             return tile_kernel<Q6_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
         case TensorType::Q5_K:
-            return tile_kernel<Q5_KTimesQ8_KColumnPairs, kTileRows, kPairTileCols>();
+            return {&Q5_KLanes::tile, kLaneRows, kLaneTileColumns};
         case TensorType::F32:
             return tile_kernel<FloatDotColumnPairs<F32Elements>, kTileRows, kPairTileCols>();
         case TensorType::F16:
