@@ -610,8 +610,8 @@ inline void transpose_32_bytes(const uint8_t* const (&rows)[kLaneRows], size_t o
     }
 }
 
-// 16 row streams, too many for the hardware prefetchers: each row's lines `ahead` bytes on
-// (past the row's end, the same row of the next tile), `bytes` of them.
+// 16 row streams, too many for the hardware prefetchers: `bytes` of each row from byte `at` on
+// (past the row's end, from the same row of the next tile).
 inline void prefetch_rows(const uint8_t* const (&rows)[kLaneRows], size_t ws, size_t row_bytes,
                           size_t at, size_t bytes) {
     const size_t from = at < row_bytes ? at : kLaneRows * ws + (at - row_bytes);
@@ -662,6 +662,16 @@ inline void transpose_16_bytes(const uint8_t* const (&rows)[kLaneRows], size_t o
     out[1] = _mm512_unpackhi_epi64(lo01, lo23);
     out[2] = _mm512_unpacklo_epi64(hi01, hi23);
     out[3] = _mm512_unpackhi_epi64(hi01, hi23);
+}
+
+// Go<C>::run(args...) for the run-time column count c in [1, N]: the tile kernels' sums stay in
+// registers only for a compile-time count.
+template <template <int> class Go, int N, class... Args>
+inline void by_columns(int c, const Args&... args) {
+    if constexpr (N > 1) {
+        if (c < N) return by_columns<Go, N - 1>(c, args...);
+    }
+    Go<N>::run(args...);
 }
 
 // A 64-byte register's worth of memory, for the per-thread buffers of transposed blocks.
@@ -739,27 +749,6 @@ struct Q8_0Lanes {
         store_lanes<C>(acc, n_rows, out, os);
     }
 
-    template <template <int> class Go>
-    static void by_columns(int c, auto&&... args) {
-        switch (c) {
-            case 1:
-                return Go<1>::run(args...);
-            case 2:
-                return Go<2>::run(args...);
-            case 3:
-                return Go<3>::run(args...);
-            case 4:
-                return Go<4>::run(args...);
-            case 5:
-                return Go<5>::run(args...);
-            case 6:
-                return Go<6>::run(args...);
-            case 7:
-                return Go<7>::run(args...);
-            default:
-                return Go<8>::run(args...);
-        }
-    }
     template <int C>
     struct Direct {
         static void run(const uint8_t* const (&rows)[kLaneRows], size_t ws, int n_rows,
@@ -780,7 +769,7 @@ struct Q8_0Lanes {
         const uint8_t* rows[kLaneRows];
         for (int i = 0; i < kLaneRows; ++i) rows[i] = w + size_t(std::min(i, n_rows - 1)) * ws;
         if (n_cols <= kLaneColumns) {
-            return by_columns<Direct>(n_cols, rows, ws, n_rows, a, as, nb, out, os);
+            return by_columns<Direct, kLaneColumns>(n_cols, rows, ws, n_rows, a, as, nb, out, os);
         }
         // The transposed blocks once, for every group of columns.
         static thread_local std::vector<Line> kept_buffer;
@@ -793,8 +782,8 @@ struct Q8_0Lanes {
             _mm512_store_ps(kept[9 * b + 8].bytes, scales(rows, b));
         }
         for (int c = 0; c < n_cols; c += kLaneColumns) {
-            by_columns<Kept>(std::min(kLaneColumns, n_cols - c), kept, n_rows, a + size_t(c) * as,
-                             as, nb, out + size_t(c) * os, os);
+            by_columns<Kept, kLaneColumns>(std::min(kLaneColumns, n_cols - c), kept, n_rows,
+                                           a + size_t(c) * as, as, nb, out + size_t(c) * os, os);
         }
     }
 };
@@ -994,50 +983,40 @@ struct K4Lanes {
     // Columns [0, C) over prepared blocks (nb of them at `blocks`), or straight from the rows
     // when blocks is null.
     template <int C>
-    static void run(const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows], size_t ws,
-                    int n_rows, const uint8_t* a, size_t as, int64_t nb, float* out, size_t os) {
-        __m512 acc[kColumns];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            if (blocks) {
-                columns<C>(blocks[b], a, as, b, acc);
-            } else {
-                prefetch_rows(rows, ws, size_t(nb) * sizeof(Block), size_t(b + 2) * sizeof(Block),
-                              sizeof(Block));
-                direct_columns<C>(rows, b, a, as, acc);
+    struct Columns {
+        static void run(const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows], size_t ws,
+                        int n_rows, const uint8_t* a, size_t as, int64_t nb, float* out,
+                        size_t os) {
+            __m512 acc[kColumns];
+            for (auto& v : acc) v = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b) {
+                if (blocks) {
+                    columns<C>(blocks[b], a, as, b, acc);
+                } else {
+                    prefetch_rows(rows, ws, size_t(nb) * sizeof(Block),
+                                  size_t(b + 2) * sizeof(Block), sizeof(Block));
+                    direct_columns<C>(rows, b, a, as, acc);
+                }
             }
+            store_lanes<C>(acc, n_rows, out, os);
         }
-        store_lanes<C>(acc, n_rows, out, os);
-    }
-    static void run_columns(int c, const Prepared* blocks, const uint8_t* const (&rows)[kLaneRows],
-                            size_t ws, int n_rows, const uint8_t* a, size_t as, int64_t nb,
-                            float* out, size_t os) {
-        switch (c) {
-            case 1:
-                return run<1>(blocks, rows, ws, n_rows, a, as, nb, out, os);
-            case 2:
-                return run<2>(blocks, rows, ws, n_rows, a, as, nb, out, os);
-            case 3:
-                return run<3>(blocks, rows, ws, n_rows, a, as, nb, out, os);
-            default:
-                return run<4>(blocks, rows, ws, n_rows, a, as, nb, out, os);
-        }
-    }
-
+    };
     static void tile(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
                      int n_cols, int64_t nb, float* out, size_t os) {
         const uint8_t* rows[kLaneRows];
         for (int i = 0; i < kLaneRows; ++i) rows[i] = w + size_t(std::min(i, n_rows - 1)) * ws;
         if (n_cols <= kColumns) {
-            return run_columns(n_cols, nullptr, rows, ws, n_rows, a, as, nb, out, os);
+            return by_columns<Columns, kColumns>(n_cols, nullptr, rows, ws, n_rows, a, as, nb, out,
+                                                 os);
         }
         // The blocks prepared once, for every group of columns.
         static thread_local std::vector<Prepared> kept;
         if (kept.size() < size_t(nb)) kept.resize(size_t(nb));
         for (int64_t b = 0; b < nb; ++b) prepare(rows, b, kept[size_t(b)]);
         for (int c = 0; c < n_cols; c += kColumns) {
-            run_columns(std::min(kColumns, n_cols - c), kept.data(), rows, ws, n_rows,
-                        a + size_t(c) * as, as, nb, out + size_t(c) * os, os);
+            by_columns<Columns, kColumns>(std::min(kColumns, n_cols - c), kept.data(), rows, ws,
+                                          n_rows, a + size_t(c) * as, as, nb, out + size_t(c) * os,
+                                          os);
         }
     }
 };
