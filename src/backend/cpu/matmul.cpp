@@ -172,15 +172,39 @@ void convert_row(CpuPath path, TensorType act_type, const float* x, uint8_t* out
     if (sides && act_type == TensorType::Q8_0) detail::write_q8_0_sides(out, cols / quant::kQK);
 }
 
+// Rows of a few cache lines set far apart (attention's keys: one head's values inside a cache
+// row of every head) are each read in a couple of loads: too little per row for the hardware
+// prefetchers, so such a product waits on memory most of its time. A tile of them asks for the
+// rows kShortRowLookahead on while it computes (decode attention at 1k context on 2 threads:
+// 3.7 ms a token without, 2.0 with; 16 to 64 rows measure alike).
+constexpr size_t kShortRowBytes = 512;
+constexpr int64_t kShortRowLookahead = 32;
+
+void prefetch_short_rows(const uint8_t* w, size_t stride, size_t row_bytes, int64_t from,
+                         int64_t to) {
+    for (int64_t r = from; r < to; ++r) {
+        const uint8_t* row = w + size_t(r) * stride;
+        for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+        __builtin_prefetch(row + row_bytes - 1, 0, 3);
+    }
+}
+
 // Rows [begin, end) of W times every activation column, tile by tile.
 void tile_rows(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t* act,
                size_t act_row_bytes, int64_t n, float* Y, int64_t begin, int64_t end) {
     const int64_t n_blocks = W.cols / tensor_type_info(W.type)->block_size;
     const auto* w = static_cast<const uint8_t*>(W.data);
+    const size_t row_bytes = size_t(quant::quant_row_bytes(W.type, W.cols).value());
+    const int64_t lookahead =
+        row_bytes <= kShortRowBytes && W.row_stride >= 2 * row_bytes ? kShortRowLookahead : 0;
     for (int64_t c0 = 0; c0 < n; c0 += k.max_cols) {
         const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
         for (int64_t r0 = begin; r0 < end; r0 += k.max_rows) {
             const int n_rows = int(std::min<int64_t>(k.max_rows, end - r0));
+            if (lookahead > 0) {
+                prefetch_short_rows(w, W.row_stride, row_bytes, std::min(r0 + lookahead, end),
+                                    std::min(r0 + lookahead + n_rows, end));
+            }
             k.fn(w + r0 * W.row_stride, W.row_stride, n_rows, act + c0 * act_row_bytes,
                  act_row_bytes, n_cols, n_blocks, Y + c0 * W.rows + r0, size_t(W.rows));
         }
