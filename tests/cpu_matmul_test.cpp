@@ -363,6 +363,39 @@ TEST_P(CpuMatmul, WideBatchesMatchAndKeepEachColumnsBits) {
     }
 }
 
+// Attention's scores: float rows of a head's length (up to 256 elements, the AVX-512 kernel
+// then holds 16 rows in lanes for 8 or more columns) give each column the bits it gets alone,
+// where a single column takes the column-pair kernel; past 256 elements the pairs run again.
+TEST(CpuMatmulFloat, ShortRowsInLanesKeepEachColumnsBits) {
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+        std::mt19937 rng(57u + uint32_t(t));
+        ThreadPool pool(2);
+        for (int64_t cols : {8, 64, 72, 128, 250, 256, 264}) {
+            const Weights w = make_weights(t, 45, cols, 128, rng);
+            for (int64_t n : {8, 9, 33}) {
+                check_all_paths(w, n, 2, rng);
+                const std::vector<float> x = make_activations(n, w.cols, rng);
+                for (CpuPath p : runnable_paths()) {
+                    SCOPED_TRACE(std::string(cpu::cpu_path_name(p)) + " " +
+                                 std::string(tensor_type_name(t)) +
+                                 " cols=" + std::to_string(cols) + " n=" + std::to_string(n));
+                    std::vector<float> y(size_t(n * w.rows)), alone(size_t(w.rows));
+                    cpu::matmul_on_path(p, w.view(), x.data(), y.data(), n, pool);
+                    for (int64_t c = 0; c < n; ++c) {
+                        cpu::matmul_on_path(p, w.view(), x.data() + c * w.cols, alone.data(), 1,
+                                            pool);
+                        for (int64_t r = 0; r < w.rows; ++r) {
+                            ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(c * w.rows + r)]),
+                                      std::bit_cast<uint32_t>(alone[size_t(r)]))
+                                << "column " << c << " row " << r;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 // Float rows extended by elements whose activations are zero give the same bits: attention's
 // value product runs over a row as long as the batch's last position, with zero weights past
 // each query's own, so without this a query's output would depend on how the batch was cut.

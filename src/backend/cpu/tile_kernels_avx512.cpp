@@ -788,6 +788,148 @@ struct Q8_0Lanes {
     }
 };
 
+// ---- float weights with short rows in lanes: attention's keys --------------------------------
+//
+// A prompt's scores are products of rows of 64-256 elements (a head's keys) with a hundred or
+// more query columns. FloatDotColumnPairs spends as much there on horizontal sums (two per
+// column pair and row, every 64 products) as on the products. Here 16 rows sit in the lanes,
+// transposed once per tile, and a column keeps FloatDot's eight lane sums as eight registers:
+// register l sums elements l, l + 8, ... of all 16 rows with the same fused multiply-adds, and
+// hsum's tree ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)) is then done across registers.
+// So every (row, column) gets FloatDotColumnPairs' bits, and the choice between the two kernels
+// (few columns or long rows go to the pairs) changes no result.
+constexpr int64_t kFloatLaneMaxElements = 256;  // 16 transposed rows: at most 16 KiB, in L1
+constexpr int kFloatLaneMinColumns = 8;         // fewer: the transposition costs more than it saves
+
+// out[i][j] = in[j][i] for 16 registers of 16 floats.
+inline void transpose_16x16(__m512 (&r)[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + k]: per 128-bit lane q, element 4q + k of rows 4g .. 4g + 3.
+    for (int g = 0; g < 4; ++g) {
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+    }
+    for (int k = 0; k < 4; ++k) {
+        const __m512 even_lo = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88);
+        const __m512 even_hi = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88);
+        const __m512 odd_lo = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xdd);
+        const __m512 odd_hi = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xdd);
+        r[k] = _mm512_shuffle_f32x4(even_lo, even_hi, 0x88);
+        r[8 + k] = _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd);
+        r[4 + k] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88);
+        r[12 + k] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd);
+    }
+}
+
+// n elements as floats at out, zero past n up to `padded`.
+template <class Elements>
+inline void widen_row(const typename Elements::Element* p, int64_t n, int64_t padded, float* out) {
+    int64_t i = 0;
+    if constexpr (std::is_same_v<Elements, F16Elements>) {
+        for (; i + 16 <= n; i += 16) {
+            _mm512_storeu_ps(
+                out + i,
+                _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i))));
+        }
+    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Elements::load8(p + i));
+    for (; i < n; ++i) out[i] = Elements::load1(p + i);
+    for (; i < padded; ++i) out[i] = 0.0f;
+}
+
+template <class Elements>
+struct FloatLanes {
+    using E = typename Elements::Element;
+    using Pairs = FloatDotColumnPairs<Elements>;
+    static constexpr int kColumns = 3;  // per pass: 24 accumulators and the transposed element
+
+    // FloatDot's lane sums of columns x[0..C) against the transposed rows t (element e of the
+    // 16 rows at t + 16 e), over `steps` steps of 8, stored to out + c os for rows below n_rows.
+    template <int C>
+    static void columns(const float* t, int64_t steps, const float* const (&x)[kColumns],
+                        int n_rows, float* out, size_t os) {
+        __m512 acc[C][8];
+        for (auto& column : acc) {
+            for (auto& v : column) v = _mm512_setzero_ps();
+        }
+        for (int64_t s = 0; s < steps; ++s) {
+            for (int l = 0; l < 8; ++l) {
+                __m512 rows = _mm512_load_ps(t + 16 * (8 * s + l));
+                // Loaded once into a register for the C columns, whose values then come as
+                // broadcast memory operands (left alone, the compiler folds the rows into each
+                // multiply-add instead: two loads per product).
+                asm("" : "+v"(rows));
+                for (int c = 0; c < C; ++c) {
+                    acc[c][l] = _mm512_fmadd_ps(rows, _mm512_set1_ps(x[c][8 * s + l]), acc[c][l]);
+                }
+            }
+        }
+        const __mmask16 mask = __mmask16((1u << n_rows) - 1);
+        for (int c = 0; c < C; ++c) {
+            const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[c][0], acc[c][4]),
+                                                           _mm512_add_ps(acc[c][2], acc[c][6])),
+                                             _mm512_add_ps(_mm512_add_ps(acc[c][1], acc[c][5]),
+                                                           _mm512_add_ps(acc[c][3], acc[c][7])));
+            _mm512_mask_storeu_ps(out + size_t(c) * os, mask, sum);
+        }
+    }
+
+    // The pairs kernel over the tile, 4 rows and 8 columns at a time.
+    static void by_pairs(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
+                         int n_cols, int64_t n, float* out, size_t os) {
+        for (int c = 0; c < n_cols; c += kPairTileCols) {
+            for (int r = 0; r < n_rows; r += kTileRows) {
+                tile_dispatch<Pairs, kTileRows, kPairTileCols>(
+                    w + size_t(r) * ws, ws, std::min(kTileRows, n_rows - r), a + size_t(c) * as, as,
+                    std::min(kPairTileCols, n_cols - c), n, out + size_t(c) * os + size_t(r), os);
+            }
+        }
+    }
+
+    static void tile(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
+                     int n_cols, int64_t n, float* out, size_t os) {
+        if (n > kFloatLaneMaxElements || n_cols < kFloatLaneMinColumns) {
+            return by_pairs(w, ws, n_rows, a, as, n_cols, n, out, os);
+        }
+        const int64_t padded = (n + 15) / 16 * 16;
+        alignas(64) float by_row[kLaneRows * kFloatLaneMaxElements];
+        for (int i = 0; i < kLaneRows; ++i) {
+            const auto* row = reinterpret_cast<const E*>(w + size_t(std::min(i, n_rows - 1)) * ws);
+            widen_row<Elements>(row, n, padded, by_row + i * padded);
+        }
+        alignas(64) float t[kFloatLaneMaxElements * kLaneRows];  // element e of row i: t[16 e + i]
+        for (int64_t e0 = 0; e0 < padded; e0 += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(by_row + i * padded + e0);
+            transpose_16x16(r);
+            for (int i = 0; i < 16; ++i) _mm512_store_ps(t + (e0 + i) * 16, r[i]);
+        }
+        alignas(64) float x[kColumns][kFloatLaneMaxElements];
+        const float* const xs[kColumns] = {x[0], x[1], x[2]};
+        const int64_t steps = (n + 7) / 8;  // the last zero-padded, as FloatDot's tail
+        for (int c = 0; c < n_cols; c += kColumns) {
+            const int count = std::min(kColumns, n_cols - c);
+            for (int k = 0; k < count; ++k) {
+                widen_row<Elements>(reinterpret_cast<const E*>(a + size_t(c + k) * as), n, padded,
+                                    x[k]);
+            }
+            if (count == 3) {
+                columns<3>(t, steps, xs, n_rows, out + size_t(c) * os, os);
+            } else if (count == 2) {
+                columns<2>(t, steps, xs, n_rows, out + size_t(c) * os, os);
+            } else {
+                columns<1>(t, steps, xs, n_rows, out + size_t(c) * os, os);
+            }
+        }
+    }
+};
+
 // ---- Q4_K with weight rows in lanes ------------------------------------------------------------
 //
 // Q8_0Lanes' layout for Q4_K: per super-block, the 16 rows' codes transposed and split into
@@ -1042,11 +1184,11 @@ TileKernel avx512_tile_kernel(TensorType weight) {
         case TensorType::Q5_K:
             return {&Q5_KLanes::tile, kLaneRows, kLaneTileColumns};
         case TensorType::F32:
-            return tile_kernel<FloatDotColumnPairs<F32Elements>, kTileRows, kPairTileCols>();
+            return {&FloatLanes<F32Elements>::tile, kLaneRows, kLaneTileColumns};
         case TensorType::F16:
-            return tile_kernel<FloatDotColumnPairs<F16Elements>, kTileRows, kPairTileCols>();
+            return {&FloatLanes<F16Elements>::tile, kLaneRows, kLaneTileColumns};
         case TensorType::BF16:
-            return tile_kernel<FloatDotColumnPairs<BF16Elements>, kTileRows, kPairTileCols>();
+            return {&FloatLanes<BF16Elements>::tile, kLaneRows, kLaneTileColumns};
         case TensorType::Q2_K:
             return tile_kernel<K2TimesQ8_KColumnPairs<false>, kTileRows, kPairTileCols>();
         case TensorType::Q3_K:
