@@ -105,6 +105,31 @@ TEST(BenchCli, PrintsATableAndAppendsOneJsonLinePerInvocation) {
     EXPECT_NE(first.out.find("dense FFN"), std::string::npos) << first.out;
 }
 
+// --depth: the repetitions start after a context evaluated once, so attention reads and
+// multiplies over it: more attention flops per generated token than from an empty context.
+TEST(BenchCli, DepthMeasuresAfterAContext) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    auto attention_gen_flops = [](const json& line) {
+        for (const json& o : line["runs"][0]["operators"]) {
+            if (o["operator"] == "attention") return o["generation"]["flops"].get<double>();
+        }
+        return 0.0;
+    };
+    const std::string flags = "--prompt-tokens 8 --gen-tokens 4 --reps 2 -t 2";
+    const BenchRun plain = bench(model, flags);
+    const BenchRun deep = bench(model, flags + " --depth 100");
+    ASSERT_EQ(plain.result.exit_code, 0) << plain.result.err;
+    ASSERT_EQ(deep.result.exit_code, 0) << deep.result.err;
+    EXPECT_NE(deep.result.out.find("after 100 tokens of context"), std::string::npos)
+        << deep.result.out;
+    ASSERT_EQ(deep.lines.size(), 1u);
+    EXPECT_EQ(deep.lines[0]["depth"], 100);
+    EXPECT_EQ(plain.lines[0]["depth"], 0);
+    // Each generated token sees about 100 more positions: (100 + ~10) / ~10 times the work.
+    EXPECT_GT(attention_gen_flops(deep.lines[0]), 5 * attention_gen_flops(plain.lines[0]));
+    expect_spread(deep.lines[0]["runs"][0]["gen_tokens_per_second"]);
+}
+
 // --streams: N sequences decoded together share each weight read, so the weight bytes per
 // generated token halve from one stream to two.
 TEST(BenchCli, StreamsShareTheWeightReads) {

@@ -202,6 +202,7 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
     j["threads"] = r.threads;
     j["prompt_tokens"] = r.prompt_tokens;
     j["gen_tokens"] = r.gen_tokens;
+    j["depth"] = r.depth;
     j["reps"] = r.reps;
     j["runs"] = nlohmann::ordered_json::array();
     for (const BenchEntry& e : r.entries) {

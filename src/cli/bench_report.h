@@ -30,7 +30,7 @@ struct BenchRecord {
     std::string model;
     uint64_t file_bytes = 0;
     int threads = 0;
-    uint32_t prompt_tokens = 0, gen_tokens = 0, reps = 0;
+    uint32_t prompt_tokens = 0, gen_tokens = 0, depth = 0, reps = 0;
     std::vector<BenchEntry> entries;
 };
 

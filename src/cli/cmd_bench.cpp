@@ -43,6 +43,7 @@ struct BenchCommand {
     std::string model;
     uint32_t prompt_tokens = 512;
     uint32_t gen_tokens = 128;
+    uint32_t depth = 0;
     uint32_t reps = 3;
     bool no_warmup = false;
     bool baseline = false;
@@ -87,6 +88,7 @@ BenchEntry measure(const BenchCommand& c, const std::string& label, ModelDescrip
     SpeedBenchOptions o;
     o.prompt_tokens = c.prompt_tokens;
     o.gen_tokens = c.gen_tokens;
+    o.depth = c.depth;
     o.reps = c.reps;
     o.warmup = !c.no_warmup;
     o.progress = [&](const std::string& line) { say(who + ": " + line); };
@@ -167,8 +169,9 @@ void bench_command(BenchCommand& c) {
     const uint64_t file_bytes = std::filesystem::file_size(c.model, ec);
     if (ec) fail("cannot read " + c.model + ": " + ec.message());
     if (c.baseline) check_baseline_fits(c, file_bytes);
-    if (c.engine.plan.ctx == 0) c.engine.plan.ctx = c.prompt_tokens + c.gen_tokens;
+    if (c.engine.plan.ctx == 0) c.engine.plan.ctx = c.depth + c.prompt_tokens + c.gen_tokens;
     if (!c.streams.empty()) {
+        if (c.depth > 0) fail("--depth is not measured with --streams");
         stream_bench_command(c);
         return;
     }
@@ -187,6 +190,7 @@ void bench_command(BenchCommand& c) {
     record.model = c.model;
     record.prompt_tokens = c.prompt_tokens;
     record.gen_tokens = c.gen_tokens;
+    record.depth = c.depth;
     record.reps = c.reps;
 
     auto opts = model_load_options(c.engine, isatty(STDERR_FILENO));
@@ -225,9 +229,12 @@ void bench_command(BenchCommand& c) {
         record.entries.push_back(std::move(e));
     }
 
-    std::printf("%s: %s, %d threads, prompt %u tokens, generation %u tokens, %u reps%s\n",
+    const std::string depth =
+        c.depth > 0 ? " after " + std::to_string(c.depth) + " tokens of context" : "";
+    std::printf("%s: %s, %d threads, prompt %u tokens, generation %u tokens%s, %u reps%s\n",
                 c.model.c_str(), format_bytes(record.file_bytes).c_str(), record.threads,
-                c.prompt_tokens, c.gen_tokens, c.reps, c.no_warmup ? "" : " after a warm-up");
+                c.prompt_tokens, c.gen_tokens, depth.c_str(), c.reps,
+                c.no_warmup ? "" : " after a warm-up");
     std::printf("%s", bench_table(record).c_str());
     std::printf("\n%s", operator_table(record).c_str());
     if (auto r = append_bench_json(json_path, bench_json(record)); !r) fail(r.error().message);
@@ -244,6 +251,10 @@ void add_bench(CLI::App& app) {
     cmd->add_option("--prompt-tokens", c->prompt_tokens, "Prompt tokens per repetition")
         ->capture_default_str();
     cmd->add_option("--gen-tokens", c->gen_tokens, "Generated tokens per repetition")
+        ->capture_default_str();
+    cmd->add_option("--depth", c->depth,
+                    "Tokens of context evaluated once before the repetitions, which each start "
+                    "after it: prompt and generation speed deep in a long conversation")
         ->capture_default_str();
     cmd->add_option("--reps", c->reps, "Repetitions (median, min and max are reported)")
         ->capture_default_str();

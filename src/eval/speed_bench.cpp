@@ -36,7 +36,7 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     engine::Engine& e = *m.engine;
     WeightStore& store = *m.store;
     SpeedRep r;
-    e.truncate(0);
+    e.truncate(o.depth);
     e.reset_stats();
     store.reset_stats();
     std::vector<float> logits;
@@ -95,7 +95,7 @@ Spread spread_of(std::vector<double> v) {
 Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions& o) {
     if (o.prompt_tokens == 0) return err("the prompt needs at least one token");
     if (o.reps == 0) return err("at least one repetition is needed");
-    const uint64_t need = uint64_t(o.prompt_tokens) + o.gen_tokens;
+    const uint64_t need = uint64_t(o.depth) + o.prompt_tokens + o.gen_tokens;
     if (need > m.engine->n_ctx()) {
         return err("the context holds " + std::to_string(m.engine->n_ctx()) + " tokens, fewer " +
                    "than the " + std::to_string(need) + " a repetition needs");
@@ -103,10 +103,20 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
     std::mt19937 rng(o.seed);
     std::vector<int32_t> prompt(o.prompt_tokens);
     for (auto& t : prompt) t = int32_t(rng() % m.engine->n_vocab());
+    if (o.depth > 0) {
+        // Evaluated once: every repetition keeps it and forgets only what came after.
+        if (o.progress) o.progress("context of " + std::to_string(o.depth) + " tokens first");
+        std::vector<int32_t> context(o.depth);
+        for (auto& t : context) t = int32_t(rng() % m.engine->n_vocab());
+        std::vector<float> logits;
+        m.engine->truncate(0);
+        STRATA_TRY(m.engine->eval(context, engine::LogitsWanted::Last, logits));
+    }
 
     SpeedBenchResult out;
     out.prompt_tokens = o.prompt_tokens;
     out.gen_tokens = o.gen_tokens;
+    out.depth = o.depth;
     out.io_counted = process_io().has_value();
     if (o.warmup) {
         if (o.progress)

@@ -3,7 +3,8 @@
 // generated token, of which read from disk by the store, and what the process made the storage
 // layer read (the kernel's I/O counters, which also see page faults of a memory-mapped file).
 //
-// Each repetition starts from an empty context: one batch of `prompt_tokens` token ids drawn
+// Each repetition starts from an empty context (or from `depth` tokens of context evaluated once,
+// untimed, before the first: llama-bench's -d): one batch of `prompt_tokens` token ids drawn
 // from a fixed seed (content does not change dense speed), then `gen_tokens` greedy steps.
 #pragma once
 
@@ -22,6 +23,7 @@ namespace strata {
 struct SpeedBenchOptions {
     uint32_t prompt_tokens = 512;
     uint32_t gen_tokens = 128;
+    uint32_t depth = 0;  // context tokens before each repetition's prompt (long-context speed)
     uint32_t reps = 3;
     uint32_t seed = 7;
     // One untimed repetition first (the same prompt, two generated tokens): what runs once per
@@ -55,7 +57,7 @@ Spread spread_of(std::vector<double> values);
 
 struct SpeedBenchResult {
     std::vector<SpeedRep> reps;
-    uint32_t prompt_tokens = 0, gen_tokens = 0;
+    uint32_t prompt_tokens = 0, gen_tokens = 0, depth = 0;
     Spread prompt_tps, gen_tps, first_token_seconds;
     // Per generated token, averaged over the repetitions.
     double weight_bytes_per_token = 0;
