@@ -108,6 +108,8 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
                                     shape.kv_type == KvType::F16 ? converted_row_bytes(kv, n_ctx)
                                                                  : uint64_t{0});
     m.attention = T * per_thread;
+    // A decode step split over positions: every query head's scores, on the calling thread.
+    if (shape.kv_type == KvType::F16) m.attention += n_head * n_ctx * f;
 
     if (hp.is_moe()) {
         // Router logits, choices and weights, the users of each expert, routing scratch, the

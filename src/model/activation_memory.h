@@ -15,7 +15,8 @@
 //   ffn        R x 2 x widest FFN; MoE also R x (k + 2) x n_embd floats   (FFN intermediates)
 //   matmul     R x the widest converted activation row, per activation type of the q/k/v and
 //              gate/up projections, and the scalar path's column block    (calling thread)
-//   attention  T x (min(R, 32) x G query rows x n_ctx scores + their conversions)
+//   attention  T x (min(R, 32) x G query rows x n_ctx scores + their conversions), and (F16
+//              cache) n_head x n_ctx scores of a decode step split over positions
 //   engine     MoE routing: R x n_expert router logits, R x k choices
 //   threads    T x kComputeThreadBytes (stack, thread-local state)
 //   logits     logit rows x n_vocab floats + n_vocab x kSamplerBytesPerToken

@@ -1,6 +1,7 @@
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -33,6 +34,17 @@ struct TaskScratch {
 TaskScratch& task_scratch() {
     static thread_local TaskScratch sc;
     return sc;
+}
+
+// Decode splits a KV head's positions over tasks (attend_by_positions) when the pool has more
+// threads than KV heads; STRATA_ATTENTION_BY_POSITIONS=0 keeps one task per query-head share
+// instead (comparisons: both give the same bits).
+bool by_positions_allowed() {
+    static const bool allowed = [] {
+        const char* v = std::getenv("STRATA_ATTENTION_BY_POSITIONS");
+        return v == nullptr || v[0] != '0';
+    }();
+    return allowed;
 }
 
 // One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
@@ -99,9 +111,83 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     }
 }
 
+// Decode (one token) over a context split into chunks of positions, so that no key or value is
+// read twice however many threads share a KV head. Phase one: per (KV head, chunk) the group's
+// scores over the chunk's keys; the task that finishes a KV head's last chunk scales and
+// softmaxes the group's rows. Phase two: per (KV head, slice of the value dimensions) the
+// transposed values' rows times the group's weights. Every score and output is the same
+// product, row by row, as in attend_block (a tile kernel's rows are independent), so the bits
+// do not depend on the split.
+void attend_by_positions(const KvCache& kv, int layer, const AttentionShape& s, const float* q,
+                         int64_t pos0, float* out, DecodeScratch& sd, ThreadPool& pool) {
+    const int group = s.n_head / s.n_head_kv;
+    const int64_t n_kv = pos0 + 1;
+    const TensorType et = kv.element_type();
+    const int64_t want = 2 * int64_t(pool.size());  // tasks: two per thread
+    constexpr int64_t kMinChunk = 64;               // positions: a task worth waking a thread for
+    const int64_t chunks = std::clamp<int64_t>((want + s.n_head_kv - 1) / s.n_head_kv, 1,
+                                               (n_kv + kMinChunk - 1) / kMinChunk);
+    const int64_t chunk = (n_kv + chunks - 1) / chunks;
+    sd.scores.resize(size_t(s.n_head) * size_t(n_kv));
+    for (int h = 0; h < s.n_head_kv; ++h)
+        sd.finished[size_t(h)].store(0, std::memory_order_relaxed);
+
+    pool.parallel_for(s.n_head_kv * chunks, 1, [&](int64_t begin, int64_t end, int) {
+        TaskScratch& sc = task_scratch();
+        for (int64_t task = begin; task < end; ++task) {
+            const int kvh = int(task / chunks);
+            const int64_t p0 = (task % chunks) * chunk, p1 = std::min(n_kv, p0 + chunk);
+            if (p0 < p1) {
+                cpu::QuantMatrix K{et,
+                                   kv.key_row(layer, p0) + element_offset(et, kvh * s.head_dim_k),
+                                   p1 - p0, s.head_dim_k, kv.key_row_bytes(layer)};
+                sc.scores.resize(size_t(group * (p1 - p0)));
+                cpu::matmul(K, q + int64_t(kvh) * group * s.head_dim_k, sc.scores.data(), group,
+                            inline_pool());
+                for (int j = 0; j < group; ++j) {
+                    std::memcpy(&sd.scores[size_t((kvh * group + j) * n_kv + p0)],
+                                &sc.scores[size_t(j * (p1 - p0))], sizeof(float) * size_t(p1 - p0));
+                }
+            }
+            // The last chunk of a KV head in: its rows are whole (acquire: every chunk's copy
+            // happened before its count).
+            if (sd.finished[size_t(kvh)].fetch_add(1, std::memory_order_acq_rel) == chunks - 1) {
+                for (int j = 0; j < group; ++j) {
+                    float* row = &sd.scores[size_t((kvh * group + j) * n_kv)];
+                    for (int64_t p = 0; p < n_kv; ++p) row[p] *= s.scale;
+                    softmax(row, n_kv);
+                }
+            }
+        }
+    });
+
+    const int64_t slices = std::clamp<int64_t>((want + s.n_head_kv - 1) / s.n_head_kv, 1,
+                                               std::max(1, s.head_dim_v / 8));
+    const int64_t slice = (s.head_dim_v + slices - 1) / slices;
+    pool.parallel_for(s.n_head_kv * slices, 1, [&](int64_t begin, int64_t end, int) {
+        TaskScratch& sc = task_scratch();
+        for (int64_t task = begin; task < end; ++task) {
+            const int kvh = int(task / slices);
+            const int64_t d0 = (task % slices) * slice,
+                          d1 = std::min<int64_t>(s.head_dim_v, d0 + slice);
+            if (d0 >= d1) continue;
+            cpu::QuantMatrix Vt{et, kv.value_row(layer, int64_t(kvh) * s.head_dim_v + d0), d1 - d0,
+                                n_kv, kv.value_row_bytes(layer)};
+            sc.out.resize(size_t(group * (d1 - d0)));
+            cpu::matmul(Vt, &sd.scores[size_t(kvh * group) * size_t(n_kv)], sc.out.data(), group,
+                        inline_pool());
+            for (int j = 0; j < group; ++j) {
+                std::memcpy(out + (int64_t(kvh) * group + j) * s.head_dim_v + d0,
+                            &sc.out[size_t(j * (d1 - d0))], sizeof(float) * size_t(d1 - d0));
+            }
+        }
+    });
+}
+
 }  // namespace
 
-void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int64_t max_batch,
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int most_heads,
+                               int most_kv_heads, int64_t max_batch, DecodeScratch& shared,
                                ThreadPool& pool) {
     const size_t group = size_t(widest.n_head / std::max(1, widest.n_head_kv));
     const size_t n_ctx = kv.n_ctx();
@@ -114,6 +200,13 @@ void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, 
         converted = std::max(converted,
                              q_rows * size_t(quant::quant_row_bytes(act, int64_t(n_ctx)).value()));
     }
+    if (kv.values_transposed()) {
+        shared.scores.reserve(size_t(most_heads) * n_ctx);
+        if (shared.kv_heads < most_kv_heads) {
+            shared.finished = std::make_unique<std::atomic<int>[]>(size_t(most_kv_heads));
+            shared.kv_heads = most_kv_heads;
+        }
+    }
     pool.run([&](int, int) {
         TaskScratch& sc = task_scratch();
         sc.q.reserve(q_rows * size_t(widest.head_dim_k));
@@ -125,7 +218,12 @@ void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, 
 }
 
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
-               int64_t pos0, float* out, ThreadPool& pool) {
+               int64_t pos0, float* out, ThreadPool& pool, DecodeScratch* shared) {
+    if (shared != nullptr && n == 1 && kv.values_transposed() && s.n_head_kv < pool.size() &&
+        by_positions_allowed() && shared->kv_heads >= s.n_head_kv &&
+        shared->scores.capacity() >= size_t(s.n_head) * size_t(pos0 + 1)) {
+        return attend_by_positions(kv, layer, s, q, pos0, out, *shared, pool);
+    }
     const int64_t blocks = (n + kTokensPerTask - 1) / kTokensPerTask;
     // Decode has one block per KV head: too few tasks for many threads, so the query heads of a
     // group are then split over tasks too (each re-reads the group's keys, a small cost next to

@@ -7,7 +7,10 @@
 // so the query heads sharing a KV head are multiplied together.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "backend/cpu/kv_cache.h"
 #include "util/thread_pool.h"
@@ -22,16 +25,29 @@ struct AttentionShape {
     float scale = 1.0f;  // applied to q.k before the softmax
 };
 
+// What the tasks of one decode step share when it is split over positions (more threads than
+// KV heads): every query head's scores over the context, and per KV head a count of its
+// finished chunks. One per backend, reserved with its scratch.
+struct DecodeScratch {
+    std::vector<float> scores;
+    std::unique_ptr<std::atomic<int>[]> finished;
+    int kv_heads = 0;  // counts in `finished`
+};
+
 // q: n rows of n_head * head_dim_k (already rotated) for the tokens at positions pos0 .. pos0+n-1,
 // whose keys and values are already in the cache. out: n rows of n_head * head_dim_v.
 // Gives every thread of the pool scratch for a task over the whole context (a block of up to
-// kAttentionTokensPerTask of max_batch tokens, the widest query group), so that attention never
-// allocates however long the context grows, and never holds more than
-// model/activation_memory.h counts.
-void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int64_t max_batch,
+// kAttentionTokensPerTask of max_batch tokens, the widest query group), and the calling thread
+// the scores of every query head (at most `most_heads`, of `most_kv_heads` KV heads) for a
+// decode step split over positions, so that attention never allocates however long the context
+// grows, and never holds more than model/activation_memory.h counts.
+void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int most_heads,
+                               int most_kv_heads, int64_t max_batch, DecodeScratch& shared,
                                ThreadPool& pool);
 
+// With `shared` (reserved for this context), a decode step on more threads than KV heads is split
+// over positions; without, over query heads. Both give the same bits.
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
-               int64_t pos0, float* out, ThreadPool& pool);
+               int64_t pos0, float* out, ThreadPool& pool, DecodeScratch* shared = nullptr);
 
 }  // namespace strata::cpu

@@ -57,15 +57,17 @@ class CpuBackend final : public Backend {
         // One row of angles per thread: a prompt's tokens are rotated in parallel.
         cos_.resize(size_t(rope_.n_rot / 2) * size_t(pool_.size()));
         sin_.resize(size_t(rope_.n_rot / 2) * size_t(pool_.size()));
-        int widest_group = 1;
+        int widest_group = 1, most_heads = 1, most_kv_heads = 1;
         for (uint32_t l = 0; l < hp_.n_layer; ++l) {
             widest_group =
                 std::max(widest_group, int(hp_.n_head_at(l) / std::max(1u, hp_.n_head_kv_at(l))));
+            most_heads = std::max(most_heads, int(hp_.n_head_at(l)));
+            most_kv_heads = std::max(most_kv_heads, int(hp_.n_head_kv_at(l)));
         }
         reserve_attention_scratch(
             kvs_.front(),
-            AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f}, rows,
-            pool_);
+            AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
+            most_heads, most_kv_heads, rows, decode_scratch_, pool_);
     }
 
     std::string_view name() const override { return "cpu"; }
@@ -175,7 +177,7 @@ class CpuBackend final : public Backend {
                       da = int64_t(shape.n_head) * shape.head_dim_v;
         for (const SeqRun& run : runs) {
             cpu::attention(kvs_[size_t(run.seq)], layer, shape, act(Act::Q) + run.row0 * dq, run.n,
-                           run.pos0, act(Act::AttnOut) + run.row0 * da, pool_);
+                           run.pos0, act(Act::AttnOut) + run.row0 * da, pool_, &decode_scratch_);
         }
     }
 
@@ -343,6 +345,7 @@ class CpuBackend final : public Backend {
     RopeConfig rope_;
     std::vector<KvCache> kvs_;  // one per sequence
     ThreadPool pool_;
+    DecodeScratch decode_scratch_;
     std::array<std::vector<float>, size_t(Act::Count)> acts_;
     std::vector<float> cos_, sin_, gate_;
     FfnBuffers ffn_;
