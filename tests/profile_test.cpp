@@ -225,8 +225,15 @@ class ProfileCacheUse : public testing::Test {
     void write_cache(const HardwareProfile& p) const {
         ASSERT_TRUE(save_profile(p, cache_file()).ok());
     }
+    // sample_profile() with the GPUs this build sees here (none without CUDA or a device), so a
+    // cached copy is not measured again for them.
+    static HardwareProfile with_these_gpus(HardwareProfile p) {
+        p.gpus.clear();
+        for (const GpuProfile& g : list_gpus().gpus) p.gpus.push_back(g);
+        return p;
+    }
     HardwareProfile covering_profile() const {
-        HardwareProfile p = sample_profile();
+        HardwareProfile p = with_these_gpus(sample_profile());
         p.disks.push_back(disk_entry_for(models_.path().string()));
         return p;
     }
@@ -271,7 +278,7 @@ TEST_F(ProfileCacheUse, ForceMeasuresEvenWhenFresh) {
 }
 
 TEST_F(ProfileCacheUse, NewDiskIsMeasuredAndAdded) {
-    write_cache(sample_profile());  // knows only /models
+    write_cache(with_these_gpus(sample_profile()));  // knows only /models
     auto lp = load_or_measure_profile(request());
     ASSERT_TRUE(lp.ok()) << lp.error().message;
     EXPECT_FALSE(lp->measured);
@@ -282,6 +289,29 @@ TEST_F(ProfileCacheUse, NewDiskIsMeasuredAndAdded) {
     ASSERT_TRUE(saved.ok());
     ASSERT_EQ(saved->disks.size(), 2u);
     EXPECT_EQ(saved->disks[1].dir, fs::canonical(models_.path()).string());
+}
+
+// A profile cached with other GPUs than this build sees (here: one more) keeps its CPU, RAM and
+// disk figures and has its GPUs measured again, and is saved so.
+TEST_F(ProfileCacheUse, ChangedGpusAreMeasuredAgain) {
+    HardwareProfile p = covering_profile();
+    GpuProfile extra;
+    extra.index = int(p.gpus.size());
+    extra.name = "Sentinel GPU 9000";
+    p.gpus.push_back(extra);
+    write_cache(p);
+    auto lp = load_or_measure_profile(request());
+    ASSERT_TRUE(lp.ok()) << lp.error().message;
+    EXPECT_FALSE(lp->measured);
+    EXPECT_TRUE(lp->gpus_measured);
+    EXPECT_EQ(lp->profile.cpu.model, "Sentinel CPU 9000");
+    EXPECT_EQ(lp->profile.gpus.size(), p.gpus.size() - 1);
+    ASSERT_FALSE(lp->notes.empty());
+    EXPECT_NE(lp->notes[0].find("GPUs changed"), std::string::npos) << lp->notes[0];
+    auto saved = load_profile(cache_file());
+    ASSERT_TRUE(saved.ok());
+    EXPECT_EQ(saved->gpus.size(), p.gpus.size() - 1);
+    EXPECT_EQ(saved->cpu.model, "Sentinel CPU 9000");
 }
 
 TEST_F(ProfileCacheUse, DamagedCacheIsReplaced) {

@@ -82,6 +82,19 @@ Result<HardwareProfile> measure_all(const ProfileRequest& request, const std::st
     return p;
 }
 
+// The GPUs this build sees now differ from the cached profile's, by count, index or name: a
+// build with CUDA run after one without (whose profile says "this build has no CUDA backend"),
+// or a card added, removed or swapped. Their figures are then measured again.
+bool gpus_changed(const HardwareProfile& cached, const GpuProbe& now) {
+    if (cached.gpus.size() != now.gpus.size()) return true;
+    for (size_t i = 0; i < now.gpus.size(); ++i) {
+        if (cached.gpus[i].index != now.gpus[i].index || cached.gpus[i].name != now.gpus[i].name) {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 Result<std::string> profile_cache_dir() {
@@ -175,7 +188,28 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
         } else {
             out.profile = std::move(cached).value();
             out.cache_path = path;
+            bool changed = false;
+            if (const GpuProbe listed = list_gpus(); gpus_changed(out.profile, listed)) {
+                out.notes.push_back("the GPUs changed since the cached profile (" +
+                                    std::to_string(out.profile.gpus.size()) + " then, " +
+                                    std::to_string(listed.gpus.size()) +
+                                    " now); measuring them again");
+                ProgressLine progress(stderr, request.progress);
+                progress.set_steps(int(listed.gpus.size()));
+                GpuProbe gpus = measure_gpus(request.quick, [&](int index, int count) {
+                    progress.step("GPU " + std::to_string(index + 1) + " of " +
+                                  std::to_string(count));
+                });
+                out.profile.gpus = std::move(gpus.gpus);
+                out.profile.gpu_note = std::move(gpus.note);
+                out.gpus_measured = changed = true;
+            }
             if (const DiskProfile* d = out.profile.disk_for(storage)) {
+                if (changed) {
+                    if (auto saved = save_profile(out.profile, path); !saved) {
+                        out.notes.push_back("could not save the profile: " + saved.error().message);
+                    }
+                }
                 out.disk = static_cast<int>(d - out.profile.disks.data());
                 return out;
             }

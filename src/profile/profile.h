@@ -30,6 +30,7 @@ struct LoadedProfile {
     std::string cache_path;          // where it was read from or written to; empty if not cached
     bool measured = false;           // false: everything came from the cache
     bool disk_measured = false;      // the disk entry was measured in this call
+    bool gpus_measured = false;      // the cached GPUs were not this build's: measured again
     int disk = -1;                   // index in profile.disks of the disk holding model_dir
     std::vector<std::string> notes;  // non-fatal problems (cache unreadable, not writable, ...)
 };
