@@ -14,24 +14,11 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/kv_cache.h"
+#include "engine_test_support.h"
 #include "util/thread_pool.h"
 
 namespace strata::cpu {
 namespace {
-
-ModelHparams hparams(int n_head, int n_head_kv, int hd_k, int hd_v) {
-    ModelHparams hp;
-    hp.arch = "llama";
-    hp.n_layer = 2;
-    hp.n_head = uint32_t(n_head);
-    hp.n_head_kv = uint32_t(n_head_kv);
-    hp.head_dim_k = uint32_t(hd_k);
-    hp.head_dim_v = uint32_t(hd_v);
-    hp.n_embd = uint32_t(n_head * hd_k);
-    hp.n_rot = uint32_t(hd_k);
-    hp.n_ctx_train = 4096;
-    return hp;
-}
 
 std::vector<float> randn(size_t n, std::mt19937& rng) {
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -45,7 +32,7 @@ TEST(CpuAttention, DecodeSplitOverPositionsKeepsTheBits) {
         int n_head, n_head_kv, hd_k, hd_v;
     };
     for (const Shape sh : {Shape{8, 2, 64, 64}, Shape{12, 1, 128, 128}, Shape{6, 3, 96, 80}}) {
-        const ModelHparams hp = hparams(sh.n_head, sh.n_head_kv, sh.hd_k, sh.hd_v);
+        const ModelHparams hp = test::attention_hparams(sh.n_head, sh.n_head_kv, sh.hd_k, sh.hd_v);
         const int n_ctx = 700, layer = 1;
         auto kv = KvCache::create(hp, n_ctx, KvType::F16);
         ASSERT_TRUE(kv) << kv.error().message;

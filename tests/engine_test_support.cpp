@@ -15,6 +15,21 @@
 
 namespace strata::test {
 
+ModelHparams attention_hparams(int n_head, int n_head_kv, int hd_k, int hd_v, int n_layer) {
+    ModelHparams hp;
+    hp.arch = "llama";
+    hp.n_layer = uint32_t(n_layer);
+    hp.n_head = uint32_t(n_head);
+    hp.n_head_kv = uint32_t(n_head_kv);
+    hp.head_dim_k = uint32_t(hd_k);
+    hp.head_dim_v = uint32_t(hd_v);
+    hp.n_embd = uint32_t(n_head * hd_k);
+    hp.n_rot = uint32_t(hd_k);
+    hp.n_ctx_train = 4096;
+    hp.rms_eps = 1e-6f;
+    return hp;
+}
+
 std::vector<GoldenModel> golden_models() {
     std::vector<GoldenModel> out;
     for (const char* q :

@@ -15,6 +15,10 @@
 
 namespace strata::test {
 
+// A Llama model's attention shape for tests of attention kernels: n_head query heads over
+// n_head_kv KV heads of hd_k / hd_v, rotated whole, no weights.
+ModelHparams attention_hparams(int n_head, int n_head_kv, int hd_k, int hd_v, int n_layer = 2);
+
 // The model files of ../shared/testdata that have golden outputs, by stem ("llama-dense-Q8_0").
 struct GoldenModel {
     std::string stem;

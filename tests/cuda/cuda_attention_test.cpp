@@ -60,6 +60,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/kv_cache_gpu.h"
 #include "backend/cuda/rope_kv.h"
+#include "engine_test_support.h"
 #include "gpu/gpu.h"
 #include "model/kv_layout.h"
 #include "model/rope.h"
@@ -116,20 +117,7 @@ std::vector<T> download(const void* device, size_t n) {
     return h;
 }
 
-ModelHparams hparams(int n_head, int n_head_kv, int hd_k, int hd_v, int n_layer = 2) {
-    ModelHparams hp;
-    hp.arch = "llama";
-    hp.n_layer = uint32_t(n_layer);
-    hp.n_head = uint32_t(n_head);
-    hp.n_head_kv = uint32_t(n_head_kv);
-    hp.head_dim_k = uint32_t(hd_k);
-    hp.head_dim_v = uint32_t(hd_v);
-    hp.n_embd = uint32_t(n_head * hd_k);
-    hp.n_rot = uint32_t(hd_k);
-    hp.n_ctx_train = 4096;
-    hp.rms_eps = 1e-6f;
-    return hp;
-}
+using test::attention_hparams;
 
 std::vector<float> randn(size_t n, float sigma, std::mt19937& rng) {
     std::normal_distribution<float> nd(0.0f, sigma);
@@ -229,17 +217,17 @@ void cpu_rope_store(const RopeConfig& rc, cpu::KvCache& kv, int layer, int n_hea
 
 TEST(GpuKvCache, RejectsHeadSizesItCannotStore) {
     // Checked before anything touches a GPU, so this runs everywhere.
-    EXPECT_FALSE(GpuKvCache::create(hparams(8, 2, 80, 80), 64, KvType::Q8_0));   // not 32k
-    EXPECT_FALSE(GpuKvCache::create(hparams(8, 2, 36, 36), 64, KvType::F16));    // not 8k
-    EXPECT_FALSE(GpuKvCache::create(hparams(8, 2, 288, 288), 64, KvType::F16));  // > 256
-    EXPECT_FALSE(GpuKvCache::create(hparams(8, 2, 64, 64), 0, KvType::F16));
+    EXPECT_FALSE(GpuKvCache::create(attention_hparams(8, 2, 80, 80), 64, KvType::Q8_0));  // not 32k
+    EXPECT_FALSE(GpuKvCache::create(attention_hparams(8, 2, 36, 36), 64, KvType::F16));   // not 8k
+    EXPECT_FALSE(GpuKvCache::create(attention_hparams(8, 2, 288, 288), 64, KvType::F16));  // > 256
+    EXPECT_FALSE(GpuKvCache::create(attention_hparams(8, 2, 64, 64), 0, KvType::F16));
 }
 
 TEST(GpuKvCache, TakesThePlansBytes) {
     STRATA_REQUIRE_GPU();
     for (KvType type : {KvType::F16, KvType::Q8_0}) {
         SCOPED_TRACE(type_name(type));
-        const ModelHparams hp = hparams(14, 2, 64, 96, 3);
+        const ModelHparams hp = attention_hparams(14, 2, 64, 96, 3);
         for (uint32_t n_ctx : {1u, 100u, 4096u}) {
             auto all = GpuKvCache::create(hp, n_ctx, type);
             ASSERT_TRUE(all) << all.error().message;
@@ -247,7 +235,8 @@ TEST(GpuKvCache, TakesThePlansBytes) {
             // Only layer 1 held: one layer's share, and nothing for the others.
             auto one = GpuKvCache::create(hp, n_ctx, type, {false, true, false});
             ASSERT_TRUE(one) << one.error().message;
-            EXPECT_EQ(one->bytes(), kv_cache_bytes(hparams(14, 2, 64, 96, 1), n_ctx, type));
+            EXPECT_EQ(one->bytes(),
+                      kv_cache_bytes(attention_hparams(14, 2, 64, 96, 1), n_ctx, type));
             EXPECT_FALSE(one->layer(0).held);
             EXPECT_TRUE(one->layer(1).held);
             EXPECT_EQ(one->layer(2).k.data, nullptr);
@@ -267,7 +256,7 @@ TEST(CudaRopeStoreKv, IdentityStoreIsBitExact) {
         for (KvType type : {KvType::F16, KvType::Q8_0}) {
             SCOPED_TRACE(std::to_string(sh.hd_k) + "/" + std::to_string(sh.hd_v) + " " +
                          type_name(type));
-            const ModelHparams hp = hparams(sh.n_head, sh.n_head_kv, sh.hd_k, sh.hd_v);
+            const ModelHparams hp = attention_hparams(sh.n_head, sh.n_head_kv, sh.hd_k, sh.hd_v);
             const int n_ctx = 64, pos0 = 5, n = 37, layer = 1;
             auto gkv = GpuKvCache::create(hp, n_ctx, type);
             auto ckv = cpu::KvCache::create(hp, n_ctx, type);
@@ -347,7 +336,7 @@ TEST_P(CudaRope, MatchesCpuRopeNormsAndStore) {
     const RopeCase rcase = GetParam();
     const int n_head = 6, n_head_kv = 2, hd_k = 128, hd_v = 64, layer = 0, n = 3;
     const uint32_t n_ctx = 131072;
-    ModelHparams hp = hparams(n_head, n_head_kv, hd_k, hd_v, 1);
+    ModelHparams hp = attention_hparams(n_head, n_head_kv, hd_k, hd_v, 1);
     hp.n_rot = uint32_t(rcase.n_rot);
     hp.rope_style = rcase.style;
     hp.rope_freq_base = rcase.freq_base;
@@ -565,7 +554,7 @@ TEST_P(CudaAttention, MatchesCpuAttention) {
     const int P = 5001;  // positions filled: decode up to position 5000
     const uint32_t n_ctx = 5120;
     const float scale = 1.0f / std::sqrt(float(s.hd_k));
-    const ModelHparams hp = hparams(s.n_head, s.n_head_kv, s.hd_k, s.hd_v);
+    const ModelHparams hp = attention_hparams(s.n_head, s.n_head_kv, s.hd_k, s.hd_v);
     ThreadPool pool(0);
     auto attention = GpuAttention::create(hp, n_ctx, 512);
     ASSERT_TRUE(attention) << attention.error().message;
@@ -692,7 +681,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
 // the group's query heads sharing a block; a long prompt: no split.
 TEST(CudaAttentionLaunch, DecodeSplitsPromptsDoNot) {
     STRATA_REQUIRE_GPU();
-    const ModelHparams hp = hparams(32, 8, 128, 128);
+    const ModelHparams hp = attention_hparams(32, 8, 128, 128);
     auto a = GpuAttention::create(hp, 32768, 512);
     ASSERT_TRUE(a) << a.error().message;
     EXPECT_GT(a->scratch_bytes(), 0u);
