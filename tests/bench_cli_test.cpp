@@ -125,9 +125,19 @@ TEST(BenchCli, DepthMeasuresAfterAContext) {
     ASSERT_EQ(deep.lines.size(), 1u);
     EXPECT_EQ(deep.lines[0]["depth"], 100);
     EXPECT_EQ(plain.lines[0]["depth"], 0);
-    // Each generated token sees about 100 more positions: (100 + ~10) / ~10 times the work.
+    // Each generated token sees about 100 more positions: (100 + ~10) / ~10 times the work,
+    // and the KV reads, which the limit the run is held to counts beside the weights.
     EXPECT_GT(attention_gen_flops(deep.lines[0]), 5 * attention_gen_flops(plain.lines[0]));
     expect_spread(deep.lines[0]["runs"][0]["gen_tokens_per_second"]);
+    const json& run = deep.lines[0]["runs"][0];
+    const double kv = run["bytes_per_token"]["kv_cache"].get<double>();
+    EXPECT_GT(kv, 5 * plain.lines[0]["runs"][0]["bytes_per_token"]["kv_cache"].get<double>());
+    const double plan_limit = run["plan"]["tokens_per_second_limit"].get<double>();
+    const double limit = run["tokens_per_second_limit_at_context"].get<double>();
+    EXPECT_LT(limit, plan_limit);
+    EXPECT_NEAR(run["fraction_of_limit"].get<double>(),
+                run["gen_tokens_per_second"]["median"].get<double>() / limit, 1e-9);
+    EXPECT_NE(deep.result.out.find("KV/token"), std::string::npos) << deep.result.out;
 }
 
 // --streams: N sequences decoded together share each weight read, so the weight bytes per

@@ -34,7 +34,12 @@ struct BenchRecord {
     std::vector<BenchEntry> entries;
 };
 
-// Measured generation speed as a fraction of the plan's limit; nullopt without a plan.
+// KV-cache bytes a generated token read (the attention operator's), averaged over the run.
+double kv_per_token(const BenchEntry& e);
+// The plan's limit (its weights' bytes per token) with those KV reads added; nullopt without a
+// plan.
+std::optional<double> limit_at_context(const BenchEntry& e);
+// Measured generation speed as a fraction of limit_at_context; nullopt without a plan.
 std::optional<double> fraction_of_limit(const BenchEntry& e);
 
 std::string bench_table(const BenchRecord& r);
