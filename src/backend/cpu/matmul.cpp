@@ -180,12 +180,14 @@ void convert_row(CpuPath path, TensorType act_type, const float* x, uint8_t* out
 constexpr size_t kShortRowBytes = 512;
 constexpr int64_t kShortRowLookahead = 32;
 
+// Each cache line of rows [from, to), once.
 void prefetch_short_rows(const uint8_t* w, size_t stride, size_t row_bytes, int64_t from,
                          int64_t to) {
     for (int64_t r = from; r < to; ++r) {
-        const uint8_t* row = w + size_t(r) * stride;
-        for (size_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
-        __builtin_prefetch(row + row_bytes - 1, 0, 3);
+        const uintptr_t row = reinterpret_cast<uintptr_t>(w + size_t(r) * stride);
+        for (uintptr_t line = row & ~uintptr_t(63); line < row + row_bytes; line += 64) {
+            __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+        }
     }
 }
 
@@ -201,7 +203,7 @@ void tile_rows(const detail::TileKernel& k, const QuantMatrix& W, const uint8_t*
         const int n_cols = int(std::min<int64_t>(k.max_cols, n - c0));
         for (int64_t r0 = begin; r0 < end; r0 += k.max_rows) {
             const int n_rows = int(std::min<int64_t>(k.max_rows, end - r0));
-            if (lookahead > 0) {
+            if (lookahead > 0 && c0 == 0) {  // later column tiles find the rows in cache
                 prefetch_short_rows(w, W.row_stride, row_bytes, std::min(r0 + lookahead, end),
                                     std::min(r0 + lookahead + n_rows, end));
             }

@@ -880,6 +880,14 @@ struct FloatLanes {
         }
     }
 
+    template <int C>
+    struct Columns {
+        static void run(const float* t, int64_t steps, const float* const (&x)[kColumns],
+                        int n_rows, float* out, size_t os) {
+            columns<C>(t, steps, x, n_rows, out, os);
+        }
+    };
+
     // The pairs kernel over the tile, 4 rows and 8 columns at a time.
     static void by_pairs(const uint8_t* w, size_t ws, int n_rows, const uint8_t* a, size_t as,
                          int n_cols, int64_t n, float* out, size_t os) {
@@ -919,13 +927,7 @@ struct FloatLanes {
                 widen_row<Elements>(reinterpret_cast<const E*>(a + size_t(c + k) * as), n, padded,
                                     x[k]);
             }
-            if (count == 3) {
-                columns<3>(t, steps, xs, n_rows, out + size_t(c) * os, os);
-            } else if (count == 2) {
-                columns<2>(t, steps, xs, n_rows, out + size_t(c) * os, os);
-            } else {
-                columns<1>(t, steps, xs, n_rows, out + size_t(c) * os, os);
-            }
+            by_columns<Columns, kColumns>(count, t, steps, xs, n_rows, out + size_t(c) * os, os);
         }
     }
 };
