@@ -107,7 +107,9 @@ TEST(PlanGpu, ModelLargerThanTheGpuBudgetIsSplitByLayers) {
     EXPECT_EQ(g.weights, gpu_weights);
     EXPECT_EQ(g.kv_cache, uint64_t(k) * layer_kv);
     EXPECT_EQ(g.activations, gpu_activation_bytes(hp, {plan->batch, plan->n_ctx}));
-    EXPECT_EQ(g.total, g.weights + g.kv_cache + g.activations);
+    // Room to ship the largest layer for prompt batches (DenseSplitShipsPromptBatchesAtTheBusRate).
+    EXPECT_EQ(g.prompt_staging, *std::max_element(layer_bytes.begin(), layer_bytes.end()));
+    EXPECT_EQ(g.total, g.weights + g.kv_cache + g.activations + g.prompt_staging);
     EXPECT_LE(g.total, gpu_budget);
     EXPECT_GT(g.total + layer_bytes[hp.n_layer - 1 - k] + layer_kv, gpu_budget);
     // RAM: the CPU's layers, the embedding table, their KV cache, the process.
@@ -195,6 +197,8 @@ TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     EXPECT_LE(plan->memory.total, plan->memory.budget);
     EXPECT_LE(plan->gpu_memory.total, plan->gpu_memory.budget);
     EXPECT_EQ(plan->bound, Tier::Disk);
+    // The CPU's FFN weights are on disk, not in RAM to ship: no prompt staging.
+    EXPECT_EQ(plan->gpu_memory.prompt_staging, 0u);
 
     PlanOptions cpu_only;
     cpu_only.gpu = false;
@@ -202,6 +206,41 @@ TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     ASSERT_TRUE(alone) << alone.error().message;
     EXPECT_EQ(alone->mode, PlanMode::FfnStream);
     EXPECT_LT(alone->tokens_per_second, plan->tokens_per_second);
+}
+
+// A dense model's layer split ships each CPU layer's matrices to the GPU for a prompt batch of
+// ModelHparams::batch_ships_layers tokens: its prompt limit is the bus's, a batch per crossing of
+// every CPU layer's weights at the measured pinned rate; a batch too small to ship has none.
+TEST(PlanGpu, DenseSplitShipsPromptBatchesAtTheBusRate) {
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    HardwareProfile profile = with_gpu(70 * GiB);
+    profile.gpus.front().host_to_device_pinned_bandwidth = 50e9;
+    auto plan = make_plan(m, profile, budgets(16 * GiB, m.totals.bytes / 2));
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    ASSERT_TRUE(hp.batch_ships_layers(plan->batch));
+    uint64_t shipped = 0, largest = 0;
+    std::vector<uint64_t> layer(hp.n_layer, 0);
+    for (const ModelTensor& t : m.tensors) {
+        if (t.layer >= 0) layer[size_t(t.layer)] += m.info(t).n_bytes;
+    }
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        largest = std::max(largest, layer[l]);
+        if (!plan->layers[l].on_gpu) shipped += layer[l];
+    }
+    EXPECT_EQ(plan->gpu_memory.prompt_staging, largest);
+    ASSERT_GT(shipped, 0u);
+    EXPECT_DOUBLE_EQ(plan->prompt_tokens_per_second, double(plan->batch) * 50e9 / double(shipped));
+    const std::string text = plan_text(*plan);
+    EXPECT_NE(text.find("prompt limit"), std::string::npos) << text;
+    EXPECT_NE(text.find("ship each of the CPU's layers' matrices"), std::string::npos) << text;
+
+    PlanOptions small;
+    small.max_batch = uint32_t(ModelHparams::kShippedLayerBatch - 1);
+    auto unshipped = make_plan(m, profile, budgets(16 * GiB, m.totals.bytes / 2), small);
+    ASSERT_TRUE(unshipped) << unshipped.error().message;
+    EXPECT_EQ(unshipped->prompt_tokens_per_second, 0.0);
 }
 
 // Not even the CPU part's slots fit beside what it must hold: the CPU's own plan, which can

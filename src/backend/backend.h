@@ -4,7 +4,8 @@
 // the output head. A backend does the arithmetic of those blocks on memory it owns: the
 // activations of the batch being evaluated (named by Act, max_batch rows each) and the KV cache
 // of the layers it runs. The engine holds no activation memory of its own; between backends it
-// moves only the hidden state (n tokens x n_embd floats), through write_hidden / read_hidden.
+// moves activations through host memory (write_act / read_act): the hidden state between two
+// backends' layers, and the inputs and outputs of operations another backend computes.
 //
 // The granularity is the block, not a graph IR: the operations below are the ones the
 // architecture families are written in, each a whole pass over its inputs (a projection of the
@@ -102,8 +103,9 @@ struct BackendConfig {
     uint32_t max_batch = 512;  // rows of every activation
     int threads = 0;           // CPU threads; 0: physical cores
     std::vector<bool> layers;  // the layers it runs (and caches keys and values for); empty: all
-    // A GPU's device bytes for routed experts (and their router) that stay in RAM, shipped to it
-    // for a prompt batch (routed_experts_shipped); 0: none.
+    // A GPU's device bytes for weights that stay in RAM, shipped to it for a prompt batch: a
+    // layer's routed experts and router (routed_experts_shipped), or the matrices of one layer
+    // the CPU holds (linear_shipped, swiglu_ffn_shipped); 0: none.
     uint64_t prompt_staging = 0;
 };
 
@@ -124,14 +126,13 @@ class Backend {
     // Where bytes streamed for it should land: host RAM for the CPU, pinned RAM for a GPU.
     virtual MemoryKind staging_memory() const = 0;
 
-    // --- Activations in and out, n rows of n_embd floats in host memory: the hidden state
-    // between two backends' layers, and a layer's normalized input and routed experts' output
-    // when another backend computes its experts. `a` is one of the n_embd-wide activations
-    // (Hidden, Normed, Out, Side).
-    virtual void write_act(Act a, const float* x, int64_t n) = 0;
-    virtual void read_act(Act a, float* x, int64_t n) = 0;
-    void write_hidden(const float* x, int64_t n) { write_act(Act::Hidden, x, n); }
-    void read_hidden(float* x, int64_t n) { read_act(Act::Hidden, x, n); }
+    // --- Activations in and out, n rows of `cols` floats in host memory (rows packed, as the
+    // operations write them: Q of a layer is n_head_at(layer) x head_dim_k wide): the hidden
+    // state between two backends' layers, a layer's normalized input and routed experts' output
+    // when another backend computes its experts, the inputs and outputs of projections another
+    // backend computes (linear_shipped).
+    virtual void write_act(Act a, const float* x, int64_t n, int64_t cols) = 0;
+    virtual void read_act(Act a, float* x, int64_t n, int64_t cols) = 0;
     // The first `rows` rows of an activation, readable on the host (a copy where it must be),
     // valid until the next operation. For debug dumps: never on the hot path.
     virtual const float* peek(Act a, int64_t rows) = 0;
@@ -198,6 +199,20 @@ class Backend {
                                         const ExpertStack& /*experts*/, int /*k*/,
                                         bool /*norm_weights*/, Act /*in*/, Act /*out*/,
                                         int64_t /*n*/) {
+        return false;
+    }
+    // linear and swiglu_ffn for a prompt batch of a layer another backend runs, whose weights
+    // (and biases) lie in host RAM: copied into this backend's prompt staging first, then
+    // computed as its own. The engine moves the input here and the outputs back (write_act,
+    // read_act). Pays for a batch where the CPU computing those matrices takes longer than the
+    // bus takes to bring them (ModelHparams::batch_ships_layers). False, having done nothing,
+    // when it has no staging or they do not fit it.
+    virtual bool linear_shipped(std::span<const LinearJob> /*jobs*/, Act /*in*/, int64_t /*n*/) {
+        return false;
+    }
+    virtual bool swiglu_ffn_shipped(const TensorView& /*gate*/, const TensorView& /*up*/,
+                                    const TensorView& /*down*/, Act /*in*/, Act /*out*/,
+                                    int64_t /*n*/) {
         return false;
     }
 

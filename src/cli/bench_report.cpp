@@ -172,7 +172,7 @@ std::string operator_table(const BenchRecord& r) {
                 const SpeedRep& rep = e.result.reps.front();
                 out +=
                     "prompt: " + format_bytes(rep.prompt_shipped_bytes) +
-                    " of routed experts shipped from RAM to the GPU (" +
+                    " of weights shipped from RAM to the GPU (" +
                     format_fixed(double(rep.prompt_shipped_bytes) / rep.prompt_seconds / 1e9, 1) +
                     " GB/s of the prompt's time)";
                 const double limit = e.plan->prompt_tokens_per_second;

@@ -170,9 +170,8 @@ void describe_plan(const Plan& plan) {
                                              std::to_string(plan.cpu_expert_layers) +
                                              " with their routed experts on the CPU)"
                                        : std::string();
-        std::string staging = g.prompt_staging
-                                  ? ", prompt expert staging " + format_bytes(g.prompt_staging)
-                                  : std::string();
+        std::string staging =
+            g.prompt_staging ? ", prompt staging " + format_bytes(g.prompt_staging) : std::string();
         if (plan.prompt_tokens_per_second > 0) {
             staging +=
                 " (prompt limit " + format_fixed(plan.prompt_tokens_per_second, 0) + " tok/s)";

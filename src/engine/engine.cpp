@@ -145,6 +145,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
             options.backends.empty() ? BackendSpec{} : options.backends[size_t(b)];
         config.prompt_staging = spec.kind == BackendKind::Cuda ? options.gpu_prompt_staging : 0;
         STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(spec, config));
+        if (config.prompt_staging > 0 && !hp.is_moe()) e->shipper_ = backend.get();
         e->backends_.push_back(std::move(backend));
     }
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
@@ -158,7 +159,19 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     if (!e->head_backend_ || !e->head_backend_->can_read(out_norm.where)) {
         return err("no backend can read both the output norm and the output head where they are");
     }
-    if (n_backends > 1) e->crossing_.resize(size_t(e->max_batch_) * hp.n_embd);
+    if (n_backends > 1) {
+        int64_t widest = hp.n_embd;
+        for (uint32_t l = 0; l < hp.n_layer; ++l) {
+            widest = std::max({widest, int64_t(hp.n_head_at(l)) * hp.head_dim_k,
+                               int64_t(hp.n_head_at(l)) * hp.head_dim_v});
+        }
+        e->crossing_.resize(size_t(e->max_batch_) * size_t(widest));
+        if (e->shipper_) {
+            // Unpinned, the crossings still work, at pageable copy speed.
+            auto pin = gpu::HostPin::pin(e->crossing_.data(), e->crossing_.size() * sizeof(float));
+            if (pin) e->crossing_pin_ = std::move(*pin);
+        }
+    }
     e->kv_type_ = options.kv_type;
     e->n_past_.assign(std::max(1u, options.n_seq), 0);
     e->row_ids_.resize(e->max_batch_);
@@ -321,9 +334,26 @@ Backend* Engine::reader_of(MemoryPlace where, Backend* preferred) const {
     return nullptr;
 }
 
-void Engine::cross(Act a, Backend* from, Backend* to, int64_t n) {
-    from->read_act(a, crossing_.data(), n);
-    to->write_act(a, crossing_.data(), n);
+void Engine::cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols) {
+    if (cols == 0) cols = hp_.n_embd;
+    from->read_act(a, crossing_.data(), n, cols);
+    to->write_act(a, crossing_.data(), n, cols);
+}
+
+bool Engine::ships_layer(int64_t n) const {
+    return shipper_ && be_ != shipper_ && hp_.batch_ships_layers(n);
+}
+
+bool Engine::linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
+                            std::span<const int64_t> out_cols, int64_t n) {
+    if (!ships_layer(n)) return false;
+    cross(in, be_, shipper_, n, in_cols);
+    if (!shipper_->linear_shipped(jobs, in, n)) return false;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+        cross(jobs[j].out, shipper_, be_, n, out_cols[j]);
+        stats_.shipped_bytes += uint64_t(view_bytes(*jobs[j].weight));
+    }
+    return true;
 }
 
 void Engine::switch_to(Backend* next, int64_t n) {
@@ -436,7 +466,8 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
             const LinearJob qkv[] = {{&wq, &w.bias(TensorRole::AttnQ), Act::Q},
                                      {&wk, &w.bias(TensorRole::AttnK), Act::K},
                                      {&wv, &w.bias(TensorRole::AttnV), Act::V}};
-            be_->linear(qkv, Act::Normed, n);
+            const int64_t widths[] = {dq, dk, dv};
+            if (!linear_shipped(qkv, Act::Normed, d, widths, n)) be_->linear(qkv, Act::Normed, n);
         },
         view_bytes(wq) + view_bytes(wk) + view_bytes(wv),
         view_flops(wq, n) + view_flops(wk, n) + view_flops(wv, n));
@@ -465,7 +496,9 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
         Op::Projection,
         [&] {
             const LinearJob out[] = {{&wo, &w.bias(TensorRole::AttnOutput), Act::Out}};
-            be_->linear(out, Act::AttnOut, n);
+            const int64_t widths[] = {d};
+            if (!linear_shipped(out, Act::AttnOut, da, widths, n))
+                be_->linear(out, Act::AttnOut, n);
         },
         view_bytes(wo), view_flops(wo, n));
     be_->add(Act::Hidden, Act::Out, n);
@@ -485,7 +518,19 @@ Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
     const TensorView &gate = w.weight(TensorRole::FfnGate), &up = w.weight(TensorRole::FfnUp),
                      &down = w.weight(TensorRole::FfnDown);
     timed(
-        Op::Ffn, [&] { be_->swiglu_ffn(gate, up, down, Act::Normed, Act::Out, a.n); },
+        Op::Ffn,
+        [&] {
+            if (ships_layer(a.n)) {
+                cross(Act::Normed, be_, shipper_, a.n);
+                if (shipper_->swiglu_ffn_shipped(gate, up, down, Act::Normed, Act::Out, a.n)) {
+                    cross(Act::Out, shipper_, be_, a.n);
+                    stats_.shipped_bytes +=
+                        uint64_t(view_bytes(gate) + view_bytes(up) + view_bytes(down));
+                    return;
+                }
+            }
+            be_->swiglu_ffn(gate, up, down, Act::Normed, Act::Out, a.n);
+        },
         view_bytes(gate) + view_bytes(up) + view_bytes(down),
         view_flops(gate, a.n) + view_flops(up, a.n) + view_flops(down, a.n));
     dump("ffn_out", a.layer, Act::Out, a.n, hp_.n_embd);

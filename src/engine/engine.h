@@ -28,6 +28,7 @@
 #include "backend/backend.h"
 #include "engine/debug_dump.h"
 #include "engine/routing.h"
+#include "gpu/gpu.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
 #include "model/rope.h"
@@ -84,7 +85,8 @@ struct EngineStats {
     uint64_t tokens = 0;  // tokens evaluated
     uint64_t eval_calls = 0;
     uint64_t weight_bytes = 0;  // weight bytes the forward passes read (store + LM head + rows)
-    // Routed experts' bytes shipped from RAM to a GPU for prompt batches (routed_experts_shipped).
+    // Weights' bytes shipped from RAM to a GPU for prompt batches (routed_experts_shipped,
+    // linear_shipped).
     uint64_t shipped_bytes = 0;
     OpTable ops{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
@@ -175,10 +177,18 @@ class Engine {
     // embedding table, head or routed experts on the other side); null when none can.
     Backend* reader_of(MemoryPlace where, Backend* preferred) const;
     // Moves n rows of an n_embd-wide activation from one backend to another.
-    void cross(Act a, Backend* from, Backend* to, int64_t n);
+    // Rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
+    void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
+    // True when this batch's projections and FFN of layer `il`, held by the CPU in RAM, go to
+    // shipper_ (Backend::linear_shipped).
+    bool ships_layer(int64_t n) const;
+    // jobs on shipper_ with their weights shipped: `in` (in_cols wide) crosses to it, each job's
+    // output (out_cols[j] wide) back. False, having moved nothing back, when it does not take them.
+    bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
+                        std::span<const int64_t> out_cols, int64_t n);
     // Runs f and counts its time, and the bytes and flops given, against `op`.
     template <typename F>
     void timed(Op op, F&& f, double bytes = 0, double flops = 0);
@@ -189,6 +199,9 @@ class Engine {
     std::vector<Backend*> layer_backend_;  // per layer
     Backend* head_backend_ = nullptr;      // runs the output norm and head
     Backend* be_ = nullptr;                // the backend holding the hidden state now
+    // The GPU backend that takes prompt batches' projections and FFNs of the CPU's layers
+    // (Backend::linear_shipped), when the plan gave it prompt staging; else null.
+    Backend* shipper_ = nullptr;
     LayerFn layer_fn_ = nullptr;
     DebugDump dump_;
     uint32_t n_ctx_ = 0;
@@ -208,9 +221,11 @@ class Engine {
     std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;
 
-    // Host memory of the driver, sized once: routing of a batch, the hidden state crossing
-    // between backends.
+    // Host memory of the driver, sized once: routing of a batch, activations crossing between
+    // backends (as wide as the widest), page-locked when a GPU takes shipped ops (its copies
+    // then run at the bus's speed).
     std::vector<float> router_logits_, crossing_;
+    gpu::HostPin crossing_pin_;
     std::vector<int32_t> choice_, guess_;
     std::vector<float> weight_, guess_weight_;
     std::vector<int64_t> users_;  // the slots of each chosen expert, expert by expert

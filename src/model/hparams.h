@@ -90,6 +90,14 @@ struct ModelHparams {
     bool batch_ships_experts(int64_t tokens) const {
         return is_moe() && tokens * int64_t(n_expert_used) >= 2 * int64_t(n_expert);
     }
+    // A batch of `tokens` whose projections and FFN, of a layer the CPU holds in RAM beside a GPU,
+    // are worth shipping to the GPU: the CPU multiplies a matrix by a batch of 16 or more
+    // at its compute rate (several times the time it takes to read the matrix once, as a decode
+    // step does), while the bus brings the matrix in about twice that read's time and the GPU's
+    // compute is a small part of it. The engine ships such batches; the plan sizes its prompt
+    // limit by them.
+    static constexpr int64_t kShippedLayerBatch = 16;
+    bool batch_ships_layers(int64_t tokens) const { return tokens >= kShippedLayerBatch; }
     // Per-layer head and FFN sizes (the scalars when the file gives one value for all layers).
     uint32_t n_head_at(uint32_t layer) const {
         return detail::per_layer_or(n_head_per_layer, layer, n_head);

@@ -526,6 +526,18 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
     s.g.total = s.g.weights + s.g.activations;
     uint32_t k = 0;
     if (!by_experts) {
+        // Room to ship one CPU layer's matrices to the GPU for a prompt batch (the CPU multiplies
+        // a batch at a fraction of the speed PCIe brings them at; dense models: a MoE model's
+        // layer split computes its CPU layers there), taken before the GPU's own layers as in
+        // the expert split below, when a layer still fits beside it.
+        const uint64_t staging =
+            hp.is_moe() ? 0 : *std::max_element(layer_weights.begin(), layer_weights.end());
+        const uint32_t last = n_layer - 1;
+        if (staging > 0 && n_layer > 1 &&
+            fits(staging + layer_weights[last] + layer_experts[last] + layer_kv(last))) {
+            s.g.prompt_staging = staging;
+            s.g.total += staging;
+        }
         // At least one layer stays on the CPU: a model whose every layer fits is resident on
         // the GPU (place_on_gpu).
         while (k + 1 < n_layer) {
@@ -725,7 +737,7 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
                 (by_experts ? stream_cpu_experts(s, in, host, plan.memory.budget, refused)
                             : !hp.is_moe() && stream_cpu_layers(s, plan, in, host, refused));
             if (!streamed) continue;
-            if (s.experts_streamed) {  // they are not in RAM to ship
+            if (s.experts_streamed || s.layers_streamed) {  // they are not in RAM to ship
                 s.g.total -= s.g.prompt_staging;
                 s.g.prompt_staging = 0;
             }
@@ -740,8 +752,9 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
         return false;
     }
     if (best->g.prompt_staging > 0) {
-        best->what += "; prompt batches ship each of those layers' experts to the GPU (" +
-                      format_bytes(best->g.prompt_staging) + " of GPU memory)";
+        best->what += std::string("; prompt batches ship each of ") +
+                      (hp.is_moe() ? "those layers' experts" : "the CPU's layers' matrices") +
+                      " to the GPU (" + format_bytes(best->g.prompt_staging) + " of GPU memory)";
     }
     const Split& s = *best;
     plan.gpu_device = device;
@@ -777,11 +790,13 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
         plan.cpu_expert_layers += s.experts_cpu[l] ? 1 : 0;
     }
     if (s.g.prompt_staging > 0 && gpu.host_to_device_pinned_bandwidth > 0 &&
-        hp.batch_ships_experts(plan.batch)) {
-        uint64_t shipped = 0;  // per batch: every CPU layer's experts and router
+        (hp.is_moe() ? hp.batch_ships_experts(plan.batch) : hp.batch_ships_layers(plan.batch))) {
+        // Per batch: every CPU layer's experts and router, or every CPU layer's weights.
+        uint64_t shipped = 0;
         for (const ModelTensor& t : in.model.tensors) {
-            if (t.layer >= 0 && uint32_t(t.layer) < hp.n_layer && s.experts_cpu[size_t(t.layer)] &&
-                with_experts(t)) {
+            if (t.layer < 0 || uint32_t(t.layer) >= hp.n_layer) continue;
+            const size_t l = size_t(t.layer);
+            if (hp.is_moe() ? s.experts_cpu[l] && with_experts(t) : !s.layer_gpu[l]) {
                 shipped += in.model.info(t).n_bytes;
             }
         }

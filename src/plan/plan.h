@@ -223,8 +223,10 @@ struct GpuMemoryPlan {
     uint64_t weights = 0;
     uint64_t kv_cache = 0;     // of the layers on the GPU
     uint64_t activations = 0;  // the GPU backend's activations, staging and scratch
-    // An expert split's room for one CPU layer's routed experts and router, shipped from RAM for
-    // each prompt batch that uses most of them (0: prompts compute them on the CPU).
+    // A split's room for what prompt batches ship from RAM: one CPU layer's routed experts and
+    // router (an expert split; batches that use most of them), or one CPU layer's matrices (a
+    // dense model's layer split; batches of ModelHparams::batch_ships_layers). 0: prompts
+    // compute them on the CPU.
     uint64_t prompt_staging = 0;
     uint64_t total = 0;   // never above budget
     uint64_t budget = 0;  // the GPU budget
@@ -270,10 +272,10 @@ struct Plan {
     bool gpu_split() const { return gpu_device >= 0 && !gpu_resident(); }
 
     double tokens_per_second = 0;  // the speed limit
-    // A split that ships RAM's experts to the GPU for each prompt batch (prompt_staging): the
+    // A split that ships RAM's weights to the GPU for each prompt batch (prompt_staging): the
     // prompt's limit from the bus, a batch of `batch` tokens per crossing of every CPU layer's
-    // experts and router at the measured pinned host-to-device rate. 0: not such a split, or no
-    // rate measured.
+    // experts and router (or, in a dense layer split, every CPU layer's weights) at the measured
+    // pinned host-to-device rate. 0: not such a split, or no rate measured.
     double prompt_tokens_per_second = 0;
     Tier bound = Tier::Ram;  // the tier with the largest time per token
     std::vector<std::string> notes;

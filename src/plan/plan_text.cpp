@@ -164,13 +164,13 @@ std::string plan_text(const Plan& p) {
                           : std::string()) +
                      ", ";
         }
-        kv.add_row({"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
-                               format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
-                               ", buffers " + format_bytes(g.activations) +
-                               (g.prompt_staging
-                                    ? ", prompt expert staging " + format_bytes(g.prompt_staging)
-                                    : std::string()) +
-                               ": " + format_bytes(g.total) + " of " + format_bytes(g.budget)});
+        kv.add_row(
+            {"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
+                        format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
+                        ", buffers " + format_bytes(g.activations) +
+                        (g.prompt_staging ? ", prompt staging " + format_bytes(g.prompt_staging)
+                                          : std::string()) +
+                        ": " + format_bytes(g.total) + " of " + format_bytes(g.budget)});
     }
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"engine", engine_line(p)});
@@ -189,7 +189,7 @@ std::string plan_text(const Plan& p) {
     if (p.prompt_tokens_per_second > 0) {
         kv.add_row({"prompt limit", fmt("%.0f", p.prompt_tokens_per_second) +
                                         " tokens/s in batches of " + std::to_string(p.batch) +
-                                        ", bound by shipping RAM's experts to the GPU"});
+                                        ", bound by shipping RAM's weights to the GPU"});
     }
     out += kv.render("  ");
 

@@ -73,7 +73,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
                 engine_options.layer_backend.push_back(l.on_gpu ? 1 : 0);
             }
             // STRATA_PROMPT_SHIPPING=0 in the environment leaves the staging unused (prompts
-            // then compute RAM's experts on the CPU), for comparisons.
+            // then compute RAM's experts, or the CPU's layers, on the CPU), for comparisons.
             const char* ship = std::getenv("STRATA_PROMPT_SHIPPING");
             if (!(ship && ship[0] == '0')) {
                 engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;

@@ -114,7 +114,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             f(*p.cuda, dw);
         };
         const std::vector<float> x = random_rows(n, d, 7);
-        both([&](Backend& b, const LayerView&) { b.write_hidden(x.data(), n); });
+        both([&](Backend& b, const LayerView&) { b.write_act(Act::Hidden, x.data(), n, d); });
         both([&](Backend& b, const LayerView& w) {
             b.rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n);
         });
@@ -163,7 +163,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
         });
         expect_close(p, Act::AttnOut, n, da, attention_tol, "attention, two sequences");
 
-        both([&](Backend& b, const LayerView&) { b.write_hidden(x.data(), n); });
+        both([&](Backend& b, const LayerView&) { b.write_act(Act::Hidden, x.data(), n, d); });
         both([&](Backend& b, const LayerView& w) {
             b.rms_norm(Act::Hidden, w.weight(TensorRole::FfnNorm), Act::Normed, n);
         });

@@ -124,11 +124,13 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     return plan ? std::move(*plan) : Plan{};
 }
 
-// The logits of a 12-token prompt (in batches of `batch`) and, with `decode`, of 16 decode steps
-// after it. MoE models route by a fixed trace unless `route` (the backends' own routing).
+// The logits of a prompt of `prompt_tokens` tokens (in batches of `batch`) and, with `decode`, of
+// 16 decode steps after it. MoE models route by a fixed trace unless `route` (the backends' own
+// routing). `shipped`, when given, receives the weights' bytes the prompt shipped to the GPU.
 std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan,
                                          bool route = false, uint32_t batch = kBatch,
-                                         bool decode = true) {
+                                         bool decode = true, size_t prompt_tokens = 12,
+                                         uint64_t* shipped = nullptr) {
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
@@ -147,8 +149,11 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
     if (!loaded) return rows;
     engine::Engine& e = *(*loaded)->engine;
     std::vector<float> logits;
-    const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81, 97, 113, 129, 145, 161, 177};
+    std::vector<int32_t> prompt(prompt_tokens);
+    for (size_t i = 0; i < prompt.size(); ++i)
+        prompt[i] = int32_t(1 + 16 * i) % int32_t(e.n_vocab());
     EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::All, logits));
+    if (shipped) *shipped = e.stats().shipped_bytes;
     const size_t v = e.n_vocab();
     for (size_t r = 0; r < prompt.size(); ++r) {
         rows.emplace_back(logits.begin() + long(r * v), logits.begin() + long((r + 1) * v));
@@ -260,6 +265,75 @@ TEST_P(CudaSplitShipping, GivesThePromptLogitsOfTheWholeModelOnTheGpu) {
         "difference from the whole model on the GPU %.2e\n",
         GetParam().c_str(), format_bytes(plan.gpu_memory.prompt_staging).c_str(), worst);
 }
+
+// A dense model's layer split ships the CPU's layer's projections and FFN to the GPU for a prompt
+// batch of ModelHparams::batch_ships_layers tokens: the GPU multiplies them while the CPU runs the
+// norms, RoPE and attention, the activations crossing between (Q wider than n_embd in qwen3,
+// biases in qwen2). The prompt's logits and the decode steps after it (not shipped) are the
+// CPU's within the split's bound (CudaSplit); each batch ships the CPU layer's matrices once.
+class CudaDenseSplitShipping : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDenseSplitShipping, GivesTheLogitsOfTheCpu) {
+    STRATA_REQUIRE_GPU();
+    const std::string& path = test::synth_test_model(GetParam(), TensorType::Q8_0, 1, 0);
+    const ModelInfo info = info_of(path);
+    ASSERT_TRUE(info.hparams);
+    const ModelHparams& hp = *info.hparams;
+    ASSERT_EQ(hp.n_layer, 2u);
+    constexpr uint32_t kShipBatch = 32;
+    constexpr size_t kPrompt = 20;
+    ASSERT_TRUE(hp.batch_ships_layers(int64_t(kPrompt)));
+    // A GPU budget that holds the last layer, the head and the staging of one layer: the whole
+    // model's, less the first layer and its KV cache, plus the staging and half that KV cache.
+    const HardwareProfile profile = profile_with_gpu();
+    Budgets b;
+    b.ram = 8ull << 30;
+    b.gpu_mem = 8ull << 30;
+    PlanOptions o = plan_options();
+    o.max_batch = kShipBatch;
+    auto whole = make_plan(info, profile, b, o);
+    ASSERT_TRUE(whole) << whole.error().message;
+    uint64_t layer[2] = {0, 0}, matrices = 0;
+    for (const ModelTensor& t : info.tensors) {
+        if (t.layer < 0) continue;
+        layer[t.layer] += info.info(t).n_bytes;
+        const bool ffn_or_projection = t.role == TensorRole::AttnQ || t.role == TensorRole::AttnK ||
+                                       t.role == TensorRole::AttnV ||
+                                       t.role == TensorRole::AttnOutput ||
+                                       t.role == TensorRole::FfnGate ||
+                                       t.role == TensorRole::FfnUp || t.role == TensorRole::FfnDown;
+        if (t.layer == 0 && ffn_or_projection && !t.is_bias) matrices += info.info(t).n_bytes;
+    }
+    const uint64_t kv = whole->gpu_memory.kv_cache / 2;
+    b.gpu_mem = whole->gpu_memory.total - layer[0] - kv + std::max(layer[0], layer[1]) + kv / 2;
+    o.gpu_split = GpuSplit::Layers;
+    auto plan = make_plan(info, profile, b, o);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    ASSERT_EQ(plan->gpu_layers, 1u) << plan->reason;
+    ASSERT_GT(plan->gpu_memory.prompt_staging, 0u) << plan->reason;
+    const auto cpu = evaluate(path, std::nullopt, false, kShipBatch, true, kPrompt);
+    uint64_t shipped = 0;
+    const auto split = evaluate(path, *plan, false, kShipBatch, true, kPrompt, &shipped);
+    EXPECT_EQ(shipped, matrices);  // the first layer's, once: one batch
+    ASSERT_EQ(split.size(), cpu.size());
+    constexpr double tol = 6e-2;
+    double worst = 0;
+    for (size_t r = 0; r < cpu.size(); ++r) {
+        const double e = test::rel_l2(split[r], cpu[r]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << "row " << r << (r < kPrompt ? " (prompt)" : " (decode)");
+    }
+    std::printf(
+        "%-14s prompt with the CPU layer's matrices shipped (%s per batch, %s of staging): "
+        "worst relative error %.2e (bound %.0e)\n",
+        GetParam().c_str(), format_bytes(shipped).c_str(),
+        format_bytes(plan->gpu_memory.prompt_staging).c_str(), worst, tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaDenseSplitShipping,
+                         ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3"),
+                         [](const auto& p) { return test::test_name(p.param); });
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
                          ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe"),

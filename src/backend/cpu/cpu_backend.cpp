@@ -94,13 +94,13 @@ class CpuBackend final : public Backend {
     }
     MemoryKind staging_memory() const override { return MemoryKind::Host; }
 
-    void write_act(Act a, const float* x, int64_t n) override {
-        assert(embd_wide(a));
-        std::memcpy(act(a), x, sizeof(float) * size_t(n * hp_.n_embd));
+    void write_act(Act a, const float* x, int64_t n, int64_t cols) override {
+        assert(size_t(n * cols) <= acts_[size_t(a)].size());
+        std::memcpy(act(a), x, sizeof(float) * size_t(n * cols));
     }
-    void read_act(Act a, float* x, int64_t n) override {
-        assert(embd_wide(a));
-        std::memcpy(x, act(a), sizeof(float) * size_t(n * hp_.n_embd));
+    void read_act(Act a, float* x, int64_t n, int64_t cols) override {
+        assert(size_t(n * cols) <= acts_[size_t(a)].size());
+        std::memcpy(x, act(a), sizeof(float) * size_t(n * cols));
     }
     const float* peek(Act a, int64_t) override { return act(a); }
 

@@ -211,10 +211,11 @@ class CudaBackend final : public Backend {
                           gpu::DeviceBuffer::allocate(
                               matvec_q8_scratch_bytes(std::max(s.d, s.ff), int(slots)), device_));
         }
-        if (config.prompt_staging > 0 && hp_.is_moe()) {
-            // Room for the four pieces' alignment besides the plan's bytes.
-            STRATA_ASSIGN(ship_, gpu::DeviceBuffer::allocate(config.prompt_staging + 4 * kShipAlign,
-                                                             device_));
+        if (config.prompt_staging > 0) {
+            // Room for the pieces' alignment besides the plan's bytes.
+            STRATA_ASSIGN(ship_,
+                          gpu::DeviceBuffer::allocate(
+                              config.prompt_staging + 2 * kMaxShipped * kShipAlign, device_));
         }
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
         if (OpProfile::requested()) profile_ = std::make_unique<OpProfile>();
@@ -250,19 +251,18 @@ class CudaBackend final : public Backend {
     double read_bandwidth(MemoryPlace where) const override { return can_read(where) ? 1.0 : 0.0; }
     MemoryKind staging_memory() const override { return MemoryKind::PinnedHost; }
 
-    void write_act(Act a, const float* x, int64_t n) override {
-        assert(embd_wide(a));
+    void write_act(Act a, const float* x, int64_t n, int64_t cols) override {
+        assert(uint64_t(n * cols) * sizeof(float) <= acts_[size_t(a)].size());
         flush();
-        STRATA_CUDA(
-            cudaMemcpyAsync(act(a), x, bytes(n * shapes_.d), cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA(cudaMemcpyAsync(act(a), x, bytes(n * cols), cudaMemcpyHostToDevice, stream_));
         // A decode step continuing here (its hidden state from the CPU's layers, or a layer's
         // experts' output from the CPU) is recorded from here on, as one begun by embed is.
         if (n == 1) recording_ = true;
     }
-    void read_act(Act a, float* x, int64_t n) override {
-        assert(embd_wide(a));
+    void read_act(Act a, float* x, int64_t n, int64_t cols) override {
+        assert(uint64_t(n * cols) * sizeof(float) <= acts_[size_t(a)].size());
         flush();
-        to_host(x, act(a), n * shapes_.d);
+        to_host(x, act(a), n * cols);
     }
     const float* peek(Act a, int64_t rows) override {
         flush();
@@ -432,7 +432,7 @@ class CudaBackend final : public Backend {
     // the copies; the host memory is the store's page-locked host arena (StoreLayout::pin_host).
     bool routed_experts_shipped(const TensorView& router, const ExpertStack& experts, int k,
                                 bool norm_weights, Act in, Act out, int64_t n) override {
-        if (ship_.size() == 0 || !takes_routing(router, experts, k, n)) return false;
+        if (!takes_routing(router, experts, k, n)) return false;
         const auto span = [&](const TensorView& v, size_t stride) {
             return stride * size_t(experts.n_expert - 1) + v.row_bytes * size_t(v.rows());
         };
@@ -443,23 +443,45 @@ class CudaBackend final : public Backend {
                                  span(experts.first.up, experts.up_stride),
                                  span(experts.first.down, experts.down_stride)};
         TensorView to[4];
-        size_t at = 0;
-        for (int i = 0; i < 4; ++i) {
-            if (from[i]->where.kind == MemoryKind::Device) return false;  // only host memory
-            to[i] = *from[i];
-            to[i].data = ship_.data() + at;
-            to[i].where = {MemoryKind::Device, device_};
-            at += (bytes[i] + kShipAlign - 1) / kShipAlign * kShipAlign;
-        }
-        if (at > ship_.size()) return false;
-        flush();
-        for (int i = 0; i < 4; ++i) {
-            STRATA_CUDA(cudaMemcpyAsync(const_cast<std::byte*>(to[i].data), from[i]->data, bytes[i],
-                                        cudaMemcpyHostToDevice, stream_));
-        }
+        if (!ship(from, bytes, to)) return false;
         ExpertStack shipped = experts;
         shipped.first = {to[1], to[2], to[3]};
         return routed_experts(to[0], shipped, k, norm_weights, in, out, n);
+    }
+
+    bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t n) override {
+        // Each job's weight, then its bias when it has one.
+        std::array<const TensorView*, 2 * kMaxShipped> from{};
+        std::array<size_t, 2 * kMaxShipped> bytes{};
+        std::array<TensorView, 2 * kMaxShipped> to{};
+        if (jobs.size() > kMaxShipped) return false;
+        size_t count = 0;
+        for (const LinearJob& job : jobs) {
+            for (const TensorView* v : {job.weight, job.bias}) {
+                if (!v || !v->present()) continue;
+                from[count] = v;
+                bytes[count++] = matrix_bytes(*v);
+            }
+        }
+        if (!ship({from.data(), count}, {bytes.data(), count}, {to.data(), count})) return false;
+        std::array<LinearJob, kMaxShipped> shipped{};
+        size_t at = 0;
+        for (size_t j = 0; j < jobs.size(); ++j) {
+            shipped[j] = {&to[at++], nullptr, jobs[j].out};
+            if (jobs[j].bias && jobs[j].bias->present()) shipped[j].bias = &to[at++];
+        }
+        linear({shipped.data(), jobs.size()}, in, n);
+        return true;
+    }
+
+    bool swiglu_ffn_shipped(const TensorView& gate, const TensorView& up, const TensorView& down,
+                            Act in, Act out, int64_t n) override {
+        const TensorView* from[3] = {&gate, &up, &down};
+        const size_t bytes[3] = {matrix_bytes(gate), matrix_bytes(up), matrix_bytes(down)};
+        TensorView to[3];
+        if (!ship(from, bytes, to)) return false;
+        swiglu_ffn(to[0], to[1], to[2], in, out, n);
+        return true;
     }
 
     void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
@@ -834,6 +856,34 @@ class CudaBackend final : public Backend {
         profile_->end(stream_, "add+rms_norm", view_bytes(norm.w0));
     }
 
+    static size_t matrix_bytes(const TensorView& v) { return v.row_bytes * size_t(v.rows()); }
+
+    // Copies the host tensors `from` (`bytes` of each) into the prompt staging on the stream, each
+    // kShipAlign-aligned, and points `to` at the copies. The stream orders the copies after the
+    // kernels before them that read the staging, and the kernels after them behind the copies;
+    // the host memory is the store's page-locked host arena (StoreLayout::pin_host), else the
+    // copies run at pageable speed. False, with nothing copied, when there is no staging, they
+    // do not fit it, or one is not in host memory.
+    bool ship(std::span<const TensorView* const> from, std::span<const size_t> bytes,
+              std::span<TensorView> to) {
+        if (ship_.size() == 0) return false;
+        size_t at = 0;
+        for (size_t i = 0; i < from.size(); ++i) {
+            if (from[i]->where.kind == MemoryKind::Device) return false;  // only host memory
+            to[i] = *from[i];
+            to[i].data = ship_.data() + at;
+            to[i].where = {MemoryKind::Device, device_};
+            at += (bytes[i] + kShipAlign - 1) / kShipAlign * kShipAlign;
+        }
+        if (at > ship_.size()) return false;
+        flush();
+        for (size_t i = 0; i < from.size(); ++i) {
+            STRATA_CUDA(cudaMemcpyAsync(const_cast<std::byte*>(to[i].data), from[i]->data, bytes[i],
+                                        cudaMemcpyHostToDevice, stream_));
+        }
+        return true;
+    }
+
     void to_host(float* dst, const float* src, int64_t count) {
         STRATA_CUDA(cudaMemcpyAsync(dst, src, bytes(count), cudaMemcpyDeviceToHost, stream_));
         STRATA_CUDA(cudaStreamSynchronize(stream_));
@@ -869,9 +919,11 @@ class CudaBackend final : public Backend {
     std::unique_ptr<Matmul> matmul_;
     std::array<gpu::DeviceBuffer, size_t(Act::Count)> acts_;
     gpu::DeviceBuffer gate_, up_, scalar_, host_out_, ids_, step_;
-    // Prompt staging: a layer's router and routed experts shipped from RAM
-    // (routed_experts_shipped).
+    // Prompt staging: a layer's router and routed experts, or one op's matrices and biases of a
+    // layer the CPU holds, shipped from RAM (routed_experts_shipped, linear_shipped,
+    // swiglu_ffn_shipped).
     static constexpr size_t kShipAlign = 256;
+    static constexpr size_t kMaxShipped = 4;  // linear jobs of one shipped op
     gpu::DeviceBuffer ship_;
     gpu::PinnedBuffer step_pinned_;
     uint32_t n_ctx_ = 0;
