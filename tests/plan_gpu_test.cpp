@@ -235,6 +235,8 @@ TEST(PlanGpu, DenseSplitShipsPromptBatchesAtTheBusRate) {
     const std::string text = plan_text(*plan);
     EXPECT_NE(text.find("prompt limit"), std::string::npos) << text;
     EXPECT_NE(text.find("ship each of the CPU's layers' matrices"), std::string::npos) << text;
+    EXPECT_NE(text.find("ram (cpu; prompts: matrices shipped to the gpu)"), std::string::npos)
+        << text;
 
     PlanOptions small;
     small.max_batch = uint32_t(ModelHparams::kShippedLayerBatch - 1);
@@ -331,7 +333,10 @@ TEST(PlanGpu, MoeSplitShipsPromptBatchesAtTheBusRate) {
     EXPECT_EQ(plan->gpu_memory.prompt_staging, largest);
     ASSERT_GT(shipped, 0u);
     EXPECT_DOUBLE_EQ(plan->prompt_tokens_per_second, double(plan->batch) * 50e9 / double(shipped));
-    EXPECT_NE(plan_text(*plan).find("prompt limit"), std::string::npos);
+    const std::string text = plan_text(*plan);
+    EXPECT_NE(text.find("prompt limit"), std::string::npos) << text;
+    EXPECT_NE(text.find("experts ram (cpu; prompts: shipped to the gpu)"), std::string::npos)
+        << text;
 
     auto unmeasured = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
     ASSERT_TRUE(unmeasured) << unmeasured.error().message;

@@ -99,16 +99,22 @@ std::string budget_line(const Plan& p) {
     return line;
 }
 
+// Where a layer's weights lie and who computes them; in a split that ships RAM's weights for
+// prompt batches (prompt_staging), prompts compute the CPU's part on the GPU.
 std::string where(const Plan& p, const LayerPlan& l) {
+    const bool ships = p.gpu_split() && p.gpu_memory.prompt_staging > 0;
     if (l.on_gpu && l.experts_on_cpu) {
         return l.ffn_use == TensorUse::Streamed ? "gpu, experts disk (expert cache, cpu)"
-                                                : "gpu, experts ram (cpu)";
+               : ships ? "gpu, experts ram (cpu; prompts: shipped to the gpu)"
+                       : "gpu, experts ram (cpu)";
     }
     if (l.on_gpu) return "gpu";
     if (l.ffn_bytes == 0) return "-";
     switch (l.ffn_use) {
         case TensorUse::Resident:
-            return p.gpu_split() ? "ram (cpu)" : "ram";
+            return !p.gpu_split() ? "ram"
+                   : ships        ? "ram (cpu; prompts: matrices shipped to the gpu)"
+                                  : "ram (cpu)";
         case TensorUse::Cached:
             return "ram (cached)";
         case TensorUse::Streamed:
