@@ -160,12 +160,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         return err("no backend can read both the output norm and the output head where they are");
     }
     if (n_backends > 1) {
-        int64_t widest = hp.n_embd;
-        for (uint32_t l = 0; l < hp.n_layer; ++l) {
-            widest = std::max({widest, int64_t(hp.n_head_at(l)) * hp.head_dim_k,
-                               int64_t(hp.n_head_at(l)) * hp.head_dim_v});
-        }
-        e->crossing_.resize(size_t(e->max_batch_) * size_t(widest));
+        e->crossing_.resize(size_t(batch_rows(e->max_batch_, n_ctx)) * size_t(widest_crossing(hp)));
         if (e->shipper_) {
             // Unpinned, the crossings still work, at pageable copy speed.
             auto pin = gpu::HostPin::pin(e->crossing_.data(), e->crossing_.size() * sizeof(float));

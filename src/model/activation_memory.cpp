@@ -37,6 +37,15 @@ uint32_t widest_ffn(const ModelHparams& hp) {
     return widest;
 }
 
+int64_t widest_crossing(const ModelHparams& hp) {
+    int64_t widest = hp.n_embd;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        widest = std::max({widest, int64_t(hp.n_head_at(l)) * hp.head_dim_k,
+                           int64_t(hp.n_head_at(l)) * hp.head_dim_v});
+    }
+    return widest;
+}
+
 uint32_t batch_rows(uint32_t max_batch, uint32_t n_ctx) {
     return std::max<uint32_t>(1, n_ctx ? std::min(max_batch, n_ctx) : max_batch);
 }

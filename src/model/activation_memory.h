@@ -71,6 +71,10 @@ struct ActivationMemory {
 // and any leading dense layer's.
 uint32_t widest_ffn(const ModelHparams& hp);
 
+// The widest activation row that crosses between two backends (Engine::cross): n_embd, or a
+// layer's queries or attention output where those are wider (a split's shipped projections).
+int64_t widest_crossing(const ModelHparams& hp);
+
 // Rows a batch can take: max_batch, at most n_ctx, at least 1.
 uint32_t batch_rows(uint32_t max_batch, uint32_t n_ctx);
 

@@ -469,6 +469,11 @@ MemoryPlan gpu_host_overhead(const Inputs& in, int cpu_threads) {
     const ActivationMemory act = activation_memory(in.model, shape);
     host.activations = (cpu_threads > 0 ? act.total() : act.engine + act.logits + act.threads) +
                        kDeviceStagingHostBytes + kGpuRuntimeHostBytes;
+    // A split's activations crossing between the two backends (the engine's crossing buffer).
+    if (cpu_threads > 0) {
+        host.activations += uint64_t(batch_rows(in.options.max_batch, in.n_ctx)) *
+                            uint64_t(widest_crossing(in.hp)) * sizeof(float);
+    }
     if (in.options.embeddings) host.activations += uint64_t(in.n_ctx) * in.hp.n_embd * 4;
     return host;
 }
