@@ -45,10 +45,6 @@ enum class Act : uint8_t {
     Count
 };
 std::string_view act_name(Act a);
-// True for the activations one token of which is n_embd floats.
-constexpr bool embd_wide(Act a) {
-    return a == Act::Hidden || a == Act::Normed || a == Act::Out || a == Act::Side;
-}
 
 // The operations a planner asks about, by the weight they read.
 enum class BackendOp : uint8_t {

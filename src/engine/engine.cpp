@@ -351,6 +351,16 @@ bool Engine::linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_
     return true;
 }
 
+bool Engine::swiglu_ffn_shipped(const TensorView& gate, const TensorView& up,
+                                const TensorView& down, int64_t n) {
+    if (!ships_layer(n)) return false;
+    cross(Act::Normed, be_, shipper_, n);
+    if (!shipper_->swiglu_ffn_shipped(gate, up, down, Act::Normed, Act::Out, n)) return false;
+    cross(Act::Out, shipper_, be_, n);
+    stats_.shipped_bytes += uint64_t(view_bytes(gate) + view_bytes(up) + view_bytes(down));
+    return true;
+}
+
 void Engine::switch_to(Backend* next, int64_t n) {
     if (next == be_) return;
     cross(Act::Hidden, be_, next, n);
@@ -515,16 +525,9 @@ Result<void> Engine::dense_ffn_block(const LayerArgs& a) {
     timed(
         Op::Ffn,
         [&] {
-            if (ships_layer(a.n)) {
-                cross(Act::Normed, be_, shipper_, a.n);
-                if (shipper_->swiglu_ffn_shipped(gate, up, down, Act::Normed, Act::Out, a.n)) {
-                    cross(Act::Out, shipper_, be_, a.n);
-                    stats_.shipped_bytes +=
-                        uint64_t(view_bytes(gate) + view_bytes(up) + view_bytes(down));
-                    return;
-                }
+            if (!swiglu_ffn_shipped(gate, up, down, a.n)) {
+                be_->swiglu_ffn(gate, up, down, Act::Normed, Act::Out, a.n);
             }
-            be_->swiglu_ffn(gate, up, down, Act::Normed, Act::Out, a.n);
         },
         view_bytes(gate) + view_bytes(up) + view_bytes(down),
         view_flops(gate, a.n) + view_flops(up, a.n) + view_flops(down, a.n));

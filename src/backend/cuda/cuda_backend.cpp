@@ -426,10 +426,8 @@ class CudaBackend final : public Backend {
         return true;
     }
 
-    // The router and the three expert stacks copied into ship_ on the stream, one after another
-    // (each 256-byte aligned), then routed and computed as resident ones. The stream orders the
-    // copies after the previous layer's kernels that read ship_, and this layer's kernels after
-    // the copies; the host memory is the store's page-locked host arena (StoreLayout::pin_host).
+    // The router and the three expert stacks shipped (ship), then routed and computed as
+    // resident ones.
     bool routed_experts_shipped(const TensorView& router, const ExpertStack& experts, int k,
                                 bool norm_weights, Act in, Act out, int64_t n) override {
         if (!takes_routing(router, experts, k, n)) return false;
