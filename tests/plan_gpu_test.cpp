@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/activation_memory.h"
@@ -40,6 +41,21 @@ Budgets budgets(uint64_t ram, uint64_t gpu) {
     b.ram = ram;
     b.gpu_mem = gpu;
     return b;
+}
+
+// The largest layer's bytes (a dense split's prompt staging) and the CPU's layers' (what a
+// prompt batch ships).
+std::pair<uint64_t, uint64_t> layer_bytes_shipped(const ModelInfo& m, const Plan& plan) {
+    std::vector<uint64_t> layer(m.hparams->n_layer, 0);
+    for (const ModelTensor& t : m.tensors) {
+        if (t.layer >= 0) layer[size_t(t.layer)] += m.info(t).n_bytes;
+    }
+    uint64_t largest = 0, shipped = 0;
+    for (uint32_t l = 0; l < m.hparams->n_layer; ++l) {
+        largest = std::max(largest, layer[l]);
+        if (!plan.layers[l].on_gpu) shipped += layer[l];
+    }
+    return {largest, shipped};
 }
 
 TEST(PlanGpu, ModelThatFitsTheGpuIsResidentThere) {
@@ -161,7 +177,9 @@ TEST(PlanGpu, ModelWhoseHeadAloneFillsTheGpuBudgetIsPlannedForTheCpu) {
 TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
     const ModelHparams& hp = *m.hparams;
-    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(3 * GiB, 1 * GiB));
+    HardwareProfile profile = with_gpu(70 * GiB);
+    profile.gpus.front().host_to_device_pinned_bandwidth = 50e9;
+    auto plan = make_plan(m, profile, budgets(3 * GiB, 1 * GiB));
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
     EXPECT_EQ(plan->mode, PlanMode::FfnStream);
@@ -197,12 +215,24 @@ TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     EXPECT_LE(plan->memory.total, plan->memory.budget);
     EXPECT_LE(plan->gpu_memory.total, plan->gpu_memory.budget);
     EXPECT_EQ(plan->bound, Tier::Disk);
-    // The CPU's FFN weights are on disk, not in RAM to ship: no prompt staging.
-    EXPECT_EQ(plan->gpu_memory.prompt_staging, 0u);
+    // Prompt batches ship the CPU's layers to the GPU, the streamed FFNs from their slots: the
+    // disk reads them once per batch, which bounds the prompt when it is slower than the bus.
+    const auto [largest, shipped] = layer_bytes_shipped(m, *plan);
+    EXPECT_EQ(plan->gpu_memory.prompt_staging, largest);
+    const TierTraffic& disk = plan->tiers[size_t(Tier::Disk)];
+    const double bus = double(shipped) / 50e9;
+    ASSERT_GT(disk.seconds_per_token, bus);
+    EXPECT_EQ(plan->prompt_bound, Tier::Disk);
+    EXPECT_DOUBLE_EQ(plan->prompt_tokens_per_second, double(plan->batch) / disk.seconds_per_token);
+    const std::string text = plan_text(*plan);
+    EXPECT_NE(text.find("bound by reading the streamed weights from disk"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("disk (streamed; cpu; prompts: shipped to the gpu)"), std::string::npos)
+        << text;
 
     PlanOptions cpu_only;
     cpu_only.gpu = false;
-    auto alone = make_plan(m, with_gpu(70 * GiB), budgets(3 * GiB, 1 * GiB), cpu_only);
+    auto alone = make_plan(m, profile, budgets(3 * GiB, 1 * GiB), cpu_only);
     ASSERT_TRUE(alone) << alone.error().message;
     EXPECT_EQ(alone->mode, PlanMode::FfnStream);
     EXPECT_LT(alone->tokens_per_second, plan->tokens_per_second);
@@ -220,15 +250,7 @@ TEST(PlanGpu, DenseSplitShipsPromptBatchesAtTheBusRate) {
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
     ASSERT_TRUE(hp.batch_ships_layers(plan->batch));
-    uint64_t shipped = 0, largest = 0;
-    std::vector<uint64_t> layer(hp.n_layer, 0);
-    for (const ModelTensor& t : m.tensors) {
-        if (t.layer >= 0) layer[size_t(t.layer)] += m.info(t).n_bytes;
-    }
-    for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        largest = std::max(largest, layer[l]);
-        if (!plan->layers[l].on_gpu) shipped += layer[l];
-    }
+    const auto [largest, shipped] = layer_bytes_shipped(m, *plan);
     EXPECT_EQ(plan->gpu_memory.prompt_staging, largest);
     ASSERT_GT(shipped, 0u);
     EXPECT_DOUBLE_EQ(plan->prompt_tokens_per_second, double(plan->batch) * 50e9 / double(shipped));

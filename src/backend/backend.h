@@ -211,6 +211,12 @@ class Backend {
                                     int64_t /*n*/) {
         return false;
     }
+    // The host tensors a prompt batch of a layer another backend runs is about to ship (its
+    // matrices and biases, in the order its shipped operations use them): a backend that can
+    // starts copying them all now, on its own copy engine, so the copies run beside the other
+    // backend's work (the CPU's attention), and each shipped operation then waits only for its
+    // own pieces. By default nothing: each shipped operation copies its own.
+    virtual void ship_ahead(std::span<const TensorView* const> /*views*/) {}
 
     // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
     virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,

@@ -179,8 +179,9 @@ std::string operator_table(const BenchRecord& r) {
                 if (limit > 0) {
                     const double got = e.result.prompt_tps.median;
                     out += "; prompt " + format_fixed(got, 1) + " tok/s, " +
-                           format_fixed(100 * got / limit, 0) +
-                           "% of the plan's limit from the bus (" + format_fixed(limit, 1) + ")";
+                           format_fixed(100 * got / limit, 0) + "% of the plan's limit from " +
+                           (e.plan->prompt_bound == Tier::Disk ? "the disk" : "the bus") + " (" +
+                           format_fixed(limit, 1) + ")";
                 }
                 out += "\n";
             }

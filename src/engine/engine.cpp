@@ -1,9 +1,11 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/activation_memory.h"
@@ -361,6 +363,21 @@ bool Engine::swiglu_ffn_shipped(const TensorView& gate, const TensorView& up,
     return true;
 }
 
+void Engine::ship_layer_ahead(const LayerView& w) {
+    // In the order the layer's shipped operations use them.
+    constexpr TensorRole roles[] = {TensorRole::AttnQ,      TensorRole::AttnK,   TensorRole::AttnV,
+                                    TensorRole::AttnOutput, TensorRole::FfnGate, TensorRole::FfnUp,
+                                    TensorRole::FfnDown};
+    std::array<const TensorView*, 2 * std::size(roles)> views{};
+    size_t count = 0;
+    for (TensorRole r : roles) {
+        for (const TensorView* v : {&w.weight(r), &w.bias(r)}) {
+            if (v->present()) views[count++] = v;
+        }
+    }
+    shipper_->ship_ahead({views.data(), count});
+}
+
 void Engine::switch_to(Backend* next, int64_t n) {
     if (next == be_) return;
     cross(Act::Hidden, be_, next, n);
@@ -460,6 +477,7 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
                   dv = n_head_kv * hp_.head_dim_v, da = n_head * hp_.head_dim_v;
     const LayerView& w = a.w;
 
+    if (ships_layer(n)) ship_layer_ahead(w);
     timed(Op::Elementwise,
           [&] { be_->rms_norm(Act::Hidden, w.weight(TensorRole::AttnNorm), Act::Normed, n); });
     dump("attn_norm", il, Act::Normed, n, d);

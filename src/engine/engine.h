@@ -189,6 +189,9 @@ class Engine {
     // output (out_cols[j] wide) back. False, having moved nothing back, when it does not take them.
     bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
                         std::span<const int64_t> out_cols, int64_t n);
+    // Has shipper_ start copying the layer's matrices and biases for the shipped operations
+    // above (Backend::ship_ahead), so the copies run while the CPU computes its part.
+    void ship_layer_ahead(const LayerView& w);
     // The layer's SwiGLU FFN on shipper_ the same way: Normed crosses to it, Out back.
     bool swiglu_ffn_shipped(const TensorView& gate, const TensorView& up, const TensorView& down,
                             int64_t n);

@@ -742,7 +742,9 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
                 (by_experts ? stream_cpu_experts(s, in, host, plan.memory.budget, refused)
                             : !hp.is_moe() && stream_cpu_layers(s, plan, in, host, refused));
             if (!streamed) continue;
-            if (s.experts_streamed || s.layers_streamed) {  // they are not in RAM to ship
+            // Streamed experts are not in RAM as the stacks a batch ships. Streamed FFN layers
+            // are, in their slots, when their layer runs: a batch ships them from there.
+            if (s.experts_streamed) {
                 s.g.total -= s.g.prompt_staging;
                 s.g.prompt_staging = 0;
             }
@@ -796,7 +798,8 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
     }
     if (s.g.prompt_staging > 0 && gpu.host_to_device_pinned_bandwidth > 0 &&
         (hp.is_moe() ? hp.batch_ships_experts(plan.batch) : hp.batch_ships_layers(plan.batch))) {
-        // Per batch: every CPU layer's experts and router, or every CPU layer's weights.
+        // Per batch: every CPU layer's experts and router, or every CPU layer's weights. Those
+        // read from disk take the disk's time too (predict_traffic).
         uint64_t shipped = 0;
         for (const ModelTensor& t : in.model.tensors) {
             if (t.layer < 0 || uint32_t(t.layer) >= hp.n_layer) continue;
@@ -930,6 +933,15 @@ void predict_traffic(Plan& plan, const Inputs& in) {
         }
     }
     plan.tokens_per_second = total > 0 ? 1.0 / total : 0;
+    // A prompt batch reads each streamed layer once, as a token does, beside the bus's copies:
+    // the slower of the two bounds a split that ships.
+    const TierTraffic& disk = plan.tiers[static_cast<size_t>(Tier::Disk)];
+    plan.prompt_bound = Tier::Ram;
+    if (plan.prompt_tokens_per_second > 0 &&
+        disk.seconds_per_token > double(plan.batch) / plan.prompt_tokens_per_second) {
+        plan.prompt_tokens_per_second = double(plan.batch) / disk.seconds_per_token;
+        plan.prompt_bound = Tier::Disk;
+    }
 }
 
 void count_memory(Plan& plan, const Inputs& in) {

@@ -277,6 +277,9 @@ struct Plan {
     // experts and router (or, in a dense layer split, every CPU layer's weights) at the measured
     // pinned host-to-device rate. 0: not such a split, or no rate measured.
     double prompt_tokens_per_second = 0;
+    // What bounds it: the bus (Ram: shipping RAM's weights), or the disk when the CPU's layers
+    // stream their FFNs and reading them takes longer than shipping them.
+    Tier prompt_bound = Tier::Ram;
     Tier bound = Tier::Ram;  // the tier with the largest time per token
     std::vector<std::string> notes;
 

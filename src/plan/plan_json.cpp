@@ -97,6 +97,9 @@ Result<Plan> from_json(const json& j) {
     p.tokens_per_second = j.at("tokens_per_second");
     p.prompt_tokens_per_second = j.value("prompt_tokens_per_second", 0.0);
     STRATA_ASSIGN(p.bound, parse_tier(j.at("bound")));
+    if (j.contains("prompt_bound")) {
+        STRATA_ASSIGN(p.prompt_bound, parse_tier(j.at("prompt_bound")));
+    }
     for (const json& l : j.at("layers")) {
         LayerPlan x;
         x.layer = l.at("layer");
@@ -223,6 +226,7 @@ json plan_json(const Plan& p, const ModelInfo& model) {
             {"tokens_per_second", p.tokens_per_second},
             {"prompt_tokens_per_second", p.prompt_tokens_per_second},
             {"bound", std::string(tier_name(p.bound))},
+            {"prompt_bound", std::string(tier_name(p.prompt_bound))},
             {"layers", layers},
             {"tensors", tensors},
             {"notes", p.notes}};

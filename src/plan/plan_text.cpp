@@ -118,7 +118,9 @@ std::string where(const Plan& p, const LayerPlan& l) {
         case TensorUse::Cached:
             return "ram (cached)";
         case TensorUse::Streamed:
-            return p.mode == PlanMode::ExpertStream ? "disk (expert cache)" : "disk (streamed)";
+            return p.mode == PlanMode::ExpertStream ? "disk (expert cache)"
+                   : ships ? "disk (streamed; cpu; prompts: shipped to the gpu)"
+                           : "disk (streamed)";
     }
     return "?";
 }
@@ -195,7 +197,9 @@ std::string plan_text(const Plan& p) {
     if (p.prompt_tokens_per_second > 0) {
         kv.add_row({"prompt limit", fmt("%.0f", p.prompt_tokens_per_second) +
                                         " tokens/s in batches of " + std::to_string(p.batch) +
-                                        ", bound by shipping RAM's weights to the GPU"});
+                                        (p.prompt_bound == Tier::Disk
+                                             ? ", bound by reading the streamed weights from disk"
+                                             : ", bound by shipping RAM's weights to the GPU")});
     }
     out += kv.render("  ");
 

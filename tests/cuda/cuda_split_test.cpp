@@ -60,6 +60,21 @@ PlanOptions plan_options() {
     return o;
 }
 
+// Budgets that hold any test model whole: 8 GiB of RAM and of GPU memory.
+Budgets roomy_budgets() {
+    Budgets b;
+    b.ram = 8ull << 30;
+    b.gpu_mem = 8ull << 30;
+    return b;
+}
+
+// The plan of the whole model on the GPU, for batches of `batch`.
+Result<Plan> whole_gpu_plan(const ModelInfo& info, uint32_t batch) {
+    PlanOptions o = plan_options();
+    o.max_batch = batch;
+    return make_plan(info, profile_with_gpu(), roomy_budgets(), o);
+}
+
 // The RAM budget under which `plan` would need `short_by` bytes more than it has. The plan's
 // slack grows with its budget (kSlackBytes + budget / kSlackPerBudget), so the budget b solves
 // b = rest + kSlackBytes + b / kSlackPerBudget - short_by, rest being the plan's memory but
@@ -80,9 +95,7 @@ uint64_t streamed_ram_budget(const Plan& plan, uint64_t short_by) {
 // split, with only the last layer on the GPU, by one and a half of the CPU's FFN layers (slots).
 Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     const HardwareProfile profile = profile_with_gpu();
-    Budgets b;
-    b.ram = 8ull << 30;
-    b.gpu_mem = 8ull << 30;
+    Budgets b = roomy_budgets();
     auto whole = make_plan(info, profile, b, plan_options());
     EXPECT_TRUE(whole) << (whole ? "" : whole.error().message);
     if (!whole) return {};
@@ -126,11 +139,14 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
 
 // The logits of a prompt of `prompt_tokens` tokens (in batches of `batch`) and, with `decode`, of
 // 16 decode steps after it. MoE models route by a fixed trace unless `route` (the backends' own
-// routing). `shipped`, when given, receives the weights' bytes the prompt shipped to the GPU.
+// routing). `shipped`, when given, receives the weights' bytes the prompt shipped to the GPU;
+// `device_bytes` the GPU memory the loaded model holds after the last step, as the driver counts
+// it (its free memory before the load less its free memory then).
 std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan,
                                          bool route = false, uint32_t batch = kBatch,
                                          bool decode = true, size_t prompt_tokens = 12,
-                                         uint64_t* shipped = nullptr) {
+                                         uint64_t* shipped = nullptr,
+                                         int64_t* device_bytes = nullptr) {
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
@@ -144,6 +160,12 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
             std::make_shared<engine::RoutingTrace>(engine::make_local_trace(
                 int(hp.n_layer), int(hp.n_expert), int(hp.n_expert_used), 64, 0.5, 1.0, 3));
     }
+    const auto free_now = [] {
+        const auto m = gpu::memory_info(0);
+        EXPECT_TRUE(m) << (m ? "" : m.error().message);
+        return m ? int64_t(m->free) : 0;
+    };
+    const int64_t free_before = device_bytes ? free_now() : 0;
     auto loaded = LoadedModel::load(std::move(info), std::move(plan), options);
     EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
     if (!loaded) return rows;
@@ -163,6 +185,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
         EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
         rows.push_back(logits);
     }
+    if (device_bytes) *device_bytes = free_before - free_now();
     return rows;
 }
 
@@ -239,13 +262,7 @@ TEST_P(CudaSplitShipping, GivesThePromptLogitsOfTheWholeModelOnTheGpu) {
     ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
     ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, hp.n_layer));
     ASSERT_GT(plan.gpu_memory.prompt_staging, 0u) << plan.reason;
-    HardwareProfile profile = profile_with_gpu();
-    Budgets b;
-    b.ram = 8ull << 30;
-    b.gpu_mem = 8ull << 30;
-    PlanOptions o = plan_options();
-    o.max_batch = kOneBatch;
-    auto whole = make_plan(info, profile, b, o);
+    auto whole = whole_gpu_plan(info, kOneBatch);
     ASSERT_TRUE(whole) << whole.error().message;
     ASSERT_TRUE(whole->gpu_resident());
     const auto gpu = evaluate(path, std::move(*whole), true, kOneBatch, false);
@@ -273,6 +290,58 @@ TEST_P(CudaSplitShipping, GivesThePromptLogitsOfTheWholeModelOnTheGpu) {
 // CPU's within the split's bound (CudaSplit); each batch ships the CPU layer's matrices once.
 class CudaDenseSplitShipping : public ::testing::TestWithParam<std::string> {};
 
+// The projections and FFN matrices of a CPU layer, which a shipped batch counts (not biases).
+bool is_matrix_a_batch_ships(const ModelTensor& t) {
+    const bool ffn_or_projection =
+        t.role == TensorRole::AttnQ || t.role == TensorRole::AttnK || t.role == TensorRole::AttnV ||
+        t.role == TensorRole::AttnOutput || t.role == TensorRole::FfnGate ||
+        t.role == TensorRole::FfnUp || t.role == TensorRole::FfnDown;
+    return ffn_or_projection && !t.is_bias;
+}
+
+constexpr uint32_t kShipBatch = 32;
+constexpr size_t kPrompt = 20;
+
+// The largest relative error of a split's rows (kPrompt prompt rows, then decode steps) against
+// the CPU's, each expected within tol.
+double worst_error(const std::vector<std::vector<float>>& split,
+                   const std::vector<std::vector<float>>& cpu, double tol) {
+    double worst = 0;
+    for (size_t r = 0; r < cpu.size() && r < split.size(); ++r) {
+        const double e = test::rel_l2(split[r], cpu[r]);
+        worst = std::max(worst, e);
+        EXPECT_LE(e, tol) << "row " << r << (r < kPrompt ? " (prompt)" : " (decode)");
+    }
+    return worst;
+}
+
+// The plan of a two-layer dense model split by layers with prompt staging: a GPU budget that
+// holds the last layer, the head and the staging of one layer (the whole model's, less the first
+// layer and its KV cache, plus the staging and half that KV cache). `matrices`: the bytes of the
+// first layer's projections and FFN, which a batch ships.
+Plan dense_shipping_plan(const ModelInfo& info, uint64_t& matrices) {
+    const HardwareProfile profile = profile_with_gpu();
+    auto whole = whole_gpu_plan(info, kShipBatch);
+    EXPECT_TRUE(whole) << (whole ? "" : whole.error().message);
+    if (!whole) return {};
+    Budgets b = roomy_budgets();
+    PlanOptions o = plan_options();
+    o.max_batch = kShipBatch;
+    uint64_t layer[2] = {0, 0};
+    matrices = 0;
+    for (const ModelTensor& t : info.tensors) {
+        if (t.layer < 0) continue;
+        layer[t.layer] += info.info(t).n_bytes;
+        if (t.layer == 0 && is_matrix_a_batch_ships(t)) matrices += info.info(t).n_bytes;
+    }
+    const uint64_t kv = whole->gpu_memory.kv_cache / 2;
+    b.gpu_mem = whole->gpu_memory.total - layer[0] - kv + std::max(layer[0], layer[1]) + kv / 2;
+    o.gpu_split = GpuSplit::Layers;
+    auto plan = make_plan(info, profile, b, o);
+    EXPECT_TRUE(plan) << (plan ? "" : plan.error().message);
+    return plan ? std::move(*plan) : Plan{};
+}
+
 TEST_P(CudaDenseSplitShipping, GivesTheLogitsOfTheCpu) {
     STRATA_REQUIRE_GPU();
     const std::string& path = test::synth_test_model(GetParam(), TensorType::Q8_0, 1, 0);
@@ -280,35 +349,9 @@ TEST_P(CudaDenseSplitShipping, GivesTheLogitsOfTheCpu) {
     ASSERT_TRUE(info.hparams);
     const ModelHparams& hp = *info.hparams;
     ASSERT_EQ(hp.n_layer, 2u);
-    constexpr uint32_t kShipBatch = 32;
-    constexpr size_t kPrompt = 20;
     ASSERT_TRUE(hp.batch_ships_layers(int64_t(kPrompt)));
-    // A GPU budget that holds the last layer, the head and the staging of one layer: the whole
-    // model's, less the first layer and its KV cache, plus the staging and half that KV cache.
-    const HardwareProfile profile = profile_with_gpu();
-    Budgets b;
-    b.ram = 8ull << 30;
-    b.gpu_mem = 8ull << 30;
-    PlanOptions o = plan_options();
-    o.max_batch = kShipBatch;
-    auto whole = make_plan(info, profile, b, o);
-    ASSERT_TRUE(whole) << whole.error().message;
-    uint64_t layer[2] = {0, 0}, matrices = 0;
-    for (const ModelTensor& t : info.tensors) {
-        if (t.layer < 0) continue;
-        layer[t.layer] += info.info(t).n_bytes;
-        const bool ffn_or_projection = t.role == TensorRole::AttnQ || t.role == TensorRole::AttnK ||
-                                       t.role == TensorRole::AttnV ||
-                                       t.role == TensorRole::AttnOutput ||
-                                       t.role == TensorRole::FfnGate ||
-                                       t.role == TensorRole::FfnUp || t.role == TensorRole::FfnDown;
-        if (t.layer == 0 && ffn_or_projection && !t.is_bias) matrices += info.info(t).n_bytes;
-    }
-    const uint64_t kv = whole->gpu_memory.kv_cache / 2;
-    b.gpu_mem = whole->gpu_memory.total - layer[0] - kv + std::max(layer[0], layer[1]) + kv / 2;
-    o.gpu_split = GpuSplit::Layers;
-    auto plan = make_plan(info, profile, b, o);
-    ASSERT_TRUE(plan) << plan.error().message;
+    uint64_t matrices = 0;
+    const std::optional<Plan> plan = dense_shipping_plan(info, matrices);
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
     ASSERT_EQ(plan->gpu_layers, 1u) << plan->reason;
     ASSERT_GT(plan->gpu_memory.prompt_staging, 0u) << plan->reason;
@@ -318,17 +361,99 @@ TEST_P(CudaDenseSplitShipping, GivesTheLogitsOfTheCpu) {
     EXPECT_EQ(shipped, matrices);  // the first layer's, once: one batch
     ASSERT_EQ(split.size(), cpu.size());
     constexpr double tol = 6e-2;
-    double worst = 0;
-    for (size_t r = 0; r < cpu.size(); ++r) {
-        const double e = test::rel_l2(split[r], cpu[r]);
-        worst = std::max(worst, e);
-        EXPECT_LE(e, tol) << "row " << r << (r < kPrompt ? " (prompt)" : " (decode)");
-    }
+    const double worst = worst_error(split, cpu, tol);
     std::printf(
         "%-14s prompt with the CPU layer's matrices shipped (%s per batch, %s of staging): "
         "worst relative error %.2e (bound %.0e)\n",
         GetParam().c_str(), format_bytes(shipped).c_str(),
         format_bytes(plan->gpu_memory.prompt_staging).c_str(), worst, tol);
+}
+
+// The same with the CPU's FFN layers streamed from disk (a RAM budget too small for them): a batch
+// ships each streamed FFN from the slot it was read into, beside the resident projections.
+TEST(CudaDenseSplitShippingStreamed, GivesTheLogitsOfTheCpu) {
+    STRATA_REQUIRE_GPU();
+    const std::string& path = test::synth_test_model("tiny", TensorType::Q8_0, 1, 6);
+    const ModelInfo info = info_of(path);
+    ASSERT_TRUE(info.hparams);
+    const ModelHparams& hp = *info.hparams;
+    const HardwareProfile profile = profile_with_gpu();
+    auto whole = whole_gpu_plan(info, kShipBatch);
+    ASSERT_TRUE(whole) << whole.error().message;
+    Budgets b = roomy_budgets();
+    PlanOptions o = plan_options();
+    o.max_batch = kShipBatch;
+    uint64_t layer = 0, untied = 0, matrices = 0;  // the layers are alike
+    for (const ModelTensor& t : info.tensors) {
+        const uint64_t bytes = info.info(t).n_bytes;
+        if (t.layer == 0) layer += bytes;
+        if (t.layer >= 0 && uint32_t(t.layer) + 1 < hp.n_layer && is_matrix_a_batch_ships(t)) {
+            matrices += bytes;
+        }
+        if (t.layer < 0 && t.role == TensorRole::TokenEmbedding && !hp.tied_output) untied += bytes;
+    }
+    // The last layer, the head and one layer of staging on the GPU; then RAM too small for the
+    // CPU's FFNs.
+    const uint64_t layer_kv = whole->gpu_memory.kv_cache / hp.n_layer;
+    b.gpu_mem = whole->gpu_memory.total - untied - (hp.n_layer - 1) * (layer + layer_kv) + layer +
+                layer / 2;
+    o.gpu_split = GpuSplit::Layers;
+    auto plan = make_plan(info, profile, b, o);
+    ASSERT_TRUE(plan) << plan.error().message;
+    b.ram = streamed_ram_budget(*plan, plan->layers.front().ffn_bytes * 3 / 2);
+    plan = make_plan(info, profile, b, o);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_EQ(plan->mode, PlanMode::FfnStream) << plan->reason;
+    ASSERT_EQ(plan->gpu_layers, 1u) << plan->reason;
+    ASSERT_GT(plan->stream.streamed_layers, 0u) << plan->reason;
+    ASSERT_GT(plan->gpu_memory.prompt_staging, 0u) << plan->reason;
+    const auto cpu = evaluate(path, std::nullopt, false, kShipBatch, true, kPrompt);
+    uint64_t shipped = 0;
+    const auto split = evaluate(path, *plan, false, kShipBatch, true, kPrompt, &shipped);
+    EXPECT_EQ(shipped, matrices);  // the CPU layers', once: one batch
+    ASSERT_EQ(split.size(), cpu.size());
+    constexpr double tol = 6e-2;
+    const double worst = worst_error(split, cpu, tol);
+    std::printf(
+        "tiny, 6 layers: prompt with %u of 5 CPU layers' FFNs streamed and shipped from their "
+        "slots (%s per batch): worst relative error %.2e (bound %.0e)\n",
+        plan->stream.streamed_layers, format_bytes(shipped).c_str(), worst, tol);
+}
+
+// --gpu-mem is a ceiling: what a split's engine holds on the device after a prompt (shipped) and
+// decode steps, as the driver counts it, stays within the plan's GPU total but for the
+// allocator's rounding. A run of the whole model on the GPU beforehand loads the kernels' code
+// and cuBLAS's, which belong to the process, not to a model, and which the plan does not count.
+TEST(CudaBudget, DeviceMemoryOfASplitStaysWithinItsPlan) {
+    STRATA_REQUIRE_GPU();
+    constexpr int64_t kRounding = 64ll << 20;
+    for (const char* preset : {"tiny", "tiny-moe"}) {
+        const std::string& path = test::synth_test_model(preset, TensorType::Q8_0, 1, 0);
+        const ModelInfo info = info_of(path);
+        ASSERT_TRUE(info.hparams);
+        const bool moe = info.hparams->is_moe();
+        uint64_t matrices = 0;
+        const Plan plan =
+            moe ? split_plan(info, GpuSplit::Experts, false) : dense_shipping_plan(info, matrices);
+        ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
+        ASSERT_GT(plan.gpu_memory.prompt_staging, 0u) << plan.reason;
+        auto whole = whole_gpu_plan(info, kShipBatch);
+        ASSERT_TRUE(whole) << whole.error().message;
+        ASSERT_TRUE(whole->gpu_resident());
+        evaluate(path, std::move(*whole), moe, kShipBatch, false, kPrompt);
+        int64_t held = 0;
+        evaluate(path, plan, moe, kShipBatch, true, kPrompt, nullptr, &held);
+        EXPECT_LE(held, int64_t(plan.gpu_memory.total) + kRounding);
+        std::printf(
+            "%-14s split: the GPU holds %s, the plan %s (weights %s, KV %s, "
+            "activations %s, staging %s)\n",
+            preset, format_bytes(uint64_t(std::max<int64_t>(held, 0))).c_str(),
+            format_bytes(plan.gpu_memory.total).c_str(),
+            format_bytes(plan.gpu_memory.weights).c_str(),
+            format_bytes(plan.gpu_memory.kv_cache).c_str(),
+            format_bytes(plan.gpu_memory.activations).c_str(),
+            format_bytes(plan.gpu_memory.prompt_staging).c_str());
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaDenseSplitShipping,

@@ -146,6 +146,16 @@ bool graphs_enabled() {
     return on;
 }
 
+// STRATA_SHIP_AHEAD=0: each shipped operation copies its own matrices when it runs, for
+// comparisons with a layer's copies queued at its start (Backend::ship_ahead).
+bool ship_ahead_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("STRATA_SHIP_AHEAD");
+        return !(e && std::string_view(e) == "0");
+    }();
+    return on;
+}
+
 class CudaBackend final : public Backend {
   public:
     CudaBackend(const BackendConfig& config, int device) : hp_(config.hp), device_(device) {
@@ -213,9 +223,13 @@ class CudaBackend final : public Backend {
         }
         if (config.prompt_staging > 0) {
             // Room for the pieces' alignment besides the plan's bytes.
-            STRATA_ASSIGN(ship_,
-                          gpu::DeviceBuffer::allocate(
-                              config.prompt_staging + 2 * kMaxShipped * kShipAlign, device_));
+            STRATA_ASSIGN(ship_, gpu::DeviceBuffer::allocate(
+                                     config.prompt_staging + kMaxAhead * kShipAlign, device_));
+            STRATA_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+            STRATA_CUDA(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming));
+            for (cudaEvent_t& e : ahead_done_) {
+                STRATA_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            }
         }
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
         if (OpProfile::requested()) profile_ = std::make_unique<OpProfile>();
@@ -226,6 +240,12 @@ class CudaBackend final : public Backend {
         if (stream_) cudaStreamSynchronize(stream_);
         if (profile_) profile_->print(stderr);
         for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
+        if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+        for (cudaEvent_t e : ahead_done_) {
+            if (e) cudaEventDestroy(e);
+        }
+        if (staging_read_) cudaEventDestroy(staging_read_);
+        if (copy_stream_) cudaStreamDestroy(copy_stream_);
         if (staging_free_) cudaEventDestroy(staging_free_);
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -480,6 +500,30 @@ class CudaBackend final : public Backend {
         if (!ship(from, bytes, to)) return false;
         swiglu_ffn(to[0], to[1], to[2], in, out, n);
         return true;
+    }
+
+    // The layer's pieces copied in one go on copy_stream_, each followed by its event; ship()
+    // then finds them there (shipped_ahead).
+    void ship_ahead(std::span<const TensorView* const> views) override {
+        ahead_.clear();
+        if (!copy_stream_ || !ship_ahead_enabled() || views.size() > kMaxAhead) return;
+        size_t at = 0;
+        for (const TensorView* v : views) {
+            if (v->where.kind == MemoryKind::Device) return ahead_.clear();
+            ahead_.push_back({v->data, matrix_bytes(*v), at});
+            at += aligned(matrix_bytes(*v));
+        }
+        if (at > ship_.size()) return ahead_.clear();
+        // The copies overwrite the staging, so they wait for every kernel queued so far: the
+        // last readers of what it held.
+        flush();
+        STRATA_CUDA(cudaEventRecord(staging_read_, stream_));
+        STRATA_CUDA(cudaStreamWaitEvent(copy_stream_, staging_read_));
+        for (size_t i = 0; i < ahead_.size(); ++i) {
+            STRATA_CUDA(cudaMemcpyAsync(ship_.data() + ahead_[i].at, ahead_[i].host,
+                                        ahead_[i].bytes, cudaMemcpyHostToDevice, copy_stream_));
+            STRATA_CUDA(cudaEventRecord(ahead_done_[i], copy_stream_));
+        }
     }
 
     void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
@@ -865,19 +909,51 @@ class CudaBackend final : public Backend {
     bool ship(std::span<const TensorView* const> from, std::span<const size_t> bytes,
               std::span<TensorView> to) {
         if (ship_.size() == 0) return false;
+        if (shipped_ahead(from, bytes, to)) return true;
         size_t at = 0;
         for (size_t i = 0; i < from.size(); ++i) {
             if (from[i]->where.kind == MemoryKind::Device) return false;  // only host memory
             to[i] = *from[i];
             to[i].data = ship_.data() + at;
             to[i].where = {MemoryKind::Device, device_};
-            at += (bytes[i] + kShipAlign - 1) / kShipAlign * kShipAlign;
+            at += aligned(bytes[i]);
         }
         if (at > ship_.size()) return false;
         flush();
+        if (!ahead_.empty()) {
+            // Copies queued ahead may still be writing where these go.
+            STRATA_CUDA(cudaStreamWaitEvent(stream_, ahead_done_[ahead_.size() - 1]));
+            ahead_.clear();
+        }
         for (size_t i = 0; i < from.size(); ++i) {
             STRATA_CUDA(cudaMemcpyAsync(const_cast<std::byte*>(to[i].data), from[i]->data, bytes[i],
                                         cudaMemcpyHostToDevice, stream_));
+        }
+        return true;
+    }
+
+    static size_t aligned(size_t bytes) {
+        return (bytes + kShipAlign - 1) / kShipAlign * kShipAlign;
+    }
+
+    // ship() for pieces that ship_ahead already queued: points `to` at them and has the stream
+    // wait for their copies. False when one of them is not among those.
+    bool shipped_ahead(std::span<const TensorView* const> from, std::span<const size_t> bytes,
+                       std::span<TensorView> to) {
+        std::array<size_t, kMaxAhead> found{};
+        for (size_t i = 0; i < from.size(); ++i) {
+            const auto it = std::find_if(ahead_.begin(), ahead_.end(), [&](const Ahead& a) {
+                return a.host == from[i]->data && a.bytes == bytes[i];
+            });
+            if (it == ahead_.end()) return false;
+            found[i] = size_t(it - ahead_.begin());
+        }
+        flush();
+        for (size_t i = 0; i < from.size(); ++i) {
+            to[i] = *from[i];
+            to[i].data = ship_.data() + ahead_[found[i]].at;
+            to[i].where = {MemoryKind::Device, device_};
+            STRATA_CUDA(cudaStreamWaitEvent(stream_, ahead_done_[found[i]]));
         }
         return true;
     }
@@ -923,6 +999,18 @@ class CudaBackend final : public Backend {
     static constexpr size_t kShipAlign = 256;
     static constexpr size_t kMaxShipped = 4;  // linear jobs of one shipped op
     gpu::DeviceBuffer ship_;
+    // A layer's pieces queued by ship_ahead: where each came from, its bytes and its place in
+    // the staging; ahead_done_[i] follows piece i's copy on copy_stream_, and staging_read_
+    // follows the kernels that read the staging before them.
+    struct Ahead {
+        const std::byte* host;
+        size_t bytes, at;
+    };
+    static constexpr size_t kMaxAhead = 16;  // a layer's matrices and biases, with room
+    std::vector<Ahead> ahead_;
+    std::array<cudaEvent_t, kMaxAhead> ahead_done_{};
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t staging_read_ = nullptr;
     gpu::PinnedBuffer step_pinned_;
     uint32_t n_ctx_ = 0;
     bool recording_ = false;
