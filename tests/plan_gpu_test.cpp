@@ -179,7 +179,7 @@ TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
     const ModelHparams& hp = *m.hparams;
     HardwareProfile profile = with_gpu(70 * GiB);
     profile.gpus.front().host_to_device_pinned_bandwidth = 50e9;
-    auto plan = make_plan(m, profile, budgets(3 * GiB, 1 * GiB));
+    auto plan = make_plan(m, profile, budgets(3 * GiB, 2 * GiB));
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
     EXPECT_EQ(plan->mode, PlanMode::FfnStream);
@@ -232,7 +232,7 @@ TEST(PlanGpu, SplitWhoseHostSideExceedsTheRamBudgetStreamsTheCpusFfnLayers) {
 
     PlanOptions cpu_only;
     cpu_only.gpu = false;
-    auto alone = make_plan(m, profile, budgets(3 * GiB, 1 * GiB), cpu_only);
+    auto alone = make_plan(m, profile, budgets(3 * GiB, 2 * GiB), cpu_only);
     ASSERT_TRUE(alone) << alone.error().message;
     EXPECT_EQ(alone->mode, PlanMode::FfnStream);
     EXPECT_LT(alone->tokens_per_second, plan->tokens_per_second);
