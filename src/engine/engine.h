@@ -176,25 +176,24 @@ class Engine {
     // `preferred` when it can read memory at `where`, else the first backend that can (a split's
     // embedding table, head or routed experts on the other side); null when none can.
     Backend* reader_of(MemoryPlace where, Backend* preferred) const;
-    // Moves n rows of an n_embd-wide activation from one backend to another.
-    // Rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
+    // Moves rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
     void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
-    // True when this batch's projections and FFN of layer `il`, held by the CPU in RAM, go to
-    // shipper_ (Backend::linear_shipped).
+    // True when this batch's projections and FFN of the layer being run, which the CPU holds,
+    // go to shipper_ (Backend::linear_shipped).
     bool ships_layer(int64_t n) const;
     // jobs on shipper_ with their weights shipped: `in` (in_cols wide) crosses to it, each job's
     // output (out_cols[j] wide) back. False, having moved nothing back, when it does not take them.
     bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
                         std::span<const int64_t> out_cols, int64_t n);
-    // Has shipper_ start copying the layer's matrices and biases for the shipped operations
-    // above (Backend::ship_ahead), so the copies run while the CPU computes its part.
-    void ship_layer_ahead(const LayerView& w);
     // The layer's SwiGLU FFN on shipper_ the same way: Normed crosses to it, Out back.
     bool swiglu_ffn_shipped(const TensorView& gate, const TensorView& up, const TensorView& down,
                             int64_t n);
+    // Has shipper_ start copying the layer's matrices and biases for the shipped operations
+    // above (Backend::ship_ahead), so the copies run while the CPU computes its part.
+    void ship_layer_ahead(const LayerView& w);
     // Runs f and counts its time, and the bytes and flops given, against `op`.
     template <typename F>
     void timed(Op op, F&& f, double bytes = 0, double flops = 0);
