@@ -13,8 +13,10 @@
 #include "model/activation_memory.h"
 #include "model/kv_layout.h"
 #include "model/streamable.h"
+#include "model/tensor_view.h"
 #include "plan/budget.h"
 #include "plan/plan.h"
+#include "plan/plan_layers.h"
 #include "plan/plan_text.h"
 #include "plan_test_support.h"
 #include "profile/profile.h"
@@ -286,6 +288,12 @@ uint64_t experts_split_budget(const ModelInfo& m) {
     return m.totals.bytes - experts * 3 / 4;
 }
 
+// The plan of the 30B-A3B shape with a GPU budget its experts do not fit (experts_split_budget)
+// and `extra` bytes more, and 48 GiB of RAM.
+Result<Plan> moe_split_plan(const ModelInfo& m, uint64_t extra = 0, const PlanOptions& o = {}) {
+    return make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, experts_split_budget(m) + extra), o);
+}
+
 // A mixture of experts whose routed experts do not fit: every other tensor and the whole KV
 // cache on the GPU, the experts of the last layers too while they fit, the rest (with their
 // routers) in RAM for the CPU; chosen over the layer split because it reads less from RAM per
@@ -294,7 +302,7 @@ TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
     const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
     const ModelHparams& hp = *m.hparams;
     const uint64_t gpu_budget = experts_split_budget(m);
-    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
+    auto plan = moe_split_plan(m);
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
     EXPECT_EQ(plan->gpu_layers, hp.n_layer);
@@ -321,12 +329,63 @@ TEST(PlanGpu, MoeKeepsItsRoutedExpertsInRamForTheCpu) {
     // Forced, the layer split is slower by the plan's own measure.
     PlanOptions o;
     o.gpu_split = GpuSplit::Layers;
-    auto layers = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget), o);
+    auto layers = moe_split_plan(m, 0, o);
     ASSERT_TRUE(layers) << layers.error().message;
     ASSERT_TRUE(layers->gpu_split());
     EXPECT_EQ(layers->cpu_expert_layers, 0u);
     EXPECT_LT(layers->gpu_layers, hp.n_layer);
     EXPECT_LT(layers->tokens_per_second, plan->tokens_per_second);
+}
+
+// What the split's whole layers of experts leave of the GPU budget holds the GPU level of the
+// expert cache: entries of the largest expert (its matrices aligned as a GPU entry lays them
+// out), at most the CPU's experts, its predicted hit rate their share of them. Asked for, the
+// level's room is taken before whole layers: with that much more budget, the same layers stay
+// on the CPU and the limit rises, the GPU reading the level's hits; asked for none, there is none.
+TEST(PlanGpu, MoeSplitGivesTheRoomLeftToAGpuExpertCache) {
+    const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    auto plan = moe_split_plan(m);
+    ASSERT_TRUE(plan) << plan.error().message;
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    const uint64_t entry = plan_detail::expert_entry_bytes(m);
+    std::vector<uint64_t> expert(hp.n_layer, 0);  // one expert's bytes, per layer
+    for (const ModelTensor& t : m.tensors) {
+        if (t.layer >= 0 && t.is_routed_expert()) {
+            expert[size_t(t.layer)] += m.info(t).n_bytes / hp.n_expert;
+        }
+    }
+    const uint64_t largest = *std::max_element(expert.begin(), expert.end());
+    EXPECT_GE(entry, largest);
+    EXPECT_LT(entry, largest + 3 * kExpertEntryAlign);
+    const uint64_t cpu_experts = uint64_t(plan->cpu_expert_layers) * hp.n_expert;
+    const uint64_t left = g.budget - (g.total - g.expert_cache);
+    const uint64_t want = std::min(left / entry, cpu_experts);
+    EXPECT_EQ(g.expert_entries, want >= hp.n_expert_used ? want : 0);
+    EXPECT_EQ(g.expert_cache, g.expert_entries * g.expert_entry_bytes);
+    EXPECT_LE(g.total, g.budget);
+    EXPECT_DOUBLE_EQ(g.expert_hit_rate, double(g.expert_entries) / double(cpu_experts));
+
+    PlanOptions o;
+    o.gpu_expert_cache = 2 * GiB;
+    auto asked = moe_split_plan(m, 2 * GiB, o);
+    ASSERT_TRUE(asked) << asked.error().message;
+    ASSERT_TRUE(asked->gpu_split()) << asked->gpu_note;
+    EXPECT_EQ(asked->cpu_expert_layers, plan->cpu_expert_layers);
+    EXPECT_EQ(asked->gpu_memory.expert_entries, 2 * GiB / entry);
+    EXPECT_LE(asked->gpu_memory.total, asked->gpu_memory.budget);
+    EXPECT_GT(asked->tokens_per_second, plan->tokens_per_second);
+    EXPECT_GT(asked->traffic(Tier::Gpu).bytes_per_token, plan->traffic(Tier::Gpu).bytes_per_token);
+    const std::string text = plan_text(*asked);
+    EXPECT_NE(text.find("expert cache"), std::string::npos) << text;
+
+    o.gpu_expert_cache = 0;
+    auto none = moe_split_plan(m, 0, o);
+    ASSERT_TRUE(none) << none.error().message;
+    EXPECT_EQ(none->gpu_memory.expert_entries, 0u);
+    EXPECT_EQ(none->gpu_memory.expert_cache, 0u);
+    EXPECT_EQ(none->cpu_expert_layers, plan->cpu_expert_layers);
 }
 
 // The same split reserves GPU room to ship one RAM layer's experts (and router) per prompt
@@ -360,7 +419,7 @@ TEST(PlanGpu, MoeSplitShipsPromptBatchesAtTheBusRate) {
     EXPECT_NE(text.find("experts ram (cpu; prompts: shipped to the gpu)"), std::string::npos)
         << text;
 
-    auto unmeasured = make_plan(m, with_gpu(70 * GiB), budgets(48 * GiB, gpu_budget));
+    auto unmeasured = moe_split_plan(m);
     ASSERT_TRUE(unmeasured) << unmeasured.error().message;
     EXPECT_EQ(unmeasured->prompt_tokens_per_second, 0.0);
 }

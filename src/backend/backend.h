@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "model/kv_layout.h"
 #include "model/rope.h"
 #include "model/tensor_view.h"
+#include "util/result.h"
 
 namespace strata {
 
@@ -165,8 +167,10 @@ class Backend {
     // Routed experts for a batch of n tokens with k choices each: begin_experts, then one
     // `expert` call for each chosen expert with the (token * k + choice) slots that chose it and
     // their routing weights, then end_experts, which writes the weighted sum of each token's k
-    // outputs (summed in choice order) to `out`.
-    virtual void begin_experts(int64_t n, int k) = 0;
+    // outputs (summed in choice order) to `out`. With `some_slots`, the calls cover only some of
+    // the slots (the others computed elsewhere, as the GPU's cached experts beside the CPU's):
+    // the slots no call covers count as zero in the sum.
+    virtual void begin_experts(int64_t n, int k, bool some_slots) = 0;
     virtual void expert(const ExpertView& e, std::span<const int64_t> slots,
                         std::span<const float> weights, Act in) = 0;
     // Every chosen expert at once, between begin_experts and end_experts, for experts whose
@@ -217,6 +221,26 @@ class Backend {
     // backend's work (the CPU's attention), and each shipped operation then waits only for its
     // own pieces. By default nothing: each shipped operation copies its own.
     virtual void ship_ahead(std::span<const TensorView* const> /*views*/) {}
+
+    // --- The GPU level of the expert cache (engine/vram_expert_cache.h): entries of one routed
+    // expert each in this backend's memory, filled from host memory on a copy engine beside
+    // compute. An entry holds the expert's gate, up and down matrices, each at an offset
+    // aligned to kExpertEntryAlign (expert_entry_bytes).
+    // Allocates `entries` entries of `entry_bytes` once. An error where the backend keeps none
+    // (the CPU's) or its memory does not hold them.
+    virtual Result<void> reserve_expert_entries(uint64_t /*entry_bytes*/, uint32_t /*entries*/) {
+        return err(std::string(name()) + " keeps no expert entries");
+    }
+    // Queues a copy of `from` (host memory, unchanged until the copy lands) into entry `entry`,
+    // after every operation queued so far (which may still read the entry's old expert), and
+    // returns the view of the entry, to compute with once expert_entry_ready says so.
+    virtual Result<ExpertView> load_expert_entry(uint32_t /*entry*/, const ExpertView& /*from*/) {
+        return err(std::string(name()) + " keeps no expert entries");
+    }
+    // True once the entry's last copy has landed (never waits).
+    virtual bool expert_entry_ready(uint32_t /*entry*/) { return false; }
+    // Waits until every copy queued has landed: their host memory may be reused after.
+    virtual void wait_expert_loads() {}
 
     // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
     virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,

@@ -66,6 +66,24 @@ nlohmann::ordered_json experts_json(const BenchEntry& e) {
     return j;
 }
 
+// The GPU level of the expert cache while generating: its hit rate among the chosen experts
+// that reach it (once per layer and token) and what loading it cost.
+nlohmann::ordered_json vram_experts_json(const BenchEntry& e) {
+    const engine::VramExpertStats& v = *e.result.vram_experts;
+    const double tokens = double(e.result.gen_tokens) * double(e.result.reps.size());
+    nlohmann::ordered_json j = {{"requests", v.requests},
+                                {"hits", v.hits},
+                                {"hit_rate", ratio(double(v.hits), double(v.requests))},
+                                {"loads", v.loads},
+                                {"loads_per_token", ratio(double(v.loads), tokens)},
+                                {"load_bytes_per_token", ratio(double(v.load_bytes), tokens)}};
+    if (e.plan) {
+        j["entries"] = e.plan->gpu_memory.expert_entries;
+        j["predicted_hit_rate"] = e.plan->gpu_memory.expert_hit_rate;
+    }
+    return j;
+}
+
 }  // namespace
 
 double kv_per_token(const BenchEntry& e) {
@@ -143,6 +161,22 @@ std::string bench_table(const BenchRecord& r) {
                    pct(j["prefetch_accuracy"])});
     }
     if (x.rows() > 0) out += "\n" + x.render();
+    TextTable g({{"GPU expert cache"},
+                 {"entries", Align::Right},
+                 {"hit rate", Align::Right},
+                 {"predicted", Align::Right},
+                 {"loads/token", Align::Right},
+                 {"loaded/token", Align::Right}});
+    for (const BenchEntry& e : r.entries) {
+        if (!e.result.vram_experts) continue;
+        const auto j = vram_experts_json(e);
+        const auto pct = [](double v) { return format_fixed(100 * v, 1) + "%"; };
+        g.add_row({e.label + " (" + e.mode + ")",
+                   e.plan ? format_count(e.plan->gpu_memory.expert_entries) : "-",
+                   pct(j["hit_rate"]), e.plan ? pct(e.plan->gpu_memory.expert_hit_rate) : "-",
+                   format_fixed(j["loads_per_token"], 2), per_token(j["load_bytes_per_token"])});
+    }
+    if (g.rows() > 0) out += "\n" + g.render();
     return out;
 }
 
@@ -250,6 +284,7 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
         if (auto f = fraction_of_limit(e)) x["fraction_of_limit"] = *f;
         if (e.peak_rss) x["peak_rss_bytes"] = *e.peak_rss;
         if (e.result.experts) x["experts"] = experts_json(e);
+        if (e.result.vram_experts) x["gpu_expert_cache"] = vram_experts_json(e);
         nlohmann::ordered_json ops = nlohmann::ordered_json::array();
         for (size_t op = 0; op < s.gen_ops.size(); ++op) {
             const auto figures = [](const engine::OpFigures& f) {

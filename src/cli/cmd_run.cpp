@@ -70,6 +70,12 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
                     format_fixed(100.0 * double(e.hits) / double(e.requests), 1) + "%";
         }
     }
+    if (const engine::VramExpertStats& v = m.engine->stats().vram_experts; v.requests > 0) {
+        line += " | GPU expert cache " + std::to_string(m.engine->vram_expert_entries()) +
+                " entries, hit rate " +
+                format_fixed(100.0 * double(v.hits) / double(v.requests), 1) + "%, " +
+                std::to_string(v.loads) + " loads";
+    }
     return line;
 }
 
@@ -103,6 +109,13 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
                         {"prefetches", e.prefetches},
                         {"prefetch_used", e.prefetch_used},
                         {"bytes_from_disk", e.bytes_from_disk}};
+    }
+    if (const engine::VramExpertStats& v = m.engine->stats().vram_experts; v.requests > 0) {
+        j["gpu_expert_cache"] = {{"entries", m.engine->vram_expert_entries()},
+                                 {"requests", v.requests},
+                                 {"hits", v.hits},
+                                 {"loads", v.loads},
+                                 {"load_bytes", v.load_bytes}};
     }
     j["timings"] = {
         {"load_seconds", m.load_seconds},

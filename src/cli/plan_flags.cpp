@@ -29,6 +29,10 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
                    "Force how a model larger than the GPU budget shares it with the CPU: layers "
                    "(the last layers on the GPU) or experts (MoE: the routed experts in RAM on "
                    "the CPU) (experiments)");
+    cmd.add_option("--gpu-expert-cache", f.gpu_expert_cache,
+                   "GPU memory for the most used routed experts of a model whose experts the CPU "
+                   "computes, taken before whole layers of experts, e.g. 2G; 0: none (default: "
+                   "what whole layers leave)");
     cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
     cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
 }
@@ -54,6 +58,11 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
         auto split = parse_gpu_split(*flags.gpu_split);
         if (!split) return err("--gpu-split: ", split.error().message);
         options.gpu_split = *split;
+    }
+    if (flags.gpu_expert_cache) {
+        auto bytes = parse_size(*flags.gpu_expert_cache);
+        if (!bytes) return err("--gpu-expert-cache: ", bytes.error().message);
+        options.gpu_expert_cache = *bytes;
     }
     if (flags.kv_type) {
         auto kv = parse_kv_type(*flags.kv_type);

@@ -21,7 +21,7 @@
 namespace strata::cli {
 
 struct PlanFlags {
-    std::optional<std::string> ram, gpu_mem, mode, kv_type, gpu_split;
+    std::optional<std::string> ram, gpu_mem, mode, kv_type, gpu_split, gpu_expert_cache;
     uint32_t ctx = 0;
     std::optional<uint32_t> slots, lookahead;
     int threads = 0;
@@ -36,8 +36,8 @@ struct PlanFlags {
     std::optional<std::string> profile;
 
     bool given() const {
-        return ram || gpu_mem || mode || kv_type || gpu_split || ctx || slots || lookahead ||
-               profile;
+        return ram || gpu_mem || mode || kv_type || gpu_split || gpu_expert_cache || ctx || slots ||
+               lookahead || profile;
     }
 };
 

@@ -181,6 +181,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         e->users_.reserve(rows * k);
         e->user_weights_.reserve(rows * k);
         e->jobs_.reserve(n_expert);
+        e->cpu_jobs_.reserve(n_expert);
+        e->gpu_jobs_.reserve(n_expert);
+        e->vram_views_.reserve(n_expert);
+        e->on_gpu_.reserve(n_expert);
         e->expert_ids_.reserve(n_expert);
         e->guess_.resize(k);
         e->guess_weight_.resize(k);
@@ -195,6 +199,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         STRATA_ASSIGN(e->dump_, DebugDump::open(dump_dir));
     }
     if (hp.is_moe()) e->stats_.moe.assign(hp.n_layer, {});
+    if (options.gpu_expert_entries > 0 && hp.is_moe()) {
+        // On the first CUDA backend: the GPU that runs the layers whose experts the CPU computes.
+        for (size_t b = 0; b < e->backends_.size() && !e->vram_; ++b) {
+            if (options.backends.empty() || options.backends[b].kind != BackendKind::Cuda) continue;
+            STRATA_ASSIGN(e->vram_,
+                          VramExpertCache::create(*e->backends_[b], int(hp.n_layer),
+                                                  int(hp.n_expert), options.gpu_expert_entries,
+                                                  options.gpu_expert_entry_bytes));
+        }
+    }
     return e;
 }
 
@@ -649,20 +663,12 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         }
     }
     const std::span<const int32_t> choices(choice_.data(), size_t(n * k));
-    // A streaming store reads the next layer's likely experts while this one computes: its
-    // router applied to this hidden state (of the last token) is a cheap, usually good guess.
-    if (const TensorView* next = store_.early_router(layer + 1);
-        next && n > 0 && rb->can_read(next->where)) {
-        rb->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
-        route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
-        store_.hint_experts(layer + 1, guess_);
-    }
-    store_.prepare_experts(layer, choices, k);
     // Each expert once, for every (token, slot) that chose it: the slots of all chosen experts,
     // expert by expert.
     users_.clear();
     user_weights_.clear();
     jobs_.clear();
+    expert_ids_.clear();
     for (int e = 0; e < cfg.n_expert; ++e) {
         const size_t first = users_.size();
         for (int64_t i = 0; i < n * k; ++i) {
@@ -676,31 +682,106 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                          std::span<const float>(user_weights_).subspan(first, m)});
         expert_ids_.push_back(e);
     }
-    // A resident store's experts stay where they are: all of them are handed to the backend at
-    // once, to run as one job. A streaming store's are computed one by one as their reads
-    // complete, each released before the next is waited for.
-    const bool together = store_.resident_experts(layer).has_value();
-    xb->begin_experts(n, k);
+    const bool vram = route_to_vram(layer, xb);
+    // A streaming store reads the next layer's likely experts while this one computes: its
+    // router applied to this hidden state (of the last token) is a cheap, usually good guess.
+    if (const TensorView* next = store_.early_router(layer + 1);
+        next && n > 0 && rb->can_read(next->where)) {
+        rb->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
+        route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
+        store_.hint_experts(layer + 1, guess_);
+    }
+    store_.prepare_experts(layer, choices, k,
+                           vram ? std::span<const char>(on_gpu_) : std::span<const char>());
+    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value()));
+    stats.expert_loads += jobs_.size();
+    stats.token_choices += uint64_t(n * k);
+    return {};
+}
+
+bool Engine::route_to_vram(int layer, Backend* xb) {
+    if (!vram_ || xb == be_ || &vram_->gpu() != be_) return false;
+    const size_t served = vram_->route(layer, expert_ids_, vram_views_);
+    stats_.vram_experts.requests += expert_ids_.size();
+    stats_.vram_experts.hits += served;
+    if (served == 0) return false;
+    on_gpu_.assign(size_t(hp_.n_expert), 0);
     for (size_t j = 0; j < jobs_.size(); ++j) {
-        const int e = expert_ids_[j];
-        STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
-        const ExpertView& ev = jobs_[j].expert;
-        const int64_t m = int64_t(jobs_[j].slots.size());
+        if (vram_views_[j]) on_gpu_[size_t(expert_ids_[j])] = 1;
+    }
+    return true;
+}
+
+// A resident store's experts stay where they are: all of them are handed to the backend at once,
+// to run as one job. A streaming store's are computed one by one as their reads complete, each
+// released before the next is waited for. With the GPU level serving some, the GPU's share is
+// queued first and runs beside the CPU's; the CPU's partial sum then joins it on the GPU (Side,
+// free until the shared expert's turn).
+Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, bool together) {
+    OpFigures& figures = stats_.ops[size_t(Op::Experts)];
+    const auto count = [&](const ExpertView& ev, int64_t m) {
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
         figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
-        ++stats.expert_loads;
-        if (together) continue;
-        xb->expert(ev, jobs_[j].slots, jobs_[j].weights, Act::Normed);
+    };
+    const bool split = vram_ && xb != be_ && &vram_->gpu() == be_ && !vram_views_.empty() &&
+                       std::any_of(vram_views_.begin(), vram_views_.end(),
+                                   [](const ExpertView* v) { return v != nullptr; });
+    const auto on_gpu = [&](size_t j) { return split && vram_views_[j] != nullptr; };
+    if (split) {
+        gpu_jobs_.clear();
+        for (size_t j = 0; j < jobs_.size(); ++j) {
+            if (!on_gpu(j)) continue;
+            jobs_[j].expert = *vram_views_[j];
+            count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
+            gpu_jobs_.push_back(jobs_[j]);
+        }
+        be_->begin_experts(n, k, true);
+        be_->experts(gpu_jobs_, Act::Normed);
+        be_->end_experts(Act::Out, n);
+    }
+    // Misses of the GPU level are offered to it once the CPU has them; a streaming store's
+    // entry may be reused once released, so its loads land first.
+    const auto offer = [&](int e, const ExpertView& host) -> Result<void> {
+        if (!vram_ || xb == be_ || &vram_->gpu() != be_) return {};
+        STRATA_ASSIGN(const bool loading, vram_->offer(layer, e, host));
+        if (!loading) return {};
+        ++stats_.vram_experts.loads;
+        stats_.vram_experts.load_bytes += expert_entry_bytes(host);
+        if (!together) vram_->gpu().wait_expert_loads();
+        return {};
+    };
+    xb->begin_experts(n, k, split);
+    cpu_jobs_.clear();
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+        if (on_gpu(j)) continue;
+        const int e = expert_ids_[j];
+        STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
+        count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
+        if (together) {
+            cpu_jobs_.push_back(jobs_[j]);
+            continue;
+        }
+        xb->expert(jobs_[j].expert, jobs_[j].slots, jobs_[j].weights, Act::Normed);
+        STRATA_TRY(offer(e, jobs_[j].expert));
         store_.release_expert(layer, e);
     }
     if (together) {
-        xb->experts(jobs_, Act::Normed);
-        for (int e : expert_ids_) store_.release_expert(layer, e);
+        xb->experts(cpu_jobs_, Act::Normed);
+        for (size_t j = 0; j < jobs_.size(); ++j) {
+            if (on_gpu(j)) continue;
+            STRATA_TRY(offer(expert_ids_[j], jobs_[j].expert));
+            store_.release_expert(layer, expert_ids_[j]);
+        }
     }
-    expert_ids_.clear();
     xb->end_experts(Act::Out, n);
-    if (xb != be_) cross(Act::Out, xb, be_, n);
-    stats.token_choices += uint64_t(n * k);
+    if (xb == be_) return {};
+    if (!split) {
+        cross(Act::Out, xb, be_, n);
+        return {};
+    }
+    xb->read_act(Act::Out, crossing_.data(), n, hp_.n_embd);
+    be_->write_act(Act::Side, crossing_.data(), n, hp_.n_embd);
+    be_->add(Act::Out, Act::Side, n);
     return {};
 }
 

@@ -28,6 +28,7 @@
 #include "backend/backend.h"
 #include "engine/debug_dump.h"
 #include "engine/routing.h"
+#include "engine/vram_expert_cache.h"
 #include "gpu/gpu.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
@@ -55,6 +56,10 @@ struct EngineOptions {
     // A CUDA backend's room for shipping RAM's routed experts per prompt batch
     // (BackendConfig::prompt_staging).
     uint64_t gpu_prompt_staging = 0;
+    // The GPU level of the expert cache (vram_expert_cache.h): entries of this many bytes on the
+    // first CUDA backend, for the routed experts the CPU computes; 0: none.
+    uint32_t gpu_expert_entries = 0;
+    uint64_t gpu_expert_entry_bytes = 0;
 };
 
 // Where the time of a forward pass goes, by kind of operator.
@@ -90,6 +95,7 @@ struct EngineStats {
     uint64_t shipped_bytes = 0;
     OpTable ops{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
+    VramExpertStats vram_experts;    // the GPU level of the expert cache
 };
 
 // Last: the logits of the last token; All: every token's, row after row; Hidden: no logits but
@@ -149,6 +155,8 @@ class Engine {
     const ModelHparams& hparams() const { return hp_; }
     WeightStore& store() { return store_; }
     const EngineStats& stats() const { return stats_; }
+    // The GPU level of the expert cache's size in entries (0: none).
+    uint32_t vram_expert_entries() const { return vram_ ? vram_->entries() : 0; }
     void reset_stats();
 
     // The blocks family functions are made of. Each adds its result to the residual stream.
@@ -180,6 +188,12 @@ class Engine {
     void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
+    // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
+    // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
+    Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together);
+    // Marks in on_gpu_ the experts the GPU level serves for this batch (vram_views_ by job);
+    // false when it serves none.
+    bool route_to_vram(int layer, Backend* xb);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
     // True when this batch's projections and FFN of the layer being run, which the CPU holds,
     // go to shipper_ (Backend::linear_shipped).
@@ -235,9 +249,14 @@ class Engine {
     std::vector<float> weight_, guess_weight_;
     std::vector<int64_t> users_;  // the slots of each chosen expert, expert by expert
     std::vector<float> user_weights_;
-    std::vector<ExpertJob> jobs_;  // the chosen experts of a layer
+    std::vector<ExpertJob> jobs_;      // the chosen experts of a layer
+    std::vector<ExpertJob> cpu_jobs_;  // of those, the ones the CPU computes
+    std::vector<ExpertJob> gpu_jobs_;  // and the ones the GPU level serves
     std::vector<int> expert_ids_;
     RoutingScratch routing_;
+    std::unique_ptr<VramExpertCache> vram_;      // the GPU level of the expert cache, or null
+    std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
+    std::vector<char> on_gpu_;                   // per expert: served by the GPU level
 };
 
 // The layer function of an architecture family, nullptr when strata cannot run it.

@@ -52,6 +52,7 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     const uint64_t weight0 = e.stats().weight_bytes;
     const uint64_t disk0 = store.stats().bytes_from_disk;
     const auto experts0 = expert_figures(store);
+    const engine::VramExpertStats vram0 = e.stats().vram_experts;
     const uint64_t gen_io0 = io_now();
     const auto g0 = Clock::now();
     auto last_report = g0;
@@ -79,6 +80,7 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     if (auto experts1 = expert_figures(store); experts1 && experts0) {
         r.experts = *experts1 - *experts0;
     }
+    if (e.vram_expert_entries() > 0) r.vram_experts = e.stats().vram_experts - vram0;
     return r;
 }
 
@@ -148,6 +150,10 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
         if (r.experts) {
             if (!out.experts) out.experts = ExpertStreamStats{};
             *out.experts += *r.experts;
+        }
+        if (r.vram_experts) {
+            if (!out.vram_experts) out.vram_experts = engine::VramExpertStats{};
+            *out.vram_experts += *r.vram_experts;
         }
         out.reps.push_back(r);
     }

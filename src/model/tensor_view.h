@@ -60,6 +60,18 @@ struct ExpertView {
     TensorView gate, up, down;
 };
 
+// An expert's matrices in an expert entry (a GPU's level of the expert cache,
+// Backend::reserve_expert_entries): each starts at a
+// multiple of kExpertEntryAlign bytes, gate, up, down in turn.
+inline constexpr uint64_t kExpertEntryAlign = 256;
+inline uint64_t expert_entry_piece(const TensorView& v) {
+    const uint64_t bytes = uint64_t(v.rows()) * v.row_bytes;
+    return (bytes + kExpertEntryAlign - 1) / kExpertEntryAlign * kExpertEntryAlign;
+}
+inline uint64_t expert_entry_bytes(const ExpertView& e) {
+    return expert_entry_piece(e.gate) + expert_entry_piece(e.up) + expert_entry_piece(e.down);
+}
+
 // All routed experts of a layer where they lie evenly spaced in one memory (a resident layer of
 // stacked expert tensors): expert e's matrices are `first`'s views moved by e times the strides.
 struct ExpertStack {

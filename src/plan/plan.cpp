@@ -501,6 +501,32 @@ struct Split {
     ModelBytes ffn_bytes;
 };
 
+// Room for the GPU level of the expert cache (engine/vram_expert_cache.h) in a split: as many
+// entries of the largest expert as `room` holds.
+void add_expert_cache(Split& s, const Inputs& in, uint64_t room) {
+    const uint64_t entry = plan_detail::expert_entry_bytes(in.model);
+    if (entry == 0) return;
+    const uint64_t entries = std::min<uint64_t>(room / entry, UINT32_MAX);
+    s.g.expert_entries = uint32_t(entries);
+    s.g.expert_entry_bytes = entry;
+    s.g.expert_cache = entries * entry;
+    s.g.total += s.g.expert_cache;
+}
+
+// The level then holds at most the experts the CPU keeps (`cpu` layers of them), and none when
+// it could not hold one token's choices in a layer: too few to earn their copies.
+void fit_expert_cache(Split& s, const Inputs& in, uint32_t cpu) {
+    const uint64_t cpu_experts = uint64_t(cpu) * in.hp.n_expert;
+    uint64_t entries = std::min<uint64_t>(s.g.expert_entries, cpu_experts);
+    if (entries < std::max(1u, in.hp.n_expert_used)) entries = 0;
+    s.g.total -= s.g.expert_cache;
+    s.g.expert_entries = uint32_t(entries);
+    s.g.expert_cache = entries * s.g.expert_entry_bytes;
+    s.g.total += s.g.expert_cache;
+    if (entries == 0) s.g.expert_entry_bytes = 0;
+    s.g.expert_hit_rate = cpu_experts ? double(entries) / double(cpu_experts) : 0;
+}
+
 // The two splits. `layers`: the last layers with the head, as many as fit. `experts` (MoE): every
 // tensor but the routed experts and the untied embedding table on the GPU, then the routed
 // experts of the last layers while they fit; the rest of the experts in RAM for the CPU. Either
@@ -575,6 +601,10 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
             s.g.prompt_staging = staging;
             s.g.total += staging;
         }
+        // The GPU level of the expert cache: the room asked for before whole layers' experts,
+        // or (by default) what they leave.
+        const std::optional<uint64_t>& asked = in.options.gpu_expert_cache;
+        if (asked && *asked > 0) add_expert_cache(s, in, std::min(*asked, s.g.budget - s.g.total));
         for (uint32_t l = n_layer; l-- > 0;) {
             if (!s.experts_cpu[l] || !fits(layer_experts[l])) break;
             s.g.weights += layer_experts[l];
@@ -587,6 +617,8 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
             s.g.total -= s.g.prompt_staging;
             s.g.prompt_staging = 0;
         }
+        if (!asked) add_expert_cache(s, in, s.g.budget - s.g.total);
+        fit_expert_cache(s, in, cpu);
         s.what = k == 0 ? "every layer runs on the GPU, their routed experts stay in RAM, "
                           "computed by the CPU"
                         : "every layer runs on the GPU with the routed experts of the last " +
@@ -605,8 +637,10 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         s.gpu[i] = gpu;
         const uint64_t bytes = in.model.info(t).n_bytes;
         if (!gpu) s.host_weights += bytes;
-        s.seconds +=
-            double(bytes) * t.reads_per_token / (gpu ? in.gpu.bandwidth : in.ram.bandwidth);
+        // The GPU level's hits among the CPU's experts are read by the GPU.
+        const double on_gpu = gpu ? 1.0 : t.is_routed_expert() ? s.g.expert_hit_rate : 0.0;
+        s.seconds += double(bytes) * t.reads_per_token *
+                     (on_gpu / in.gpu.bandwidth + (1 - on_gpu) / in.ram.bandwidth);
     }
     for (uint32_t l = 0; l < n_layer; ++l) {
         if (!s.layer_gpu[l]) s.host_kv += layer_kv(l);
@@ -632,7 +666,8 @@ bool stream_cpu_experts(Split& s, const Inputs& in, const MemoryPlan& host, uint
         if (t.layer < 0 || !t.is_routed_expert() || !s.experts_cpu[size_t(t.layer)]) continue;
         const uint64_t bytes = in.model.info(t).n_bytes;
         streamed += bytes;
-        per_token += double(bytes) * t.reads_per_token;
+        // The GPU level's hits never reach the RAM level or the disk.
+        per_token += double(bytes) * t.reads_per_token * (1 - s.g.expert_hit_rate);
     }
     const uint64_t unit = plan_detail::expert_unit_bytes(in.model, in.disk.block_size);
     if (streamed == 0 || unit == 0) return false;
@@ -915,6 +950,16 @@ void predict_traffic(Plan& plan, const Inputs& in) {
         TierTraffic& tier = plan.tiers[static_cast<size_t>(plan.tensors[i].tier)];
         tier.stored_bytes += bytes;
         tier.bytes_per_token += static_cast<double>(bytes) * t.reads_per_token;
+    }
+    if (const double vram = plan.gpu_memory.expert_hit_rate; vram > 0) {
+        // Hits in the GPU level of the expert cache are read by the GPU, not from RAM or disk.
+        for (size_t i = 0; i < in.model.tensors.size(); ++i) {
+            const ModelTensor& t = in.model.tensors[i];
+            if (!t.is_routed_expert() || plan.tensors[i].tier == Tier::Gpu) continue;
+            const double hits = double(in.model.info(t).n_bytes) * t.reads_per_token * vram;
+            plan.tiers[static_cast<size_t>(plan.tensors[i].tier)].bytes_per_token -= hits;
+            plan.tiers[static_cast<size_t>(Tier::Gpu)].bytes_per_token += hits;
+        }
     }
     if (plan.mode == PlanMode::ExpertStream) {
         // Hits in the expert cache are read from RAM instead of disk.

@@ -156,6 +156,9 @@ struct PlanOptions {
     std::optional<uint32_t> lookahead;  // force the prefetch lookahead (>= 1)
     bool gpu = true;  // false: plan for the CPU only, whatever GPU the profile has
     std::optional<GpuSplit> gpu_split;  // force the split (experiments); unset: the faster
+    // GPU memory for the GPU level of the expert cache in an expert split, taken before the
+    // routed experts of whole layers; unset: what those leave (0: none).
+    std::optional<uint64_t> gpu_expert_cache;
     int disk = -1;  // index in profile.disks of the disk holding the model (LoadedProfile::disk)
 };
 
@@ -230,8 +233,15 @@ struct GpuMemoryPlan {
     // dense model's layer split; batches of ModelHparams::batch_ships_layers). 0: prompts
     // compute them on the CPU.
     uint64_t prompt_staging = 0;
-    uint64_t total = 0;   // never above budget
-    uint64_t budget = 0;  // the GPU budget
+    // An expert split's GPU level of the expert cache (engine/vram_expert_cache.h):
+    // `expert_entries` entries of `expert_entry_bytes` (the largest expert's matrices), for the
+    // experts the CPU computes; the GPU computes those it holds. 0: none.
+    uint64_t expert_cache = 0;
+    uint32_t expert_entries = 0;
+    uint64_t expert_entry_bytes = 0;
+    double expert_hit_rate = 0;  // predicted: entries / the CPU's experts
+    uint64_t total = 0;          // never above budget
+    uint64_t budget = 0;         // the GPU budget
 };
 
 struct TierTraffic {

@@ -62,6 +62,10 @@ Result<Plan> from_json(const json& j) {
         p.gpu_memory.kv_cache = g.at("kv_cache");
         p.gpu_memory.activations = g.at("activations");
         p.gpu_memory.prompt_staging = g.value("prompt_staging", uint64_t(0));
+        p.gpu_memory.expert_cache = g.value("expert_cache", uint64_t(0));
+        p.gpu_memory.expert_entries = g.value("expert_entries", 0u);
+        p.gpu_memory.expert_entry_bytes = g.value("expert_entry_bytes", uint64_t(0));
+        p.gpu_memory.expert_hit_rate = g.value("expert_hit_rate", 0.0);
         p.gpu_memory.total = g.at("total");
         p.gpu_memory.budget = g.at("budget");
     }
@@ -199,6 +203,10 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"kv_cache", p.gpu_memory.kv_cache},
               {"activations", p.gpu_memory.activations},
               {"prompt_staging", p.gpu_memory.prompt_staging},
+              {"expert_cache", p.gpu_memory.expert_cache},
+              {"expert_entries", p.gpu_memory.expert_entries},
+              {"expert_entry_bytes", p.gpu_memory.expert_entry_bytes},
+              {"expert_hit_rate", p.gpu_memory.expert_hit_rate},
               {"total", p.gpu_memory.total},
               {"budget", p.gpu_memory.budget}}},
             {"stream",

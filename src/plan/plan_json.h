@@ -14,6 +14,9 @@
 //              "lookahead_forced", "streamed_layers", "cached_layers", "layer_read_seconds",
 //              "longest_gap_seconds"},
 //   "expert_cache": {"expert_bytes", "experts", "capacity", "experts_per_slot", "hit_rate"},
+//   "gpu_device", "gpu_layers", "cpu_expert_layers", "gpu_note",
+//   "gpu_memory": {"weights", "kv_cache", "activations", "prompt_staging", "expert_cache",
+//                  "expert_entries", "expert_entry_bytes", "expert_hit_rate", "total", "budget"},
 //   "tiers": [{"tier": "gpu" | "ram" | "disk", "stored_bytes", "bytes_per_token", "bandwidth",
 //              "bandwidth_source", "seconds_per_token"}],   in that order
 //   "tokens_per_second": number,                        the speed limit

@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "model/tensor_view.h"
+
 namespace strata::plan_detail {
 
 uint64_t widened_bytes(uint64_t offset, uint64_t n, uint32_t block) {
@@ -178,6 +180,26 @@ uint64_t expert_unit_bytes(const ModelInfo& model, uint32_t block) {
     }
     uint64_t largest = 0;
     for (const auto& [key, bytes] : unit) largest = std::max(largest, bytes);
+    return largest;
+}
+
+uint64_t expert_entry_bytes(const ModelInfo& model) {
+    const auto piece = [](uint64_t bytes) {
+        return (bytes + kExpertEntryAlign - 1) / kExpertEntryAlign * kExpertEntryAlign;
+    };
+    std::map<std::pair<int, int>, uint64_t> entry;  // (layer, expert) -> bytes
+    for (const ModelTensor& t : model.tensors) {
+        if (!t.is_routed_expert() || t.layer < 0) continue;
+        if (t.expert >= 0) {
+            entry[{t.layer, t.expert}] += piece(model.info(t).n_bytes);
+            continue;
+        }
+        for (const ExpertSlice& s : expert_slices(model, t)) {
+            entry[{t.layer, static_cast<int>(s.expert)}] += piece(s.n_bytes);
+        }
+    }
+    uint64_t largest = 0;
+    for (const auto& [key, bytes] : entry) largest = std::max(largest, bytes);
     return largest;
 }
 

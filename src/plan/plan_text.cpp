@@ -173,12 +173,17 @@ std::string plan_text(const Plan& p) {
                      ", ";
         }
         kv.add_row(
-            {"gpu", "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
-                        format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) +
-                        ", buffers " + format_bytes(g.activations) +
-                        (g.prompt_staging ? ", prompt staging " + format_bytes(g.prompt_staging)
-                                          : std::string()) +
-                        ": " + format_bytes(g.total) + " of " + format_bytes(g.budget)});
+            {"gpu",
+             "GPU " + std::to_string(p.gpu_device) + ": " + layers + "weights " +
+                 format_bytes(g.weights) + ", KV cache " + format_bytes(g.kv_cache) + ", buffers " +
+                 format_bytes(g.activations) +
+                 (g.prompt_staging ? ", prompt staging " + format_bytes(g.prompt_staging)
+                                   : std::string()) +
+                 (g.expert_entries ? ", expert cache " + format_bytes(g.expert_cache) + " (" +
+                                         std::to_string(g.expert_entries) + " experts, " +
+                                         fmt("%.1f", 100 * g.expert_hit_rate) + "% of the CPU's)"
+                                   : std::string()) +
+                 ": " + format_bytes(g.total) + " of " + format_bytes(g.budget)});
     }
     kv.add_row({"memory", memory_line(p.memory, p.stream)});
     kv.add_row({"engine", engine_line(p)});

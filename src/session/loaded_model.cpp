@@ -78,6 +78,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
             if (!(ship && ship[0] == '0')) {
                 engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;
             }
+            engine_options.gpu_expert_entries = plan->gpu_memory.expert_entries;
+            engine_options.gpu_expert_entry_bytes = plan->gpu_memory.expert_entry_bytes;
         }
         m->plan = std::move(plan);
     }

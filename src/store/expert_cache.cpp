@@ -201,7 +201,8 @@ Result<void> ExpertCache::finish_reads(size_t i) {
     return {};
 }
 
-void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k) {
+void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k,
+                          std::span<const char> elsewhere) {
     if (layer < 0 || layer >= n_layer_ || pieces_[size_t(layer)].empty()) return;
     coact_.record(layer, choices, k);
     for (Entry& e : entries_) e.held = false;  // a new batch: earlier holds are over
@@ -226,6 +227,7 @@ void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k) {
     }
     for (int x = 0; x < n_expert_; ++x) {
         if (!in_union[size_t(x)] || find(layer, x) >= 0) continue;
+        if (size_t(x) < elsewhere.size() && elsewhere[size_t(x)]) continue;
         auto slot = claim_entry(layer);
         if (!slot) break;  // the union is larger than the cache: the rest is read on acquire
         if (!start_reads(*slot, layer, x, false)) break;  // acquire reports the error

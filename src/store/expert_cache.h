@@ -76,7 +76,9 @@ class ExpertCache {
 
     Result<ExpertView> acquire(int layer, int expert);
     void release(int layer, int expert);
-    void prepare(int layer, std::span<const int32_t> choices, int k);
+    // `elsewhere` (empty, or n_expert flags): experts counted but not read (served elsewhere).
+    void prepare(int layer, std::span<const int32_t> choices, int k,
+                 std::span<const char> elsewhere = {});
     void hint(int layer, std::span<const int32_t> experts);
     void reset_stats();
 

@@ -19,13 +19,14 @@ CachePolicy default_cache_policy(uint64_t entries, uint64_t working_set) {
     return entries > working_set ? CachePolicy::Lru : CachePolicy::Lfu;
 }
 
-void ExpertCachePolicy::reset(CachePolicy policy, size_t entries, size_t keys) {
+void ExpertCachePolicy::reset(CachePolicy policy, size_t entries, size_t keys,
+                              uint64_t aging_period) {
     policy_ = policy;
     tick_ = 0;
     last_use_.assign(entries, 0);
     count_.assign(keys, 0);
     since_aging_ = 0;
-    aging_period_ = std::max<uint64_t>(1, entries * kAgingFactor);
+    aging_period_ = std::max<uint64_t>(1, aging_period ? aging_period : entries * kAgingFactor);
 }
 
 void ExpertCachePolicy::chosen(size_t key) {

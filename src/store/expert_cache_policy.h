@@ -37,12 +37,15 @@ class ExpertCachePolicy {
   public:
     static constexpr uint64_t kAgingFactor = 8;
 
-    void reset(CachePolicy policy, size_t entries, size_t keys);
+    // Counts age every `aging_period` choices (0: entries x kAgingFactor).
+    void reset(CachePolicy policy, size_t entries, size_t keys, uint64_t aging_period = 0);
     CachePolicy policy() const { return policy_; }
     // The key was chosen by the router (counted whether or not it was cached).
     void chosen(size_t key);
     // The entry was used now.
     void used(size_t entry);
+    // How often the key was chosen lately (the LFU's aged count; counted under either policy).
+    uint32_t frequency(size_t key) const { return key < count_.size() ? count_[key] : 0; }
     // The entry to evict among `candidates` (entries that may go), given the key each holds
     // (SIZE_MAX: empty, always taken first).
     size_t victim(std::span<const size_t> candidates, std::span<const size_t> key_of_entry) const;

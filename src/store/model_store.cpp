@@ -205,8 +205,9 @@ std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {
     return ExpertStack{ev[0], *g, *u, *d, int(ev.size())};
 }
 
-void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k) {
-    if (cache_) cache_->prepare(layer, choices, k);
+void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k,
+                                 std::span<const char> elsewhere) {
+    if (cache_) cache_->prepare(layer, choices, k, elsewhere);
 }
 
 const TensorView* ModelStore::early_router(int layer) const {

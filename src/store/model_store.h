@@ -38,7 +38,8 @@ class ModelStore final : public WeightStore {
     void release_layer(int layer) override;
     Result<ExpertView> acquire_expert(int layer, int expert) override;
     void release_expert(int layer, int expert) override;
-    void prepare_experts(int layer, std::span<const int32_t> choices, int k) override;
+    void prepare_experts(int layer, std::span<const int32_t> choices, int k,
+                         std::span<const char> elsewhere) override;
     std::optional<ExpertStack> resident_experts(int layer) const override;
     MemoryPlace experts_place(int layer) const override;
     const TensorView* early_router(int layer) const override;

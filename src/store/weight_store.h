@@ -70,8 +70,11 @@ class WeightStore {
     virtual MemoryPlace experts_place(int /*layer*/) const { return {}; }
 
     // The routing of a batch in `layer` (n tokens x k experts, token-major), before any of its
-    // experts is acquired: a streaming store reads the union at once and learns from it.
-    virtual void prepare_experts(int /*layer*/, std::span<const int32_t> /*choices*/, int /*k*/) {}
+    // experts is acquired: a streaming store reads the union at once and learns from it. Experts
+    // e with elsewhere[e] set (when given: n_expert flags) are served from elsewhere (the GPU's
+    // level of the cache) and will not be acquired: counted, not read.
+    virtual void prepare_experts(int /*layer*/, std::span<const int32_t> /*choices*/, int /*k*/,
+                                 std::span<const char> /*elsewhere*/) {}
     // A resident router the engine may apply early, to an earlier hidden state, to guess which
     // experts `layer` will choose and say so with hint_experts; nullptr: no guesses wanted.
     virtual const TensorView* early_router(int /*layer*/) const { return nullptr; }

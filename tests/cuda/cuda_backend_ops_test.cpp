@@ -185,8 +185,8 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                 slots3.push_back(t * k + 1);
                 w3.push_back(0.25f);
             }
-            p.cpu->begin_experts(n, k);
-            p.cuda->begin_experts(n, k);
+            p.cpu->begin_experts(n, k, false);
+            p.cuda->begin_experts(n, k, false);
             for (auto [e, slots, weights] :
                  {std::tuple{0, &slots0, &w0}, std::tuple{3, &slots3, &w3}}) {
                 const ExpertView he = *p.host->store->acquire_expert(0, e);
@@ -197,6 +197,27 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             p.cpu->end_experts(Act::Out, n);
             p.cuda->end_experts(Act::Out, n);
             expect_close(p, Act::Out, n, d, 2 * tol, "routed experts");
+            // The same with expert 3 copied into the GPU's expert entries and computed there,
+            // expert 0 on the CPU: each side's slots of the other count as zero, and the CPU's
+            // partial sum added to the GPU's gives the whole.
+            const ExpertView host3 = *p.host->store->acquire_expert(0, 3);
+            ASSERT_TRUE(p.cuda->reserve_expert_entries(expert_entry_bytes(host3), 2));
+            auto entry = p.cuda->load_expert_entry(1, host3);
+            ASSERT_TRUE(entry) << entry.error().message;
+            EXPECT_EQ(entry->gate.where.kind, MemoryKind::Device);
+            p.cuda->wait_expert_loads();
+            EXPECT_TRUE(p.cuda->expert_entry_ready(1));
+            p.cuda->begin_experts(n, k, true);
+            p.cuda->expert(*entry, slots3, w3, Act::Normed);
+            p.cuda->end_experts(Act::Out, n);
+            p.cpu->begin_experts(n, k, true);
+            p.cpu->expert(*p.host->store->acquire_expert(0, 0), slots0, w0, Act::Normed);
+            p.cpu->end_experts(Act::Side, n);
+            std::vector<float> side(size_t(n * d));
+            p.cpu->read_act(Act::Side, side.data(), n, d);
+            p.cuda->write_act(Act::Side, side.data(), n, d);
+            p.cuda->add(Act::Out, Act::Side, n);
+            expect_close(p, Act::Out, n, d, 2 * tol, "experts split by entry");
             // Routed on the GPU (a decode step: token 0; a batch: all n tokens), against the
             // host's routing of the same tokens and the CPU's experts.
             const auto stack = p.device->store->resident_experts(0);
@@ -212,7 +233,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                     engine::route_token(&router_logits[size_t(t * ne)], {ne, ku, norm, nullptr, 0},
                                         &chosen[size_t(t * ku)], &weights[size_t(t * ku)]);
                 }
-                p.cpu->begin_experts(rows, ku);
+                p.cpu->begin_experts(rows, ku, false);
                 for (int e = 0; e < ne; ++e) {
                     std::vector<int64_t> slots;
                     std::vector<float> slot_weights;

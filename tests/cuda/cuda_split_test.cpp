@@ -21,6 +21,7 @@
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "plan/plan.h"
+#include "plan/plan_layers.h"
 #include "plan_test_support.h"
 #include "session/loaded_model.h"
 #include "test_support.h"
@@ -146,7 +147,8 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
                                          bool route = false, uint32_t batch = kBatch,
                                          bool decode = true, size_t prompt_tokens = 12,
                                          uint64_t* shipped = nullptr,
-                                         int64_t* device_bytes = nullptr) {
+                                         int64_t* device_bytes = nullptr,
+                                         engine::VramExpertStats* level = nullptr) {
     ModelLoadOptions options;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
@@ -186,6 +188,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
         rows.push_back(logits);
     }
     if (device_bytes) *device_bytes = free_before - free_now();
+    if (level) *level = e.stats().vram_experts;
     return rows;
 }
 
@@ -420,6 +423,42 @@ TEST(CudaDenseSplitShippingStreamed, GivesTheLogitsOfTheCpu) {
         plan->stream.streamed_layers, format_bytes(shipped).c_str(), worst, tol);
 }
 
+// The GPU level of the expert cache (engine/vram_expert_cache.h) in an expert split: the room
+// the split leaves (split_plan's budget leaves about half a layer's experts) holds entries for
+// the CPU's experts, which the GPU computes once they have earned one. The logits stay the
+// CPU's within the same bound, through the prompt and the decode steps, and the level serves
+// some of the CPU's experts: its loads land while the steps go on.
+class CudaSplitGpuExpertCache : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSplitGpuExpertCache, GivesTheLogitsOfTheCpu) {
+    STRATA_REQUIRE_GPU();
+    const Case& c = GetParam();
+    const std::string& path = test::synth_test_model(c.preset, TensorType::Q8_0, 1, 0);
+    const ModelInfo info = info_of(path);
+    ASSERT_TRUE(info.hparams);
+    const std::optional<Plan> plan = split_plan(info, GpuSplit::Experts, c.streamed);
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    ASSERT_EQ(plan->mode, c.streamed ? PlanMode::ExpertStream : PlanMode::Resident);
+    ASSERT_GE(plan->gpu_memory.expert_entries, info.hparams->n_expert_used) << plan->reason;
+    EXPECT_EQ(plan->gpu_memory.expert_entry_bytes, plan_detail::expert_entry_bytes(info));
+    const auto cpu = evaluate(path, std::nullopt);
+    engine::VramExpertStats level;
+    const auto split = evaluate(path, *plan, false, kBatch, true, 12, nullptr, nullptr, &level);
+    ASSERT_EQ(cpu.size(), split.size());
+    constexpr double tol = 6e-2;
+    const double worst = worst_error(split, cpu, tol);
+    EXPECT_GT(level.loads, 0u);
+    EXPECT_GT(level.hits, 0u);
+    EXPECT_LE(level.hits, level.requests);
+    std::printf(
+        "%-14s expert split%s, GPU expert cache of %u: %llu of %llu chosen experts served by "
+        "it, %llu loads; worst relative error %.2e (bound %.0e)\n",
+        c.preset.c_str(), c.streamed ? " (from disk)" : "", plan->gpu_memory.expert_entries,
+        static_cast<unsigned long long>(level.hits),
+        static_cast<unsigned long long>(level.requests),
+        static_cast<unsigned long long>(level.loads), worst, tol);
+}
+
 // --gpu-mem is a ceiling: what a split's engine holds on the device after a prompt (shipped) and
 // decode steps, as the driver counts it, stays within the plan's GPU total but for the
 // allocator's rounding. A run of the whole model on the GPU beforehand loads the kernels' code
@@ -459,6 +498,15 @@ TEST(CudaBudget, DeviceMemoryOfASplitStaysWithinItsPlan) {
 INSTANTIATE_TEST_SUITE_P(Models, CudaDenseSplitShipping,
                          ::testing::Values("tiny", "tiny-qwen2", "tiny-qwen3"),
                          [](const auto& p) { return test::test_name(p.param); });
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaSplitGpuExpertCache,
+                         ::testing::Values(Case{"tiny-moe", GpuSplit::Experts},
+                                           Case{"tiny-qwen3moe", GpuSplit::Experts},
+                                           Case{"tiny-qwen3moe", GpuSplit::Experts, true}),
+                         [](const auto& p) {
+                             return test::test_name(p.param.preset +
+                                                    (p.param.streamed ? "_streamed" : ""));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
                          ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe"),

@@ -208,9 +208,15 @@ class CpuBackend final : public Backend {
         cpu::linear(w, nullptr, act(in) + first_row * hp_.n_embd, out, rows, pool_);
     }
 
-    void begin_experts(int64_t n, int k) override {
+    void begin_experts(int64_t n, int k, bool some_slots) override {
         experts_k_ = k;
-        slot_out_.resize(size_t(n * k * hp_.n_embd));
+        const size_t values = size_t(n * k * hp_.n_embd);
+        // Within the reserved capacity: no allocation either way.
+        if (some_slots) {
+            slot_out_.assign(values, 0.0f);
+        } else {
+            slot_out_.resize(values);
+        }
     }
 
     void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,

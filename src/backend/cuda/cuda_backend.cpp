@@ -13,6 +13,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/expert_entries.h"
 #include "backend/cuda/kv_cache_gpu.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq.h"
@@ -203,8 +204,10 @@ class CudaBackend final : public Backend {
             STRATA_ASSIGN(slot_ids_,
                           gpu::DeviceBuffer::allocate(sizeof(int64_t) * size_t(slots), device_));
             STRATA_ASSIGN(slot_weights_, floats(slots));
-            STRATA_ASSIGN(slot_staging_, gpu::PinnedBuffer::allocate(
-                                             (sizeof(int64_t) + sizeof(float)) * size_t(slots)));
+            // Each slot's position and weight, and (experts() from the expert entries) entry.
+            STRATA_ASSIGN(slot_staging_,
+                          gpu::PinnedBuffer::allocate(
+                              (sizeof(int64_t) + sizeof(float) + sizeof(int32_t)) * size_t(slots)));
             // Routing on the device: the router's logits, each slot's expert and weight, the
             // slots grouped by expert (their order, experts, weights), the grouped slots' input
             // rows, SwiGLU rows and outputs, and their quantized activations.
@@ -381,20 +384,41 @@ class CudaBackend final : public Backend {
         to_host(out, y, rows * w.rows());
     }
 
-    void begin_experts(int64_t n, int k) override {
+    void begin_experts(int64_t n, int k, bool some_slots) override {
         flush();
         experts_k_ = k;
         experts_n_ = n;
         staged_ = 0;
         // The slot staging is refilled from the start: the copies out of it must be done.
         STRATA_CUDA(cudaEventSynchronize(staging_free_));
+        // Zeroed before the first expert scatters into it (none may: entries_job's direct sum).
+        zero_slots_ = some_slots;
+        direct_ = 0;
     }
+
+    void zero_slots() {
+        if (!zero_slots_) return;
+        zero_slots_ = false;
+        const int64_t values = experts_n_ * experts_k_ * shapes_.d;
+        STRATA_CUDA(cudaMemsetAsync(slot_out_.data(), 0, bytes(values), stream_));
+    }
+
+    Result<void> reserve_expert_entries(uint64_t entry_bytes, uint32_t entries) override {
+        return entries_.allocate(entry_bytes, entries, device_);
+    }
+    Result<ExpertView> load_expert_entry(uint32_t entry, const ExpertView& from) override {
+        flush();  // the loads follow every kernel queued so far, recorded ones too
+        return entries_.load(entry, from, stream_);
+    }
+    bool expert_entry_ready(uint32_t entry) override { return entries_.ready(entry); }
+    void wait_expert_loads() override { entries_.wait(); }
 
     void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,
                 Act in) override {
         const int64_t m = int64_t(slots.size());
         const int64_t total = experts_n_ * experts_k_;
-        assert(staged_ + m <= total);
+        assert(staged_ + m <= total && direct_ == 0);
+        zero_slots();
         auto* ids_host = reinterpret_cast<int64_t*>(slot_staging_.data());
         auto* w_host = reinterpret_cast<float*>(ids_host + total);
         std::memcpy(ids_host + staged_, slots.data(), sizeof(int64_t) * size_t(m));
@@ -414,8 +438,107 @@ class CudaBackend final : public Backend {
         scatter_weighted(y, ids_dev, w_dev, m, d, dev(slot_out_), stream_);
     }
 
+    // Experts in the expert entries, all of one layer (one shape and types), as one job: every
+    // slot's entry, position and weight copied in once, then the int8 matvec for all the slots
+    // at once (matvec_q8.h) and their weighted scatter. Others one by one.
+    void experts(std::span<const ExpertJob> jobs, Act in) override {
+        if (!entries_job(jobs, in)) {
+            for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
+        }
+    }
+
+    bool entries_job(std::span<const ExpertJob> jobs, Act in) {
+        if (jobs.empty() || !entries_.allocated()) return false;
+        const ExpertView& first = jobs.front().expert;
+        const auto same = [&](const TensorView& a, const TensorView& b) {
+            return a.type == b.type && a.ne == b.ne && a.row_bytes == b.row_bytes;
+        };
+        int64_t m = 0;
+        for (const ExpertJob& j : jobs) {
+            const ExpertView& e = j.expert;
+            const int64_t at = entries_.entry_of(e.gate);
+            if (at < 0 || entries_.entry_of(e.up) != at || entries_.entry_of(e.down) != at ||
+                !same(e.gate, first.gate) || !same(e.up, first.up) || !same(e.down, first.down) ||
+                e.up.data - e.gate.data != first.up.data - first.gate.data ||
+                e.down.data - e.gate.data != first.down.data - first.gate.data) {
+                return false;
+            }
+            m += int64_t(j.slots.size());
+        }
+        const ExpertStack stack = entries_.stack(first);
+        const int64_t total = experts_n_ * experts_k_;
+        if (!expert_ffn_supports(stack) || staged_ + m > total || first.gate.rows() > shapes_.ff) {
+            return false;
+        }
+        const int64_t d = shapes_.d;
+        if (experts_n_ == 1 && zero_slots_ && staged_ == 0) {
+            // Some of one token's slots: their weights and entries in one copy (into slot_ids_,
+            // which this path does not otherwise use), the matvecs, and end_experts sums the m
+            // outputs weighted straight into its output: no slots to zero, scatter or sum.
+            auto* w_host = reinterpret_cast<float*>(slot_staging_.data());
+            auto* entry_host = reinterpret_cast<int32_t*>(w_host + m);
+            int64_t u = 0;
+            for (const ExpertJob& j : jobs) {
+                const auto entry = int32_t(entries_.entry_of(j.expert.gate));
+                for (size_t i = 0; i < j.slots.size(); ++i, ++u) {
+                    w_host[u] = j.weights[i];
+                    entry_host[u] = entry;
+                }
+            }
+            STRATA_CUDA(cudaMemcpyAsync(slot_ids_.data(), w_host, 2 * sizeof(float) * size_t(m),
+                                        cudaMemcpyHostToDevice, stream_));
+            const auto* entry_dev = reinterpret_cast<const int32_t*>(
+                reinterpret_cast<const float*>(slot_ids_.data()) + m);
+            const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), act(in), false,
+                                                   dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+            assert(taken);  // expert_ffn_supports said so
+            (void)taken;
+            zero_slots_ = false;
+            direct_ = m;
+            staged_ = m;
+            return true;
+        }
+        zero_slots();
+        auto* ids_host = reinterpret_cast<int64_t*>(slot_staging_.data());
+        auto* w_host = reinterpret_cast<float*>(ids_host + total);
+        auto* entry_host = reinterpret_cast<int32_t*>(w_host + total);
+        int64_t u = 0;
+        for (const ExpertJob& j : jobs) {
+            const auto entry = int32_t(entries_.entry_of(j.expert.gate));
+            for (size_t i = 0; i < j.slots.size(); ++i, ++u) {
+                ids_host[staged_ + u] = j.slots[i];
+                w_host[staged_ + u] = j.weights[i];
+                entry_host[u] = entry;
+            }
+        }
+        auto* ids_dev = reinterpret_cast<int64_t*>(slot_ids_.data()) + staged_;
+        float* w_dev = reinterpret_cast<float*>(slot_weights_.data()) + staged_;
+        auto* entry_dev = reinterpret_cast<int32_t*>(grouped_ids_.data());
+        STRATA_CUDA(cudaMemcpyAsync(ids_dev, ids_host + staged_, sizeof(int64_t) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA(cudaMemcpyAsync(w_dev, w_host + staged_, sizeof(float) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA(cudaMemcpyAsync(entry_dev, entry_host, sizeof(int32_t) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        staged_ += m;
+        // A batch: each slot's row gathered first.
+        gather_rows(act(in), ids_dev, experts_k_, m, d, dev(grouped_x_), stream_);
+        const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), dev(grouped_x_), true,
+                                               dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+        assert(taken);  // expert_ffn_supports said so
+        (void)taken;
+        scatter_weighted(dev(moe_y_), ids_dev, w_dev, m, d, dev(slot_out_), stream_);
+        return true;
+    }
+
     void end_experts(Act out, int64_t n) override {
-        sum_slots(dev(slot_out_), experts_k_, n, shapes_.d, act(out), stream_);
+        if (direct_ > 0) {
+            const auto* w = reinterpret_cast<const float*>(slot_ids_.data());
+            sum_weighted_slots(dev(moe_y_), w, int(direct_), 1, shapes_.d, act(out), stream_);
+        } else {
+            zero_slots();  // no expert at all: a sum of zeros
+            sum_slots(dev(slot_out_), experts_k_, n, shapes_.d, act(out), stream_);
+        }
         STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
     }
 
@@ -1025,7 +1148,10 @@ class CudaBackend final : public Backend {
     int64_t pos_set_ = -1;
     int experts_k_ = 1;
     int64_t experts_n_ = 0, staged_ = 0;
+    bool zero_slots_ = false;  // begin_experts' some_slots, until slot_out_ is zeroed
+    int64_t direct_ = 0;       // entries_job's outputs summed directly by end_experts (0: none)
     std::vector<float> peeked_;
+    ExpertEntries entries_;  // the GPU level of the expert cache (declared last: freed first)
 };
 
 }  // namespace
