@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -386,6 +387,72 @@ TEST(PlanGpu, MoeSplitGivesTheRoomLeftToAGpuExpertCache) {
     EXPECT_EQ(none->gpu_memory.expert_entries, 0u);
     EXPECT_EQ(none->gpu_memory.expert_cache, 0u);
     EXPECT_EQ(none->cpu_expert_layers, plan->cpu_expert_layers);
+}
+
+// The share of all choices among `layers` (a flag per layer) that the experts ranked first ..
+// first + count - 1 by `counts` take, each count with the plan's prior added.
+double top_share(const std::vector<uint32_t>& counts, const std::vector<bool>& layers,
+                 uint32_t n_expert, size_t first, size_t count) {
+    std::vector<uint32_t> c;
+    for (size_t l = 0; l < layers.size(); ++l) {
+        if (!layers[l]) continue;
+        for (size_t e = 0; e < n_expert; ++e) {
+            c.push_back(counts[l * n_expert + e] + kExpertCountPrior);
+        }
+    }
+    std::sort(c.begin(), c.end(), std::greater<>());
+    double total = 0, taken = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        total += c[i];
+        if (i >= first && i < first + count) taken += c[i];
+    }
+    return taken / total;
+}
+
+// Earlier runs' counts of the router's choices (the expert cache's statistics) make the plan
+// predict the caches' hit rates from the most chosen experts' share of the choices instead of
+// their share of the experts: under a skewed routing the GPU level of a split, and the RAM
+// expert cache of the CPU's expert-stream plan, serve more than their size, and the limit rises.
+TEST(PlanGpu, ExpertCacheHitRatesFollowEarlierRunsCounts) {
+    const ModelInfo m = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    std::vector<uint32_t> counts(size_t(hp.n_layer) * hp.n_expert);
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] = 1000 / uint32_t(1 + i % hp.n_expert);
+    PlanOptions uniform;
+    uniform.gpu_expert_cache = 2 * GiB;
+    PlanOptions skewed = uniform;
+    skewed.expert_counts = counts;
+    auto flat = moe_split_plan(m, 2 * GiB, uniform);
+    auto plan = moe_split_plan(m, 2 * GiB, skewed);
+    ASSERT_TRUE(flat && plan) << (flat ? plan.error().message : flat.error().message);
+    ASSERT_TRUE(plan->gpu_split()) << plan->gpu_note;
+    std::vector<bool> cpu(hp.n_layer);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) cpu[l] = plan->layers[l].experts_on_cpu;
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    EXPECT_NEAR(g.expert_hit_rate, top_share(counts, cpu, hp.n_expert, 0, g.expert_entries), 1e-12);
+    EXPECT_GT(g.expert_hit_rate, 2 * flat->gpu_memory.expert_hit_rate);
+    EXPECT_GT(plan->tokens_per_second, flat->tokens_per_second);
+    const bool noted = std::any_of(plan->notes.begin(), plan->notes.end(), [](const auto& n) {
+        return n.find("predicted from") != std::string::npos;
+    });
+    EXPECT_TRUE(noted);
+
+    // The CPU's own expert-stream plan: its cache holds the most chosen experts of every layer.
+    PlanOptions cpu_only;
+    cpu_only.gpu = false;
+    cpu_only.mode = PlanMode::ExpertStream;
+    auto flat_cpu = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, 0), cpu_only);
+    cpu_only.expert_counts = counts;
+    auto streamed = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, 0), cpu_only);
+    ASSERT_TRUE(flat_cpu && streamed)
+        << (flat_cpu ? streamed.error().message : flat_cpu.error().message);
+    ASSERT_EQ(streamed->mode, PlanMode::ExpertStream);
+    const ExpertCachePlan& c = streamed->expert_cache;
+    EXPECT_NEAR(c.hit_rate,
+                top_share(counts, std::vector<bool>(hp.n_layer, true), hp.n_expert, 0, c.capacity),
+                1e-12);
+    EXPECT_GT(c.hit_rate, flat_cpu->expert_cache.hit_rate);
+    EXPECT_GT(streamed->tokens_per_second, flat_cpu->tokens_per_second);
 }
 
 // The same split reserves GPU room to ship one RAM layer's experts (and router) per prompt

@@ -8,6 +8,7 @@
 #include "plan/budget.h"
 #include "profile/profile.h"
 #include "profile/system_memory.h"
+#include "store/coactivation.h"
 #include "util/allocator.h"
 #include "util/process_stats.h"
 #include "util/units.h"
@@ -106,6 +107,27 @@ Result<Budgets> budgets_for(HardwareProfile profile, const PlanFlags& flags) {
     return budgets;
 }
 
+// How often earlier runs chose each routed expert (the expert cache's statistics of this file,
+// store/coactivation.h), for the plan's hit-rate predictions; empty when none were kept.
+std::vector<uint32_t> earlier_expert_counts(const ModelInfo& info) {
+    if (!info.hparams || !info.hparams->is_moe()) return {};
+    const auto dir = profile_cache_dir();
+    if (!dir) return {};
+    const std::string path = expert_statistics_path(*dir, info);
+    if (!std::filesystem::exists(path)) return {};
+    const ModelHparams& hp = *info.hparams;
+    CoactivationStats stats;
+    stats.reset(int(hp.n_layer), int(hp.n_expert));
+    if (!stats.load(path, model_identity(info))) return {};
+    std::vector<uint32_t> counts(size_t(hp.n_layer) * hp.n_expert);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        for (uint32_t e = 0; e < hp.n_expert; ++e) {
+            counts[size_t(l) * hp.n_expert + e] = stats.frequency(int(l), int(e));
+        }
+    }
+    return counts;
+}
+
 }  // namespace
 
 Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models, const PlanFlags& flags,
@@ -123,6 +145,7 @@ Result<std::vector<Plan>> plan_models(const std::vector<PlanTarget>& models, con
         }
         PlanOptions o = options;
         o.disk = loaded.disk;
+        o.expert_counts = earlier_expert_counts(m.info);
         if (m.n_ctx) o.n_ctx = m.n_ctx;
         auto plan = make_plan(m.info, loaded.profile, *budgets, o);
         if (!plan) {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
+#include <vector>
 
 #include "model/activation_memory.h"
 #include "model/kv_layout.h"
@@ -385,16 +388,56 @@ Result<void> place_ffn_stream(Plan& plan, const Inputs& in) {
     return {};
 }
 
+// True when the options carry earlier runs' counts of this model's expert choices.
+bool has_expert_counts(const Inputs& in) {
+    const std::vector<uint32_t>& c = in.options.expert_counts;
+    return in.hp.is_moe() && c.size() == size_t(in.hp.n_layer) * in.hp.n_expert &&
+           std::any_of(c.begin(), c.end(), [](uint32_t x) { return x > 0; });
+}
+
+// The share of the choices among the experts of the layers `in_layer` names that the experts
+// ranked first .. first + count - 1 by how often earlier runs chose them (kExpertCountPrior
+// added to each) take: what a cache of
+// `count` entries holding them serves, behind one of `first` that holds the ones before. Without
+// counts, every expert as likely: count over the experts.
+double chosen_share(const Inputs& in, const std::vector<bool>& in_layer, uint64_t first,
+                    uint64_t count) {
+    std::vector<uint32_t> counts;
+    uint64_t experts = 0;
+    const bool measured = has_expert_counts(in);
+    for (uint32_t l = 0; l < in.hp.n_layer; ++l) {
+        if (!in_layer[l]) continue;
+        experts += in.hp.n_expert;
+        if (!measured) continue;
+        const auto* c = &in.options.expert_counts[size_t(l) * in.hp.n_expert];
+        for (uint32_t e = 0; e < in.hp.n_expert; ++e) counts.push_back(c[e] + kExpertCountPrior);
+    }
+    if (experts == 0 || first >= experts) return 0;
+    count = std::min(count, experts - first);
+    if (!measured) return double(count) / double(experts);
+    std::sort(counts.begin(), counts.end(), std::greater<>());
+    double total = 0, taken = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+        total += counts[i];
+        if (i >= first && i < first + count) taken += counts[i];
+    }
+    return total > 0 ? taken / total : double(count) / double(experts);
+}
+
 // plan.expert_cache and plan.stream of expert-stream: `experts` routed experts that stream, of
-// `unit` bytes each, through `sizes.slots` slots of `slot` bytes, the cache taking `room` bytes.
+// `unit` bytes each, through `sizes.slots` slots of `slot` bytes, the cache taking `room` bytes;
+// its hit rate among the choices that reach it (`hit_rate`, set by the caller when it knows
+// better than the cache's share of the experts).
 void set_expert_stream(Plan& plan, const Inputs& in, uint64_t experts, uint64_t unit,
-                       const Sizes& sizes, uint64_t slot, uint64_t room) {
+                       const Sizes& sizes, uint64_t slot, uint64_t room,
+                       std::optional<double> hit_rate = std::nullopt) {
     ExpertCachePlan& c = plan.expert_cache;
     c.experts = experts;
     c.expert_bytes = unit;
     c.experts_per_slot = in.hp.n_expert_used;
     c.capacity = unit ? std::min(c.experts, room / unit) : 0;
-    c.hit_rate = c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0;
+    c.hit_rate = hit_rate.value_or(
+        c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0);
     StreamPlan& s = plan.stream;
     s.slots = sizes.slots;
     s.lookahead = sizes.lookahead;
@@ -422,9 +465,14 @@ Result<void> place_expert_stream(Plan& plan, const Inputs& in) {
                          minimum);
     }
     uint64_t experts = 0;
-    for (const auto& l : mb.layers) experts += l.stream > 0 ? in.hp.n_expert : 0;
-    set_expert_stream(plan, in, experts, unit, sizes, slot,
-                      plan.memory.budget - fixed - sizes.slots * slot);
+    std::vector<bool> streamed(in.hp.n_layer, false);
+    for (size_t l = 0; l < mb.layers.size(); ++l) {
+        streamed[l] = mb.layers[l].stream > 0;
+        experts += streamed[l] ? in.hp.n_expert : 0;
+    }
+    const uint64_t room = plan.memory.budget - fixed - sizes.slots * slot;
+    set_expert_stream(plan, in, experts, unit, sizes, slot, room,
+                      chosen_share(in, streamed, 0, unit ? room / unit : 0));
 
     std::vector<TensorUse> uses(mb.layers.size(), TensorUse::Resident);
     for (size_t l = 0; l < mb.layers.size(); ++l) {
@@ -492,6 +540,7 @@ struct Split {
     // `cache_room` bytes.
     bool experts_streamed = false;
     uint64_t experts = 0, unit = 0, cache_room = 0;
+    double ram_hit_rate = 0;  // of the choices the GPU level misses
     Sizes sizes;
     uint64_t slot_bytes = 0;
     // The CPU's layers' FFN weights streamed from disk through slots, those that fit cached
@@ -524,7 +573,7 @@ void fit_expert_cache(Split& s, const Inputs& in, uint32_t cpu) {
     s.g.expert_cache = entries * s.g.expert_entry_bytes;
     s.g.total += s.g.expert_cache;
     if (entries == 0) s.g.expert_entry_bytes = 0;
-    s.g.expert_hit_rate = cpu_experts ? double(entries) / double(cpu_experts) : 0;
+    s.g.expert_hit_rate = chosen_share(in, s.experts_cpu, 0, entries);
 }
 
 // The two splits. `layers`: the last layers with the head, as many as fit. `experts` (MoE): every
@@ -686,7 +735,11 @@ bool stream_cpu_experts(Split& s, const Inputs& in, const MemoryPlan& host, uint
     s.unit = unit;
     s.cache_room = budget - fixed - sizes.slots * slot;
     const uint64_t capacity = std::min(s.experts, s.cache_room / unit);
-    const double hit = double(capacity) / double(s.experts);
+    // Among the choices the GPU level misses: the next most chosen experts, behind its entries.
+    const double vram = s.g.expert_hit_rate;
+    const double hit =
+        vram < 1 ? chosen_share(in, s.experts_cpu, s.g.expert_entries, capacity) / (1 - vram) : 0;
+    s.ram_hit_rate = hit;
     // Cache hits are read from RAM, misses from disk (predict_traffic counts them the same way).
     s.seconds += per_token * (hit / in.ram.bandwidth + (1 - hit) / in.disk.rate.bandwidth -
                               1 / in.ram.bandwidth);
@@ -815,7 +868,8 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
         for (uint32_t l = 0; l < hp.n_layer; ++l) {
             if (s.experts_cpu[l]) uses[l] = TensorUse::Streamed;
         }
-        set_expert_stream(plan, in, s.experts, s.unit, s.sizes, s.slot_bytes, s.cache_room);
+        set_expert_stream(plan, in, s.experts, s.unit, s.sizes, s.slot_bytes, s.cache_room,
+                          s.ram_hit_rate);
     }
     if (s.layers_streamed) uses = apply_ffn_sizing(plan, in, s.ffn_bytes, s.slot_bytes, s.ffn);
     if (plan.mode != PlanMode::Resident) place_tensors(plan, in, plan.mode, uses);
@@ -1057,6 +1111,12 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     }
     for (const TierRate* r : {&in.ram, &in.disk.rate}) {
         if (!r->measured) plan.notes.push_back(r->source);
+    }
+    if (has_expert_counts(in)) {
+        uint64_t choices = 0;
+        for (uint32_t c : options.expert_counts) choices += c;
+        plan.notes.push_back("expert cache hit rates predicted from " + format_count(choices) +
+                             " expert choices of earlier runs");
     }
 
     if ((!options.mode || *options.mode == PlanMode::Resident) && place_on_gpu(plan, in, profile)) {
