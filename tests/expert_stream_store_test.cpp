@@ -13,7 +13,9 @@
 #include "engine/engine.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
+#include "store/coactivation.h"
 #include "store/model_store.h"
+#include "store/store_layout.h"
 #include "test_support.h"
 
 namespace strata {
@@ -181,6 +183,52 @@ TEST(ExpertStreamStore, PoisonedEntriesAreReadAgainNotComputedWith) {
         });
         for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "step " << i;
         EXPECT_GT(s.totals().misses, misses_before);  // the poisoned ones were read again
+    }
+}
+
+// Without an expert cache (every expert resident), the store keeps the routing statistics
+// itself: a run's choices are saved when the store closes and loaded by the next, which adds its
+// own, so plans of the model learn its routing from resident runs too; a damaged file is ignored
+// with a warning, as the cache does.
+TEST(ExpertStreamStore, AResidentStoreKeepsTheRoutingStatistics) {
+    const std::string path = test::synth_test_model("tiny-qwen2moe", TensorType::Q8_0);
+    const ModelInfo info = load_info(path);
+    test::TempDir dir;
+    StoreLayout layout = resident_layout(info);
+    layout.experts.stats_path = expert_statistics_path(dir.path().string(), info);
+    {
+        auto store = ModelStore::open(info, layout);
+        ASSERT_TRUE(store) << store.error().message;
+        EXPECT_EQ((*store)->expert_cache(), nullptr);
+        EXPECT_TRUE((*store)->report().warnings.empty());
+        run_tokens(info, **store);
+    }  // saved on close
+    ASSERT_TRUE(std::filesystem::exists(layout.experts.stats_path));
+    const ModelHparams& hp = *info.hparams;
+    CoactivationStats first;
+    first.reset(int(hp.n_layer), int(hp.n_expert));
+    ASSERT_TRUE(first.load(layout.experts.stats_path, model_identity(info)));
+    EXPECT_GT(first.tokens_recorded(), 0u);
+    uint64_t chosen = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        for (uint32_t e = 0; e < hp.n_expert; ++e) chosen += first.frequency(int(l), int(e));
+    }
+    EXPECT_EQ(chosen % hp.n_expert_used, 0u);  // k choices a token, each counted once
+    EXPECT_GT(chosen, 0u);
+    {
+        auto store = ModelStore::open(info, layout);
+        ASSERT_TRUE(store) << store.error().message;
+        run_tokens(info, **store, 2);
+    }
+    CoactivationStats second;
+    second.reset(int(hp.n_layer), int(hp.n_expert));
+    ASSERT_TRUE(second.load(layout.experts.stats_path, model_identity(info)));
+    EXPECT_GT(second.tokens_recorded(), first.tokens_recorded());  // the next run added its own
+    {
+        std::ofstream(layout.experts.stats_path, std::ios::trunc) << "not statistics";
+        auto store = ModelStore::open(info, layout);
+        ASSERT_TRUE(store) << store.error().message;
+        EXPECT_EQ((*store)->report().warnings.size(), 1u);
     }
 }
 

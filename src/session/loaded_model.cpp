@@ -100,6 +100,11 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
                 experts.stats_path = expert_statistics_path(*dir, m->info);
             }
         }
+    } else if (options.expert_statistics && m->info.hparams && m->info.hparams->is_moe()) {
+        // Kept by the store itself: the router's choices of resident runs teach plans too.
+        if (auto dir = profile_cache_dir()) {
+            layout.experts.stats_path = expert_statistics_path(*dir, m->info);
+        }
     }
     STRATA_ASSIGN(auto store, ModelStore::open(m->info, layout, ro));
     m->loaded_bytes = store->resident_bytes();

@@ -1,6 +1,7 @@
 #include "store/model_store.h"
 
 #include <cstdio>
+#include <fstream>
 
 namespace strata {
 
@@ -102,6 +103,18 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
         STRATA_ASSIGN(s->cache_,
                       ExpertCache::create(info, groups_of(info, layout, Residence::ExpertCache),
                                           layout.experts, s->reader_, s->stats_));
+    } else if (!layout.experts.stats_path.empty() && info.hparams && info.hparams->is_moe()) {
+        // No expert cache to keep the routing statistics: the store keeps them itself, so that
+        // plans of this model learn its routing from resident runs too (PlanOptions::
+        // expert_counts).
+        s->routing_path_ = layout.experts.stats_path;
+        s->routing_identity_ = model_identity(info);
+        s->routing_.reset(int(info.hparams->n_layer), int(info.hparams->n_expert));
+        if (std::ifstream(s->routing_path_).good()) {
+            if (auto r = s->routing_.load(s->routing_path_, s->routing_identity_); !r) {
+                s->warnings_.push_back("ignoring the expert statistics: " + r.error().message);
+            }
+        }
     }
     s->active_.assign(size_t(s->n_layer_), LayerView{});
     s->active_experts_.assign(size_t(s->n_layer_), {});
@@ -113,6 +126,9 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
 ModelStore::~ModelStore() {
     // Reads into the ring's slots and the cache's entries end before their buffers go.
     cache_.reset();
+    if (!routing_path_.empty() && routing_.tokens_recorded() > 0) {
+        (void)routing_.save(routing_path_, routing_identity_);
+    }
     if (reader_.io) {
         ring_.drain(reader_);
         rows_.drain(reader_);
@@ -207,7 +223,11 @@ std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {
 
 void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k,
                                  std::span<const char> elsewhere) {
-    if (cache_) cache_->prepare(layer, choices, k, elsewhere);
+    if (cache_) {
+        cache_->prepare(layer, choices, k, elsewhere);
+    } else if (!routing_path_.empty()) {
+        routing_.record(layer, choices, k);
+    }
 }
 
 const TensorView* ModelStore::early_router(int layer) const {
@@ -265,6 +285,7 @@ StoreReport ModelStore::report() const {
         r.expert_layers = cache_->layer_stats();
         r.warnings = cache_->warnings();
     }
+    r.warnings.insert(r.warnings.end(), warnings_.begin(), warnings_.end());
     return r;
 }
 

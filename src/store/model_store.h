@@ -2,7 +2,8 @@
 // that serves the engine every tensor of the model wherever the layout put it:
 //   - the resident arena (store/arena.h): tensors read once at open and held;
 //   - the slot ring (store/slot_ring.h): layer groups read just before their layer runs;
-//   - the expert cache (store/expert_cache.h): routed experts read when the router picks them;
+//   - the expert cache (store/expert_cache.h): routed experts read when the router picks them
+//     (it keeps the routing statistics; without it the store keeps them itself);
 //   - the row stream (store/row_stream.h): embedding rows and LM head chunks read on demand.
 // Resident mode is a layout with everything in the arena, ffn-stream one with FFN groups in the
 // ring, expert-stream one with routed experts in the cache; any mixture a plan asks for works
@@ -15,6 +16,7 @@
 
 #include "model/model_info.h"
 #include "store/arena.h"
+#include "store/coactivation.h"
 #include "store/expert_cache.h"
 #include "store/read_set.h"
 #include "store/row_stream.h"
@@ -81,6 +83,12 @@ class ModelStore final : public WeightStore {
     std::vector<std::vector<ExpertView>> active_experts_;
     std::vector<std::optional<ExpertStack>> stacks_;  // resident_experts, by layer
     StoreStats stats_;
+    // Without an expert cache: the routing statistics the store keeps itself (saved to
+    // routing_path_ when it closes; empty path: none kept), and open's warnings.
+    CoactivationStats routing_;
+    std::string routing_path_;
+    uint64_t routing_identity_ = 0;
+    std::vector<std::string> warnings_;
 };
 
 }  // namespace strata
