@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <optional>
 #include <vector>
 
 #include "model/activation_memory.h"
@@ -425,19 +424,16 @@ double chosen_share(const Inputs& in, const std::vector<bool>& in_layer, uint64_
 }
 
 // plan.expert_cache and plan.stream of expert-stream: `experts` routed experts that stream, of
-// `unit` bytes each, through `sizes.slots` slots of `slot` bytes, the cache taking `room` bytes;
-// its hit rate among the choices that reach it (`hit_rate`, set by the caller when it knows
-// better than the cache's share of the experts).
+// `unit` bytes each, through `sizes.slots` slots of `slot` bytes, the cache taking `room` bytes
+// and serving `hit_rate` of the choices that reach it (chosen_share).
 void set_expert_stream(Plan& plan, const Inputs& in, uint64_t experts, uint64_t unit,
-                       const Sizes& sizes, uint64_t slot, uint64_t room,
-                       std::optional<double> hit_rate = std::nullopt) {
+                       const Sizes& sizes, uint64_t slot, uint64_t room, double hit_rate) {
     ExpertCachePlan& c = plan.expert_cache;
     c.experts = experts;
     c.expert_bytes = unit;
     c.experts_per_slot = in.hp.n_expert_used;
     c.capacity = unit ? std::min(c.experts, room / unit) : 0;
-    c.hit_rate = hit_rate.value_or(
-        c.experts ? static_cast<double>(c.capacity) / static_cast<double>(c.experts) : 0);
+    c.hit_rate = hit_rate;
     StreamPlan& s = plan.stream;
     s.slots = sizes.slots;
     s.lookahead = sizes.lookahead;
