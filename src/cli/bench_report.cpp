@@ -71,12 +71,17 @@ nlohmann::ordered_json experts_json(const BenchEntry& e) {
 nlohmann::ordered_json vram_experts_json(const BenchEntry& e) {
     const engine::VramExpertStats& v = *e.result.vram_experts;
     const double tokens = double(e.result.gen_tokens) * double(e.result.reps.size());
-    nlohmann::ordered_json j = {{"requests", v.requests},
-                                {"hits", v.hits},
-                                {"hit_rate", ratio(double(v.hits), double(v.requests))},
-                                {"loads", v.loads},
-                                {"loads_per_token", ratio(double(v.loads), tokens)},
-                                {"load_bytes_per_token", ratio(double(v.load_bytes), tokens)}};
+    nlohmann::ordered_json j = {
+        {"requests", v.requests},
+        {"hits", v.hits},
+        {"hit_rate", ratio(double(v.hits), double(v.requests))},
+        {"loads", v.loads},
+        {"loads_per_token", ratio(double(v.loads), tokens)},
+        {"load_bytes_per_token", ratio(double(v.load_bytes), tokens)},
+        {"prefetches_per_token", ratio(double(v.prefetches), tokens)},
+        {"prefetch_bytes_per_token", ratio(double(v.prefetch_bytes), tokens)},
+        {"prefetch_hits", v.prefetch_hits},
+        {"prefetch_accuracy", ratio(double(v.prefetch_hits), double(v.prefetches))}};
     if (e.plan) {
         j["entries"] = e.plan->gpu_memory.expert_entries;
         j["predicted_hit_rate"] = e.plan->gpu_memory.expert_hit_rate;
@@ -166,7 +171,9 @@ std::string bench_table(const BenchRecord& r) {
                  {"hit rate", Align::Right},
                  {"predicted", Align::Right},
                  {"loads/token", Align::Right},
-                 {"loaded/token", Align::Right}});
+                 {"loaded/token", Align::Right},
+                 {"guessed/token", Align::Right},
+                 {"guess accuracy", Align::Right}});
     for (const BenchEntry& e : r.entries) {
         if (!e.result.vram_experts) continue;
         const auto j = vram_experts_json(e);
@@ -174,7 +181,8 @@ std::string bench_table(const BenchRecord& r) {
         g.add_row({e.label + " (" + e.mode + ")",
                    e.plan ? format_count(e.plan->gpu_memory.expert_entries) : "-",
                    pct(j["hit_rate"]), e.plan ? pct(e.plan->gpu_memory.expert_hit_rate) : "-",
-                   format_fixed(j["loads_per_token"], 2), per_token(j["load_bytes_per_token"])});
+                   format_fixed(j["loads_per_token"], 2), per_token(j["load_bytes_per_token"]),
+                   format_fixed(j["prefetches_per_token"], 2), pct(j["prefetch_accuracy"])});
     }
     if (g.rows() > 0) out += "\n" + g.render();
     return out;

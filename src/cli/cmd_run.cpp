@@ -75,6 +75,10 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
                 " entries, hit rate " +
                 format_fixed(100.0 * double(v.hits) / double(v.requests), 1) + "%, " +
                 std::to_string(v.loads) + " loads";
+        if (v.prefetches > 0) {
+            line += ", " + std::to_string(v.prefetches) + " guesses copied, " +
+                    std::to_string(v.prefetch_hits) + " served";
+        }
     }
     return line;
 }
@@ -115,7 +119,10 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
                                  {"requests", v.requests},
                                  {"hits", v.hits},
                                  {"loads", v.loads},
-                                 {"load_bytes", v.load_bytes}};
+                                 {"load_bytes", v.load_bytes},
+                                 {"prefetches", v.prefetches},
+                                 {"prefetch_bytes", v.prefetch_bytes},
+                                 {"prefetch_hits", v.prefetch_hits}};
     }
     j["timings"] = {
         {"load_seconds", m.load_seconds},

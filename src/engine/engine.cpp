@@ -203,10 +203,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         // On the first CUDA backend: the GPU that runs the layers whose experts the CPU computes.
         for (size_t b = 0; b < e->backends_.size() && !e->vram_; ++b) {
             if (options.backends.empty() || options.backends[b].kind != BackendKind::Cuda) continue;
-            STRATA_ASSIGN(e->vram_,
-                          VramExpertCache::create(*e->backends_[b], int(hp.n_layer),
-                                                  int(hp.n_expert), options.gpu_expert_entries,
-                                                  options.gpu_expert_entry_bytes));
+            const uint32_t prefetch = std::min(hp.n_expert_used, options.gpu_expert_prefetch);
+            STRATA_ASSIGN(e->vram_, VramExpertCache::create(
+                                        *e->backends_[b], int(hp.n_layer), int(hp.n_expert),
+                                        options.gpu_expert_entries, options.gpu_expert_entry_bytes,
+                                        prefetch, e->stats_.vram_experts));
+        }
+        // The level serves the layers that its GPU runs and whose experts the CPU computes.
+        e->vram_layer_.assign(hp.n_layer, 0);
+        for (uint32_t l = 0; e->vram_ && l < hp.n_layer; ++l) {
+            Backend* lb = e->layer_backend_[l];
+            e->vram_layer_[l] =
+                lb == &e->vram_->gpu() && e->reader_of(store.experts_place(int(l)), lb) != lb;
         }
     }
     return e;
@@ -682,28 +690,19 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                          std::span<const float>(user_weights_).subspan(first, m)});
         expert_ids_.push_back(e);
     }
-    const bool vram = route_to_vram(layer, xb);
-    // A streaming store reads the next layer's likely experts while this one computes: its
-    // router applied to this hidden state (of the last token) is a cheap, usually good guess.
-    if (const TensorView* next = store_.early_router(layer + 1);
-        next && n > 0 && rb->can_read(next->where)) {
-        rb->project_to_host(*next, Act::Normed, n - 1, 1, router_logits_.data());
-        route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
-        store_.hint_experts(layer + 1, guess_);
-    }
+    const bool vram = route_to_vram(layer);
+    guess_next_layer(layer, n, rb);
     store_.prepare_experts(layer, choices, k,
                            vram ? std::span<const char>(on_gpu_) : std::span<const char>());
-    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value()));
+    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), vram));
     stats.expert_loads += jobs_.size();
     stats.token_choices += uint64_t(n * k);
     return {};
 }
 
-bool Engine::route_to_vram(int layer, Backend* xb) {
-    if (!vram_ || xb == be_ || &vram_->gpu() != be_) return false;
+bool Engine::route_to_vram(int layer) {
+    if (!vram_ || !vram_layer_[size_t(layer)]) return false;
     const size_t served = vram_->route(layer, expert_ids_, vram_views_);
-    stats_.vram_experts.requests += expert_ids_.size();
-    stats_.vram_experts.hits += served;
     if (served == 0) return false;
     on_gpu_.assign(size_t(hp_.n_expert), 0);
     for (size_t j = 0; j < jobs_.size(); ++j) {
@@ -712,20 +711,55 @@ bool Engine::route_to_vram(int layer, Backend* xb) {
     return true;
 }
 
+void Engine::guess_next_layer(int layer, int64_t n, Backend* rb) {
+    vram_guess_ = -1;
+    const int next = layer + 1;
+    if (n <= 0 || next >= int(hp_.n_layer)) return;
+    const bool for_store = store_.wants_hints(next);
+    // The level's guesses are copied from where the experts rest in RAM.
+    const bool for_vram = vram_ && vram_layer_[size_t(next)] &&
+                          store_.resident_expert(next, 0) != nullptr && vram_->prefetch_wanted();
+    if (!for_store && !for_vram) return;
+    const TensorView* router = store_.resident_router(next);
+    if (!router || !rb->can_read(router->where)) return;
+    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
+    rb->project_to_host(*router, Act::Normed, n - 1, 1, router_logits_.data());
+    route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
+    if (for_store) store_.hint_experts(next, guess_);
+    if (for_vram) vram_guess_ = next;
+}
+
+Result<void> Engine::prefetch_to_vram(int layer, int64_t n, int k) {
+    if (vram_guess_ != layer + 1) return {};
+    vram_guess_ = -1;
+    candidates_.assign(guess_.begin(), guess_.end());
+    const std::span<const int32_t> last(&choice_[size_t((n - 1) * k)], size_t(k));
+    store_.predict_experts(layer + 1, last, size_t(k), predicted_);
+    for (int32_t x : predicted_.experts) {
+        if (std::find(candidates_.begin(), candidates_.end(), x) == candidates_.end()) {
+            candidates_.push_back(x);
+        }
+    }
+    for (int32_t x : candidates_) {
+        if (const ExpertView* host = store_.resident_expert(layer + 1, x)) {
+            STRATA_TRY(vram_->prefetch(layer + 1, x, *host));
+        }
+    }
+    return {};
+}
+
 // A resident store's experts stay where they are: all of them are handed to the backend at once,
 // to run as one job. A streaming store's are computed one by one as their reads complete, each
 // released before the next is waited for. With the GPU level serving some, the GPU's share is
 // queued first and runs beside the CPU's; the CPU's partial sum then joins it on the GPU (Side,
 // free until the shared expert's turn).
-Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, bool together) {
+Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
+                                     bool split) {
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
     const auto count = [&](const ExpertView& ev, int64_t m) {
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
         figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
     };
-    const bool split = vram_ && xb != be_ && &vram_->gpu() == be_ && !vram_views_.empty() &&
-                       std::any_of(vram_views_.begin(), vram_views_.end(),
-                                   [](const ExpertView* v) { return v != nullptr; });
     const auto on_gpu = [&](size_t j) { return split && vram_views_[j] != nullptr; };
     if (split) {
         gpu_jobs_.clear();
@@ -739,15 +773,16 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         be_->experts(gpu_jobs_, Act::Normed);
         be_->end_experts(Act::Out, n);
     }
+    // With the GPU's part of this layer queued, the level may copy into any entry: the next
+    // layer's guesses go first, beside the CPU's part.
+    STRATA_TRY(prefetch_to_vram(layer, n, k));
     // Misses of the GPU level are offered to it once the CPU has them; a streaming store's
     // entry may be reused once released, so its loads land first.
+    const bool level = vram_ && vram_layer_[size_t(layer)];
     const auto offer = [&](int e, const ExpertView& host) -> Result<void> {
-        if (!vram_ || xb == be_ || &vram_->gpu() != be_) return {};
+        if (!level) return {};
         STRATA_ASSIGN(const bool loading, vram_->offer(layer, e, host));
-        if (!loading) return {};
-        ++stats_.vram_experts.loads;
-        stats_.vram_experts.load_bytes += expert_entry_bytes(host);
-        if (!together) vram_->gpu().wait_expert_loads();
+        if (loading && !together) vram_->gpu().wait_expert_loads();
         return {};
     };
     xb->begin_experts(n, k, split);

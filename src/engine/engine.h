@@ -60,6 +60,8 @@ struct EngineOptions {
     // first CUDA backend, for the routed experts the CPU computes; 0: none.
     uint32_t gpu_expert_entries = 0;
     uint64_t gpu_expert_entry_bytes = 0;
+    // Guesses of the next layer's experts it copies ahead, at most this many a layer (0: none).
+    uint32_t gpu_expert_prefetch = 0;
 };
 
 // Where the time of a forward pass goes, by kind of operator.
@@ -190,10 +192,19 @@ class Engine {
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
     // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
-    Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together);
+    // `split`: the GPU level serves some (route_to_vram said so).
+    Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
+                                 bool split);
     // Marks in on_gpu_ the experts the GPU level serves for this batch (vram_views_ by job);
     // false when it serves none.
-    bool route_to_vram(int layer, Backend* xb);
+    bool route_to_vram(int layer);
+    // Guesses of the experts layer + 1 will choose, from its router applied to the last
+    // token's input of this layer (rb's Normed): into guess_ for the store when it reads
+    // them ahead, and for the GPU level when it takes guesses for that layer.
+    void guess_next_layer(int layer, int64_t n, Backend* rb);
+    // The GPU level copies the guesses for layer + 1 and, after them, the experts that followed
+    // this layer's choices (of the last token) in the routing statistics.
+    Result<void> prefetch_to_vram(int layer, int64_t n, int k);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
     // True when this batch's projections and FFN of the layer being run, which the CPU holds,
     // go to shipper_ (Backend::linear_shipped).
@@ -255,8 +266,12 @@ class Engine {
     std::vector<int> expert_ids_;
     RoutingScratch routing_;
     std::unique_ptr<VramExpertCache> vram_;      // the GPU level of the expert cache, or null
+    std::vector<char> vram_layer_;               // per layer: the GPU level serves its experts
     std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
     std::vector<char> on_gpu_;                   // per expert: served by the GPU level
+    int vram_guess_ = -1;              // the layer guess_ holds a guess for the GPU level of, or -1
+    std::vector<int32_t> candidates_;  // prefetch_to_vram's
+    CoactivationStats::Prediction predicted_;  // and the statistics' prediction
 };
 
 // The layer function of an architecture family, nullptr when strata cannot run it.

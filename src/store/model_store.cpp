@@ -230,10 +230,43 @@ void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, in
     }
 }
 
-const TensorView* ModelStore::early_router(int layer) const {
-    if (!cache_ || !cache_->prefetching() || !cache_->serves(layer)) return nullptr;
+const TensorView* ModelStore::resident_router(int layer) const {
+    if (layer < 0 || layer >= n_layer_ || ring_.streams(layer)) return nullptr;
     const TensorView& r = views_.layers[size_t(layer)].weight(TensorRole::MoeRouter);
     return r.present() ? &r : nullptr;
+}
+
+const ExpertView* ModelStore::resident_expert(int layer, int expert) const {
+    if (layer < 0 || size_t(layer) >= views_.experts.size() || (cache_ && cache_->serves(layer)) ||
+        ring_.streams(layer) || expert < 0 ||
+        size_t(expert) >= views_.experts[size_t(layer)].size()) {
+        return nullptr;
+    }
+    const ExpertView& ev = views_.experts[size_t(layer)][size_t(expert)];
+    if (!ev.gate.present() || !ev.up.present() || !ev.down.present() ||
+        ev.gate.where.kind == MemoryKind::Device) {
+        return nullptr;
+    }
+    return &ev;
+}
+
+bool ModelStore::wants_hints(int layer) const {
+    return cache_ && cache_->prefetching() && cache_->serves(layer);
+}
+
+void ModelStore::predict_experts(int layer, std::span<const int32_t> previous, size_t count,
+                                 CoactivationStats::Prediction& out) const {
+    const CoactivationStats* s = nullptr;
+    if (cache_) {
+        s = &cache_->coactivation();
+    } else if (!routing_path_.empty()) {
+        s = &routing_;
+    }
+    if (!s || s->tokens_recorded() == 0 || layer <= 0 || layer >= s->n_layer()) {
+        out.experts.clear();
+        return;
+    }
+    s->predict(layer, previous, count, out);
 }
 
 Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {

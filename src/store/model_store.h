@@ -44,7 +44,11 @@ class ModelStore final : public WeightStore {
                          std::span<const char> elsewhere) override;
     std::optional<ExpertStack> resident_experts(int layer) const override;
     MemoryPlace experts_place(int layer) const override;
-    const TensorView* early_router(int layer) const override;
+    const TensorView* resident_router(int layer) const override;
+    const ExpertView* resident_expert(int layer, int expert) const override;
+    bool wants_hints(int layer) const override;
+    void predict_experts(int layer, std::span<const int32_t> previous, size_t count,
+                         CoactivationStats::Prediction& out) const override;
     Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
     int head_pieces() const override;
     Result<const TensorView*> acquire_head_piece(int piece, int64_t& first_row) override;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "model/tensor_view.h"
+#include "store/coactivation.h"
 #include "store/store_report.h"
 #include "util/result.h"
 
@@ -75,12 +76,27 @@ class WeightStore {
     // level of the cache) and will not be acquired: counted, not read.
     virtual void prepare_experts(int /*layer*/, std::span<const int32_t> /*choices*/, int /*k*/,
                                  std::span<const char> /*elsewhere*/) {}
-    // A resident router the engine may apply early, to an earlier hidden state, to guess which
-    // experts `layer` will choose and say so with hint_experts; nullptr: no guesses wanted.
-    virtual const TensorView* early_router(int /*layer*/) const { return nullptr; }
+    // The router of `layer` when it stays where it is for the whole run, so the engine may apply
+    // it early, to an earlier hidden state, to guess which experts `layer` will choose; nullptr
+    // otherwise.
+    virtual const TensorView* resident_router(int /*layer*/) const { return nullptr; }
+    // One routed expert of `layer` when it stays in host memory for the whole run (so it may be
+    // copied elsewhere without acquiring it); nullptr otherwise.
+    virtual const ExpertView* resident_expert(int /*layer*/, int /*expert*/) const {
+        return nullptr;
+    }
+    // Whether the store reads ahead the experts hint_experts names for `layer`.
+    virtual bool wants_hints(int /*layer*/) const { return false; }
     // A guess of the experts `layer` will choose; the store may read them ahead. Only a hint:
     // never relied on.
     virtual void hint_experts(int /*layer*/, std::span<const int32_t> /*experts*/) {}
+    // The experts of `layer` that most often followed `previous` (one token's choices in
+    // layer - 1) in the routing statistics the store keeps, best first, at most `count`, in
+    // out.experts; none when it keeps none.
+    virtual void predict_experts(int /*layer*/, std::span<const int32_t> /*previous*/,
+                                 size_t /*count*/, CoactivationStats::Prediction& out) const {
+        out.experts.clear();
+    }
 
     virtual const StoreStats& stats() const = 0;
     virtual void reset_stats() = 0;

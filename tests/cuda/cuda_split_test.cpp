@@ -148,8 +148,10 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
                                          bool decode = true, size_t prompt_tokens = 12,
                                          uint64_t* shipped = nullptr,
                                          int64_t* device_bytes = nullptr,
-                                         engine::VramExpertStats* level = nullptr) {
+                                         engine::VramExpertStats* level = nullptr,
+                                         uint32_t gpu_prefetch = 0) {
     ModelLoadOptions options;
+    options.engine.gpu_expert_prefetch = gpu_prefetch;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
     options.engine.max_batch = batch;
@@ -457,6 +459,43 @@ TEST_P(CudaSplitGpuExpertCache, GivesTheLogitsOfTheCpu) {
         static_cast<unsigned long long>(level.hits),
         static_cast<unsigned long long>(level.requests),
         static_cast<unsigned long long>(level.loads), worst, tol);
+}
+
+// Its prefetch, asked for (2 guesses a layer): with room for a ring of guesses beside the
+// policy's entries (12 entries: 8 for the policy, 4 for two layers' guesses of 2), the first
+// layer's input guesses the experts the second will choose and the level copies them ahead; the
+// logits stay the CPU's. Both runs follow one fixed routing (evaluate), which the guesses, made
+// by the router, do not know: they serve less often than they would, but every path runs.
+TEST(CudaSplitGpuExpertCache, CopiesTheNextLayersGuessesAhead) {
+    STRATA_REQUIRE_GPU();
+    for (const char* preset : {"tiny-moe", "tiny-qwen3moe"}) {
+        const std::string& path = test::synth_test_model(preset, TensorType::Q8_0, 1, 0);
+        const ModelInfo info = info_of(path);
+        ASSERT_TRUE(info.hparams);
+        Plan plan = split_plan(info, GpuSplit::Experts, false);
+        ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
+        ASSERT_EQ(plan.cpu_expert_layers, 2u) << plan.reason;
+        plan.gpu_memory.expert_entries = 12;
+        const auto cpu = evaluate(path, std::nullopt);
+        engine::VramExpertStats level;
+        const auto split =
+            evaluate(path, plan, false, kBatch, true, 12, nullptr, nullptr, &level, 2);
+        ASSERT_EQ(cpu.size(), split.size());
+        constexpr double tol = 6e-2;
+        const double worst = worst_error(split, cpu, tol);
+        EXPECT_GT(level.prefetches, 0u);
+        EXPECT_LE(level.prefetch_hits, level.hits);
+        EXPECT_EQ(level.prefetch_bytes, level.prefetches * plan_detail::expert_entry_bytes(info));
+        std::printf(
+            "%-14s expert split, GPU expert cache of 12 with prefetch: %llu of %llu chosen "
+            "experts served by it, %llu loads, %llu guesses copied, %llu of them served; worst "
+            "relative error %.2e (bound %.0e)\n",
+            preset, static_cast<unsigned long long>(level.hits),
+            static_cast<unsigned long long>(level.requests),
+            static_cast<unsigned long long>(level.loads),
+            static_cast<unsigned long long>(level.prefetches),
+            static_cast<unsigned long long>(level.prefetch_hits), worst, tol);
+    }
 }
 
 // --gpu-mem is a ceiling: what a split's engine holds on the device after a prompt (shipped) and
