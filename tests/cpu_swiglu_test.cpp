@@ -29,7 +29,8 @@ TEST(CpuSwiglu, MatchesDoublePrecisionWithinAFewUlps) {
             up.push_back(nd(rng));
         }
     }
-    for (float g : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 104.0f, -104.0f, 300.0f, -300.0f}) {
+    for (float g :
+         {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 104.0f, -104.0f, 300.0f, -300.0f}) {
         gate.push_back(g);
         up.push_back(1.5f);
     }
@@ -41,8 +42,8 @@ TEST(CpuSwiglu, MatchesDoublePrecisionWithinAFewUlps) {
         // and e^x moves by |x| ulp of x's rounding. Where e^g is below the normal floats
         // (g < -87.3) it counts as 0: silu(g) is then within |g| 2^-126 of 0.
         const double gu = std::fabs(double(gate[i]) * double(up[i]));
-        const double tol = (8e-7 + 1.2e-7 * std::fabs(double(gate[i]))) * std::fabs(want) +
-                           gu * 1.2e-38 + 1e-37;
+        const double tol =
+            (8e-7 + 1.2e-7 * std::fabs(double(gate[i]))) * std::fabs(want) + gu * 1.2e-38 + 1e-37;
         EXPECT_NEAR(out[i], want, tol) << "gate " << gate[i] << " up " << up[i];
     }
 }

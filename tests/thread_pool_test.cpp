@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -53,6 +54,41 @@ TEST(ThreadPool, ManySmallJobsInARow) {
             sum.fetch_add(s);
         });
         ASSERT_EQ(sum.load(), 10000 * 9999 / 2);
+    }
+}
+
+// A caller's task runs once, on the calling thread, at the start of the next job the workers
+// share, while they take its chunks (here: all of them, as the task waits until they have); a
+// job the caller does alone (one thread, or one chunk) leaves it to finish_caller_task; no task
+// runs twice.
+TEST(ThreadPool, ACallersTaskRunsOnceOnTheCallerBesideTheNextJob) {
+    for (int n : {1, 3}) {
+        ThreadPool pool(n);
+        const std::thread::id caller = std::this_thread::get_id();
+        std::atomic<int64_t> done{0};
+        int runs = 0;
+        int64_t seen_done = -1;
+        const auto task = [&] {
+            ++runs;
+            EXPECT_EQ(std::this_thread::get_id(), caller);
+            while (done.load() < 100) std::this_thread::yield();  // the workers finish meanwhile
+            seen_done = done.load();
+        };
+        pool.caller_first(task);
+        pool.parallel_for(100, 1, [&](int64_t b, int64_t e, int) { done.fetch_add(e - b); });
+        EXPECT_EQ(runs, n > 1 ? 1 : 0);
+        EXPECT_EQ(done.load(), 100);
+        pool.finish_caller_task();
+        EXPECT_EQ(runs, 1);
+        EXPECT_EQ(seen_done, 100);
+        pool.run([](int, int) {});
+        EXPECT_EQ(runs, 1);
+        pool.caller_first(task);
+        pool.parallel_for(1, 8, [](int64_t, int64_t, int) {});  // the caller's alone: no run()
+        EXPECT_EQ(runs, 1);
+        done.store(100);
+        pool.finish_caller_task();
+        EXPECT_EQ(runs, 2);
     }
 }
 

@@ -30,6 +30,7 @@
 #include "model/kv_layout.h"
 #include "model/rope.h"
 #include "model/tensor_view.h"
+#include "util/function_ref.h"
 #include "util/result.h"
 
 namespace strata {
@@ -163,6 +164,13 @@ class Backend {
     // out = rows first_row.. of `in` times W^T, into host memory (router logits, rows x W.rows()).
     virtual void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
                                  float* out) = 0;
+    // Both projections of the same rows (a layer's router and the next layer's, applied early):
+    // a backend may read `in` once and run them as one job. By default one after the other.
+    virtual void project_pair_to_host(const TensorView& a, const TensorView& b, Act in,
+                                      int64_t first_row, int64_t rows, float* out_a, float* out_b) {
+        project_to_host(a, in, first_row, rows, out_a);
+        project_to_host(b, in, first_row, rows, out_b);
+    }
 
     // Routed experts for a batch of n tokens with k choices each: begin_experts, then one
     // `expert` call for each chosen expert with the (token * k + choice) slots that chose it and
@@ -179,6 +187,14 @@ class Backend {
     // what it does by default.
     virtual void experts(std::span<const ExpertJob> jobs, Act in) {
         for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
+    }
+    // experts(), with `beside`: host work the calling thread does while the backend's own
+    // workers start on the jobs (the CPU's pool, which the caller joins once it is done), so
+    // that it costs the step no time of its own. By default it runs first.
+    virtual void experts_beside(std::span<const ExpertJob> jobs, Act in,
+                                FunctionRef<void()> beside) {
+        beside();
+        experts(jobs, in);
     }
     virtual void end_experts(Act out, int64_t n) = 0;
 

@@ -11,9 +11,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
     cmd.add_flag("--no-prefetch", f.no_prefetch,
                  "Expert-stream: read only the experts the router picked, no guesses");
     cmd.add_option("--gpu-expert-prefetch", f.gpu_expert_prefetch,
-                   "GPU expert cache: copy up to N guesses of the next layer's experts ahead, "
-                   "a layer (0: none; measured, the copies' host time outweighed the CPU time "
-                   "their hits saved)")
+                   "GPU expert cache: copy up to N guesses of the next layer's experts ahead "
+                   "while each layer computes (0: none)")
         ->capture_default_str();
     cmd.add_option("--cache-policy", f.cache_policy,
                    "Expert-stream cache eviction: auto (LRU for a cache larger than one token's "

@@ -187,6 +187,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         e->on_gpu_.reserve(n_expert);
         e->expert_ids_.reserve(n_expert);
         e->guess_.resize(k);
+        e->next_logits_.resize(n_expert);
         e->guess_weight_.resize(k);
         e->routing_.probs.reserve(n_expert);
         e->routing_.order.reserve(n_expert);
@@ -660,7 +661,15 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     Backend* rb = reader_of(router.where, xb);
     if (!rb) return err("no backend can read the router of layer ", std::to_string(layer));
     if (rb != xb) cross(Act::Normed, xb, rb, n);
-    rb->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
+    // The next layer's router applied to this input (its last token's) guesses which experts it
+    // will choose; for one token, in one pass with this layer's router.
+    if (const TensorView* next = next_router(layer, n, rb); next && n == 1) {
+        rb->project_pair_to_host(router, *next, Act::Normed, 0, 1, router_logits_.data(),
+                                 next_logits_.data());
+    } else {
+        rb->project_to_host(router, Act::Normed, 0, n, router_logits_.data());
+        if (next) rb->project_to_host(*next, Act::Normed, n - 1, 1, next_logits_.data());
+    }
     for (int64_t t = 0; t < n; ++t) {
         const float* logits = &router_logits_[size_t(t * cfg.n_expert)];
         if (cfg.forced) {
@@ -691,7 +700,10 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         expert_ids_.push_back(e);
     }
     const bool vram = route_to_vram(layer);
-    guess_next_layer(layer, n, rb);
+    if (guess_for_store_) {
+        guess_next_layer();
+        store_.hint_experts(layer + 1, guess_);
+    }
     store_.prepare_experts(layer, choices, k,
                            vram ? std::span<const char>(on_gpu_) : std::span<const char>());
     STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), vram));
@@ -711,27 +723,34 @@ bool Engine::route_to_vram(int layer) {
     return true;
 }
 
-void Engine::guess_next_layer(int layer, int64_t n, Backend* rb) {
+const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
+    guess_for_store_ = guessed_ = false;
     vram_guess_ = -1;
     const int next = layer + 1;
-    if (n <= 0 || next >= int(hp_.n_layer)) return;
+    if (n <= 0 || next >= int(hp_.n_layer)) return nullptr;
     const bool for_store = store_.wants_hints(next);
     // The level's guesses are copied from where the experts rest in RAM.
     const bool for_vram = vram_ && vram_layer_[size_t(next)] &&
                           store_.resident_expert(next, 0) != nullptr && vram_->prefetch_wanted();
-    if (!for_store && !for_vram) return;
+    if (!for_store && !for_vram) return nullptr;
     const TensorView* router = store_.resident_router(next);
-    if (!router || !rb->can_read(router->where)) return;
-    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
-    rb->project_to_host(*router, Act::Normed, n - 1, 1, router_logits_.data());
-    route_token(router_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
-    if (for_store) store_.hint_experts(next, guess_);
+    if (!router || !rb->can_read(router->where)) return nullptr;
+    guess_for_store_ = for_store;
     if (for_vram) vram_guess_ = next;
+    return router;
+}
+
+void Engine::guess_next_layer() {
+    if (guessed_) return;
+    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
+    route_token(next_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
+    guessed_ = true;
 }
 
 Result<void> Engine::prefetch_to_vram(int layer, int64_t n, int k) {
     if (vram_guess_ != layer + 1) return {};
     vram_guess_ = -1;
+    guess_next_layer();
     candidates_.assign(guess_.begin(), guess_.end());
     const std::span<const int32_t> last(&choice_[size_t((n - 1) * k)], size_t(k));
     store_.predict_experts(layer + 1, last, size_t(k), predicted_);
@@ -774,8 +793,9 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         be_->end_experts(Act::Out, n);
     }
     // With the GPU's part of this layer queued, the level may copy into any entry: the next
-    // layer's guesses go first, beside the CPU's part.
-    STRATA_TRY(prefetch_to_vram(layer, n, k));
+    // layer's guesses go first, while the CPU's workers start on its part.
+    Result<void> prefetched;
+    const auto prefetch = [&] { prefetched = prefetch_to_vram(layer, n, k); };
     // Misses of the GPU level are offered to it once the CPU has them; a streaming store's
     // entry may be reused once released, so its loads land first.
     const bool level = vram_ && vram_layer_[size_t(layer)];
@@ -786,6 +806,10 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         return {};
     };
     xb->begin_experts(n, k, split);
+    if (!together) {
+        prefetch();
+        STRATA_TRY(prefetched);
+    }
     cpu_jobs_.clear();
     for (size_t j = 0; j < jobs_.size(); ++j) {
         if (on_gpu(j)) continue;
@@ -801,7 +825,8 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         store_.release_expert(layer, e);
     }
     if (together) {
-        xb->experts(cpu_jobs_, Act::Normed);
+        xb->experts_beside(cpu_jobs_, Act::Normed, prefetch);
+        STRATA_TRY(prefetched);
         for (size_t j = 0; j < jobs_.size(); ++j) {
             if (on_gpu(j)) continue;
             STRATA_TRY(offer(expert_ids_[j], jobs_[j].expert));

@@ -61,7 +61,7 @@ struct EngineOptions {
     uint32_t gpu_expert_entries = 0;
     uint64_t gpu_expert_entry_bytes = 0;
     // Guesses of the next layer's experts it copies ahead, at most this many a layer (0: none).
-    uint32_t gpu_expert_prefetch = 0;
+    uint32_t gpu_expert_prefetch = kDefaultGpuExpertPrefetch;
 };
 
 // Where the time of a forward pass goes, by kind of operator.
@@ -198,10 +198,13 @@ class Engine {
     // Marks in on_gpu_ the experts the GPU level serves for this batch (vram_views_ by job);
     // false when it serves none.
     bool route_to_vram(int layer);
-    // Guesses of the experts layer + 1 will choose, from its router applied to the last
-    // token's input of this layer (rb's Normed): into guess_ for the store when it reads
-    // them ahead, and for the GPU level when it takes guesses for that layer.
-    void guess_next_layer(int layer, int64_t n, Backend* rb);
+    // The router of layer + 1 when its experts are to be guessed, from that router applied to
+    // the last token's input of this layer (rb's Normed, into next_logits_): for the store when
+    // it reads them ahead (guess_for_store_), for the GPU level when it takes guesses for that
+    // layer (vram_guess_); null when neither.
+    const TensorView* next_router(int layer, int64_t n, Backend* rb);
+    // The guess from next_logits_, into guess_ (once a layer).
+    void guess_next_layer();
     // The GPU level copies the guesses for layer + 1 and, after them, the experts that followed
     // this layer's choices (of the last token) in the routing statistics.
     Result<void> prefetch_to_vram(int layer, int64_t n, int k);
@@ -269,7 +272,9 @@ class Engine {
     std::vector<char> vram_layer_;               // per layer: the GPU level serves its experts
     std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
     std::vector<char> on_gpu_;                   // per expert: served by the GPU level
-    int vram_guess_ = -1;              // the layer guess_ holds a guess for the GPU level of, or -1
+    std::vector<float> next_logits_;  // the next layer's router on this layer's last input
+    bool guess_for_store_ = false, guessed_ = false;
+    int vram_guess_ = -1;              // the layer the GPU level takes guesses for now, or -1
     std::vector<int32_t> candidates_;  // prefetch_to_vram's
     CoactivationStats::Prediction predicted_;  // and the statistics' prediction
 };

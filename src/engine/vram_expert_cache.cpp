@@ -83,7 +83,6 @@ size_t VramExpertCache::route(int layer, std::span<const int> experts,
                               std::vector<const ExpertView*>& views) {
     if (!in_flight_.empty()) collect_landed();
     loads_this_layer_ = 0;
-    allowed_ = prefetched_ = 0;
     for (uint32_t e : served_list_) served_[e] = 0;
     served_list_.clear();
     served_ring_.clear();
@@ -173,7 +172,7 @@ Result<bool> VramExpertCache::offer(int layer, int expert, const ExpertView& hos
 }
 
 bool VramExpertCache::prefetch_wanted() {
-    allowed_ = 0;
+    allowed_ = prefetched_ = 0;
     if (ring_.empty()) return false;
     const double judged = used_ + wasted_;
     if (judged < 8 || used_ >= kMinVramPrefetchAccuracy * judged) {

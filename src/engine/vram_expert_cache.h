@@ -18,8 +18,9 @@
 // kMaxLoadsPerLayer loads start per layer and kMaxLoadsInFlight are in flight, so the bus is never
 // flooded: a new expert takes some tokens to earn its place, as a popular one keeps it.
 //
-// Prefetch (asked for: EngineOptions::gpu_expert_prefetch guesses a layer): a few entries (two
-// layers' worth of guesses) stand apart from the policy's as a ring. While layer L computes, the
+// Prefetch (EngineOptions::gpu_expert_prefetch guesses a layer, kDefaultGpuExpertPrefetch unless
+// asked otherwise): a few entries (two layers' worth of guesses) stand apart from the policy's as
+// a ring. While layer L computes, the
 // engine guesses the experts layer L+1 will choose (its router applied to L's input, then the
 // co-activation statistics: experts of L+1 that followed L's choices) and prefetch() copies those
 // the level lacks into the ring's next entries. When L+1 chooses one and its copy has landed, the
@@ -27,10 +28,11 @@
 // moves into the policy's part (the two entries swap roles: no copy). A wrong or late guess costs
 // bus time only, never the CPU's work nor a popular entry; guesses run only while at least
 // kMinVramPrefetchAccuracy of them serve (a decaying count; below it one layer in
-// kVramPrefetchProbeEvery keeps measuring). It is off by default: measured on a 16-core host beside
-// an H100 (Qwen3-30B-A3B shape), 4 guesses a layer served 64% of the time and raised the level's
-// hit rate from 10% to 41%, but the guess (the next router on the CPU) and the copies' queueing
-// took the host as long as the CPU time the hits saved, both on the decode step's critical path.
+// kVramPrefetchProbeEvery keeps measuring). The host's part costs the step little: the guess is
+// computed in one pass with the layer's own router, and the copies are queued by the calling
+// thread while the CPU's workers start on the layer's experts (Backend::experts_beside).
+// Measured on a 16-core host beside an H100 (Qwen3-30B-A3B shape, the level's default room),
+// 4 guesses a layer served 64% of the time and raised its hit rate from 10% to 40%.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@ inline constexpr uint32_t kMaxLoadsInFlight = 16;
 // An expert chosen fewer times than this lately is not loaded, even into a free entry: once is
 // what most experts are chosen, and loading each would fill the bus with copies that rarely pay.
 inline constexpr uint32_t kMinLoadFrequency = 2;
+inline constexpr uint32_t kDefaultGpuExpertPrefetch = 4;
 inline constexpr double kMinVramPrefetchAccuracy = 0.4;
 inline constexpr uint32_t kVramPrefetchProbeEvery = 32;
 
@@ -100,7 +103,8 @@ class VramExpertCache {
     // of the layer routed last is queued: the entry it takes may be one that work reads.
     Result<bool> offer(int layer, int expert, const ExpertView& host);
 
-    // Whether to guess the next layer's experts now (asked once a layer: a probe is counted).
+    // Whether to guess the next layer's experts now (asked once a layer, before its prefetch()
+    // calls, which it allows: a probe is counted).
     bool prefetch_wanted();
     // A guess that `layer` (the next) will choose `expert`, in host memory at `host` (unchanged
     // until the copy lands): copied into the ring unless the level has it or the layer's

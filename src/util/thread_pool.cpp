@@ -57,8 +57,16 @@ void ThreadPool::worker_loop(int index) {
     }
 }
 
+void ThreadPool::finish_caller_task() {
+    if (!caller_task_) return;
+    const FunctionRef<void()> task = *caller_task_;
+    caller_task_.reset();
+    task();
+}
+
 void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     if (n_threads_ == 1) {
+        finish_caller_task();
         fn(0, 1);
         return;
     }
@@ -66,6 +74,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     pending_.store(n_threads_ - 1, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_acq_rel);
     generation_.notify_all();
+    finish_caller_task();
     fn(0, n_threads_);
     int left = pending_.load(std::memory_order_acquire);
     for (int spin = 0; left != 0 && spin < kSpinRounds; ++spin) {

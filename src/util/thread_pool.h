@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,14 @@ class ThreadPool {
     void parallel_for(int64_t n, int64_t grain,
                       FunctionRef<void(int64_t begin, int64_t end, int thread)> fn);
 
+    // `task` runs on the calling thread at the start of the next run(), before the caller's
+    // share of that job, while the workers start on it: with parallel_for's chunks going to
+    // whoever is free, the job takes about as long as without it. It must outlive that run;
+    // finish_caller_task() runs it when no run() has (a job small enough for the caller alone).
+    // It must not use this pool.
+    void caller_first(FunctionRef<void()> task) { caller_task_ = task; }
+    void finish_caller_task();
+
   private:
     void worker_loop(int index);
 
@@ -40,6 +49,7 @@ class ThreadPool {
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
+    std::optional<FunctionRef<void()>> caller_task_;
 };
 
 // Physical cores available to this process (hyper-threads of one core count once), at least 1.

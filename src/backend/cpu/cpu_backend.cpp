@@ -208,6 +208,12 @@ class CpuBackend final : public Backend {
         cpu::linear(w, nullptr, act(in) + first_row * hp_.n_embd, out, rows, pool_);
     }
 
+    void project_pair_to_host(const TensorView& a, const TensorView& b, Act in, int64_t first_row,
+                              int64_t rows, float* out_a, float* out_b) override {
+        const cpu::LinearOut outs[] = {{&a, nullptr, out_a}, {&b, nullptr, out_b}};
+        cpu::linear_multi(outs, act(in) + first_row * hp_.n_embd, rows, pool_);
+    }
+
     void begin_experts(int64_t n, int k, bool some_slots) override {
         experts_k_ = k;
         const size_t values = size_t(n * k * hp_.n_embd);
@@ -244,6 +250,13 @@ class CpuBackend final : public Backend {
             run_experts(jobs.subspan(i, j - i), total, in);
             i = j;
         }
+    }
+
+    void experts_beside(std::span<const ExpertJob> jobs, Act in,
+                        FunctionRef<void()> beside) override {
+        pool_.caller_first(beside);
+        experts(jobs, in);
+        pool_.finish_caller_task();  // no job reached the workers
     }
 
     // jobs (of one shape, `total` slots, at most rows_ unless one job alone) in one job: gate
