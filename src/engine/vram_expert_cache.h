@@ -20,17 +20,17 @@
 //
 // Prefetch (EngineOptions::gpu_expert_prefetch guesses a layer, kDefaultGpuExpertPrefetch unless
 // asked otherwise): a few entries (two layers' worth of guesses) stand apart from the policy's as
-// a ring. While layer L computes, the
-// engine guesses the experts layer L+1 will choose (its router applied to L's input, then the
-// co-activation statistics: experts of L+1 that followed L's choices) and prefetch() copies those
-// the level lacks into the ring's next entries. When L+1 chooses one and its copy has landed, the
-// GPU computes it, as a hit; an expert served so that is chosen more often than the policy's victim
-// moves into the policy's part (the two entries swap roles: no copy). A wrong or late guess costs
-// bus time only, never the CPU's work nor a popular entry; guesses run only while at least
-// kMinVramPrefetchAccuracy of them serve (a decaying count; below it one layer in
-// kVramPrefetchProbeEvery keeps measuring). The host's part costs the step little: the guess is
-// computed in one pass with the layer's own router, and the copies are queued by the calling
-// thread while the CPU's workers start on the layer's experts (Backend::experts_beside).
+// a ring. While layer L computes, the engine guesses the experts layer L+1 will choose (its router
+// applied to L's input, then the co-activation statistics: experts of L+1 that followed L's
+// choices) and prefetch() copies those the level lacks into the ring's next entries. When L+1
+// chooses one and its copy has landed, the GPU computes it, as a hit; an expert served so that is
+// chosen more often than the policy's victim moves into the policy's part (the two entries swap
+// roles: no copy). A wrong or late guess costs bus and RAM bandwidth only, never the CPU's work
+// nor a popular entry; guesses run only while at least kMinVramPrefetchAccuracy of them serve (a
+// decaying count; below it one layer in kVramPrefetchProbeEvery keeps measuring). The host's part
+// costs the step little: the guess is computed in one pass with the layer's own router, and the
+// copies are queued by the calling thread while the CPU's workers start on the layer's experts
+// (Backend::experts_beside).
 // Measured on a 16-core host beside an H100 (Qwen3-30B-A3B shape, the level's default room),
 // 4 guesses a layer served 64% of the time and raised its hit rate from 10% to 40%.
 #pragma once
@@ -124,9 +124,9 @@ class VramExpertCache {
     bool copy_room();
     // `entry` forgets its expert and takes `host`'s for `k`, loading.
     Result<void> load(size_t entry, size_t k, const ExpertView& host);
-    // After a route: the ring's entries that served a guess join the policy's part when their
-    // expert beats its victim (entries served by this route stay where they are), and the
-    // guesses for `layer` that did not serve count as wasted.
+    // After a route: the ring's entries it served join the policy's part when their expert beats
+    // the policy's victim (never one this route served), and the guesses for `layer` that did not
+    // serve count as wasted.
     void settle_guesses(int layer);
     void judge(bool used);
 
@@ -148,8 +148,8 @@ class VramExpertCache {
     std::vector<uint32_t> ring_;
     std::vector<int32_t> ring_place_;
     std::vector<char> guess_, served_;
-    std::vector<uint32_t> served_list_,
-        served_ring_;  // the last route()'s served, of those the ring's
+    // The entries the last route() served, and those of them in the ring.
+    std::vector<uint32_t> served_list_, served_ring_;
     size_t ring_next_ = 0;
     uint32_t per_layer_ = 0, allowed_ = 0, prefetched_ = 0;  // this layer's guesses: allowed, made
     double used_ = 0, wasted_ = 0;                           // decaying counts of judged guesses
