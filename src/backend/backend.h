@@ -108,9 +108,29 @@ struct BackendConfig {
     uint64_t prompt_staging = 0;
 };
 
-class Backend {
+// Memory for the GPU level of the expert cache (engine/vram_expert_cache.h): entries of one routed
+// expert each, filled from host memory on a copy engine beside compute. An entry holds the
+// expert's gate, up and down matrices, each at an offset aligned to kExpertEntryAlign
+// (expert_entry_bytes). Every Backend is one (the CPU's keeps none); the level sees only this.
+class ExpertEntryMemory {
   public:
-    virtual ~Backend() = default;
+    virtual ~ExpertEntryMemory() = default;
+    // Allocates `entries` entries of `entry_bytes` once. An error where the backend keeps none
+    // (the CPU's) or its memory does not hold them.
+    virtual Result<void> reserve_expert_entries(uint64_t entry_bytes, uint32_t entries) = 0;
+    // Queues a copy of `from` (host memory, unchanged until the copy lands) into entry `entry`,
+    // after every operation queued so far (which may still read the entry's old expert), and
+    // returns the view of the entry, to compute with once expert_entry_ready says so.
+    virtual Result<ExpertView> load_expert_entry(uint32_t entry, const ExpertView& from) = 0;
+    // True once the entry's last copy has landed (never waits).
+    virtual bool expert_entry_ready(uint32_t entry) = 0;
+    // Waits until every copy queued has landed: their host memory may be reused after.
+    virtual void wait_expert_loads() = 0;
+};
+
+class Backend : public ExpertEntryMemory {
+  public:
+    ~Backend() override = default;
 
     // "cpu", "cuda:0", ...
     virtual std::string_view name() const = 0;
@@ -238,25 +258,15 @@ class Backend {
     // own pieces. By default nothing: each shipped operation copies its own.
     virtual void ship_ahead(std::span<const TensorView* const> /*views*/) {}
 
-    // --- The GPU level of the expert cache (engine/vram_expert_cache.h): entries of one routed
-    // expert each in this backend's memory, filled from host memory on a copy engine beside
-    // compute. An entry holds the expert's gate, up and down matrices, each at an offset
-    // aligned to kExpertEntryAlign (expert_entry_bytes).
-    // Allocates `entries` entries of `entry_bytes` once. An error where the backend keeps none
-    // (the CPU's) or its memory does not hold them.
-    virtual Result<void> reserve_expert_entries(uint64_t /*entry_bytes*/, uint32_t /*entries*/) {
+    // --- ExpertEntryMemory: by default none.
+    Result<void> reserve_expert_entries(uint64_t /*entry_bytes*/, uint32_t /*entries*/) override {
         return err(std::string(name()) + " keeps no expert entries");
     }
-    // Queues a copy of `from` (host memory, unchanged until the copy lands) into entry `entry`,
-    // after every operation queued so far (which may still read the entry's old expert), and
-    // returns the view of the entry, to compute with once expert_entry_ready says so.
-    virtual Result<ExpertView> load_expert_entry(uint32_t /*entry*/, const ExpertView& /*from*/) {
+    Result<ExpertView> load_expert_entry(uint32_t /*entry*/, const ExpertView& /*from*/) override {
         return err(std::string(name()) + " keeps no expert entries");
     }
-    // True once the entry's last copy has landed (never waits).
-    virtual bool expert_entry_ready(uint32_t /*entry*/) { return false; }
-    // Waits until every copy queued has landed: their host memory may be reused after.
-    virtual void wait_expert_loads() {}
+    bool expert_entry_ready(uint32_t /*entry*/) override { return false; }
+    void wait_expert_loads() override {}
 
     // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
     virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,

@@ -205,6 +205,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         for (size_t b = 0; b < e->backends_.size() && !e->vram_; ++b) {
             if (options.backends.empty() || options.backends[b].kind != BackendKind::Cuda) continue;
             const uint32_t prefetch = std::min(hp.n_expert_used, options.gpu_expert_prefetch);
+            e->vram_gpu_ = e->backends_[b].get();
             STRATA_ASSIGN(e->vram_, VramExpertCache::create(
                                         *e->backends_[b], int(hp.n_layer), int(hp.n_expert),
                                         options.gpu_expert_entries, options.gpu_expert_entry_bytes,
@@ -215,7 +216,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         for (uint32_t l = 0; e->vram_ && l < hp.n_layer; ++l) {
             Backend* lb = e->layer_backend_[l];
             e->vram_layer_[l] =
-                lb == &e->vram_->gpu() && e->reader_of(store.experts_place(int(l)), lb) != lb;
+                lb == e->vram_gpu_ && e->reader_of(store.experts_place(int(l)), lb) != lb;
         }
     }
     return e;
@@ -802,7 +803,7 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
     const auto offer = [&](int e, const ExpertView& host) -> Result<void> {
         if (!level) return {};
         STRATA_ASSIGN(const bool loading, vram_->offer(layer, e, host));
-        if (loading && !together) vram_->gpu().wait_expert_loads();
+        if (loading && !together) vram_gpu_->wait_expert_loads();
         return {};
     };
     xb->begin_experts(n, k, split);

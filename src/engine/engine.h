@@ -269,6 +269,7 @@ class Engine {
     std::vector<int> expert_ids_;
     RoutingScratch routing_;
     std::unique_ptr<VramExpertCache> vram_;      // the GPU level of the expert cache, or null
+    Backend* vram_gpu_ = nullptr;                // the backend whose memory holds it
     std::vector<char> vram_layer_;               // per layer: the GPU level serves its experts
     std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
     std::vector<char> on_gpu_;                   // per expert: served by the GPU level

@@ -6,20 +6,18 @@
 
 namespace strata::engine {
 
-Result<std::unique_ptr<VramExpertCache>> VramExpertCache::create(Backend& gpu, int n_layer,
-                                                                 int n_expert, uint32_t entries,
-                                                                 uint64_t entry_bytes,
-                                                                 uint32_t prefetch_per_layer,
-                                                                 VramExpertStats& stats) {
+Result<std::unique_ptr<VramExpertCache>> VramExpertCache::create(
+    ExpertEntryMemory& memory, int n_layer, int n_expert, uint32_t entries, uint64_t entry_bytes,
+    uint32_t prefetch_per_layer, VramExpertStats& stats) {
     if (n_layer <= 0 || n_expert <= 0 || entries == 0) {
         return err("a GPU expert cache needs experts and entries (", std::to_string(n_layer),
                    " layers of ", std::to_string(n_expert), " experts, ", std::to_string(entries),
                    " entries)");
     }
-    std::unique_ptr<VramExpertCache> c(new VramExpertCache(gpu, stats));
+    std::unique_ptr<VramExpertCache> c(new VramExpertCache(memory, stats));
     const size_t keys = size_t(n_layer) * size_t(n_expert);
     entries = uint32_t(std::min<size_t>(entries, keys));
-    STRATA_TRY(gpu.reserve_expert_entries(entry_bytes, entries));
+    STRATA_TRY(memory.reserve_expert_entries(entry_bytes, entries));
     c->n_layer_ = n_layer;
     c->n_expert_ = n_expert;
     c->entry_bytes_ = entry_bytes;
@@ -54,11 +52,24 @@ void VramExpertCache::collect_landed() {
     // One copy engine runs the loads in the order they were queued: the first still in flight
     // ends the search.
     size_t landed = 0;
-    while (landed < in_flight_.size() && gpu_.expert_entry_ready(in_flight_[landed])) {
+    while (landed < in_flight_.size() && memory_.expert_entry_ready(in_flight_[landed])) {
         loading_[in_flight_[landed]] = 0;
         ++landed;
     }
     in_flight_.erase(in_flight_.begin(), in_flight_.begin() + long(landed));
+    if (landed > 0) victim_known_ = false;  // a landed entry may be evicted now
+}
+
+size_t VramExpertCache::policy_victim() {
+    if (!victim_known_) {
+        candidates_.clear();
+        for (size_t e = 0; e < key_of_.size(); ++e) {
+            if (!loading_[e] && ring_place_[e] < 0 && !served_[e]) candidates_.push_back(e);
+        }
+        victim_ = candidates_.empty() ? SIZE_MAX : policy_.victim(candidates_, key_of_);
+        victim_known_ = true;
+    }
+    return victim_;
 }
 
 bool VramExpertCache::copy_room() {
@@ -70,12 +81,13 @@ bool VramExpertCache::copy_room() {
 Result<void> VramExpertCache::load(size_t entry, size_t k, const ExpertView& host) {
     if (key_of_[entry] != SIZE_MAX) entry_of_[key_of_[entry]] = -1;
     key_of_[entry] = SIZE_MAX;
-    STRATA_ASSIGN(views_[entry], gpu_.load_expert_entry(uint32_t(entry), host));
+    STRATA_ASSIGN(views_[entry], memory_.load_expert_entry(uint32_t(entry), host));
     key_of_[entry] = k;
     entry_of_[k] = int32_t(entry);
     loading_[entry] = 1;
     in_flight_.push_back(uint32_t(entry));
     policy_.used(entry);
+    victim_known_ = false;
     return {};
 }
 
@@ -83,6 +95,7 @@ size_t VramExpertCache::route(int layer, std::span<const int> experts,
                               std::vector<const ExpertView*>& views) {
     if (!in_flight_.empty()) collect_landed();
     loads_this_layer_ = 0;
+    victim_known_ = false;  // the counts change now
     for (uint32_t e : served_list_) served_[e] = 0;
     served_list_.clear();
     served_ring_.clear();
@@ -128,12 +141,8 @@ void VramExpertCache::settle_guesses(int layer) {
         }
     }
     for (uint32_t e : served_ring_) {
-        candidates_.clear();
-        for (size_t x = 0; x < key_of_.size(); ++x) {
-            if (ring_place_[x] < 0 && !loading_[x] && !served_[x]) candidates_.push_back(x);
-        }
-        if (candidates_.empty()) return;
-        const size_t victim = policy_.victim(candidates_, key_of_);
+        const size_t victim = policy_victim();
+        if (victim == SIZE_MAX) return;
         if (key_of_[victim] != SIZE_MAX &&
             policy_.frequency(key_of_[e]) <= policy_.frequency(key_of_[victim])) {
             continue;
@@ -145,6 +154,7 @@ void VramExpertCache::settle_guesses(int layer) {
         ring_[size_t(place)] = uint32_t(victim);
         ring_place_[victim] = place;
         ring_place_[e] = -1;
+        victim_known_ = false;
     }
 }
 
@@ -154,12 +164,8 @@ Result<bool> VramExpertCache::offer(int layer, int expert, const ExpertView& hos
         policy_.frequency(k) < kMinLoadFrequency || !copy_room()) {
         return false;
     }
-    candidates_.clear();
-    for (size_t e = 0; e < key_of_.size(); ++e) {
-        if (!loading_[e] && ring_place_[e] < 0) candidates_.push_back(e);
-    }
-    if (candidates_.empty()) return false;
-    const size_t victim = policy_.victim(candidates_, key_of_);
+    const size_t victim = policy_victim();
+    if (victim == SIZE_MAX) return false;
     // A full level takes a newcomer only when it is chosen more often than what it would evict.
     if (key_of_[victim] != SIZE_MAX && policy_.frequency(k) <= policy_.frequency(key_of_[victim])) {
         return false;

@@ -81,15 +81,15 @@ static_assert(lists_every_field<VramExpertStats>());
 class VramExpertCache {
   public:
     // `entries` entries of `entry_bytes` (at least expert_entry_bytes of every expert it will be
-    // offered) in `gpu`'s memory, for a model of n_layer x n_expert routed experts; up to
-    // `prefetch_per_layer` guesses a layer (0: none) in a ring of twice that many entries, when
+    // offered) in `memory` (a GPU backend's), for a model of n_layer x n_expert routed experts; up
+    // to `prefetch_per_layer` guesses a layer (0: none) in a ring of twice that many entries, when
     // that leaves the policy at least as many. What it does is counted into `stats`.
-    static Result<std::unique_ptr<VramExpertCache>> create(Backend& gpu, int n_layer, int n_expert,
-                                                           uint32_t entries, uint64_t entry_bytes,
+    static Result<std::unique_ptr<VramExpertCache>> create(ExpertEntryMemory& memory, int n_layer,
+                                                           int n_expert, uint32_t entries,
+                                                           uint64_t entry_bytes,
                                                            uint32_t prefetch_per_layer,
                                                            VramExpertStats& stats);
 
-    Backend& gpu() const { return gpu_; }
     uint32_t entries() const { return uint32_t(key_of_.size()); }
     uint64_t entry_bytes() const { return entry_bytes_; }
     uint32_t prefetch_entries() const { return uint32_t(ring_.size()); }
@@ -113,7 +113,8 @@ class VramExpertCache {
     Result<bool> prefetch(int layer, int expert, const ExpertView& host);
 
   private:
-    VramExpertCache(Backend& gpu, VramExpertStats& stats) : gpu_(gpu), stats_(stats) {}
+    VramExpertCache(ExpertEntryMemory& memory, VramExpertStats& stats)
+        : memory_(memory), stats_(stats) {}
     size_t key(int layer, int expert) const {
         return size_t(layer) * size_t(n_expert_) + size_t(expert);
     }
@@ -122,6 +123,10 @@ class VramExpertCache {
     void collect_landed();
     // Room for one more copy: fewer than kMaxLoadsInFlight still loading.
     bool copy_room();
+    // The entry the policy evicts next among its own that are neither loading nor served by the
+    // last route(), SIZE_MAX when none: found once, kept until an entry lands, loads or changes
+    // part, or the next route() (offers of a layer mostly ask the same question).
+    size_t policy_victim();
     // `entry` forgets its expert and takes `host`'s for `k`, loading.
     Result<void> load(size_t entry, size_t k, const ExpertView& host);
     // After a route: the ring's entries it served join the policy's part when their expert beats
@@ -130,7 +135,7 @@ class VramExpertCache {
     void settle_guesses(int layer);
     void judge(bool used);
 
-    Backend& gpu_;
+    ExpertEntryMemory& memory_;
     VramExpertStats& stats_;
     int n_layer_ = 0, n_expert_ = 0;
     uint64_t entry_bytes_ = 0;
@@ -140,8 +145,10 @@ class VramExpertCache {
     std::vector<ExpertView> views_;    // per entry
     std::vector<char> loading_;        // per entry: its copy not yet seen landed
     std::vector<uint32_t> in_flight_;  // entries loading
-    std::vector<size_t> candidates_;   // offer's scratch
-    uint32_t loads_this_layer_ = 0;    // since the last route()
+    std::vector<size_t> candidates_;   // policy_victim()'s scratch
+    size_t victim_ = SIZE_MAX;
+    bool victim_known_ = false;
+    uint32_t loads_this_layer_ = 0;  // since the last route()
     // Prefetch: the ring's entries in the order they are reused; per entry its place there or
     // -1 (a policy entry), whether it holds a guess not yet judged, and whether the last route()
     // served it.
