@@ -28,6 +28,7 @@
 #include "io/aligned_buffer.h"
 #include "model/hparams.h"
 #include "profile/memory_bandwidth.h"
+#include "session/backend_factory.h"
 #include "session/loaded_model.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
@@ -251,7 +252,7 @@ int main(int argc, char** argv) {
             if (ti > 0) {
                 engine::EngineOptions eo = opt.engine;
                 eo.threads = thread_counts[ti];
-                auto e = engine::Engine::create(*lm.info.hparams, *lm.store, eo);
+                auto e = engine::Engine::create(*lm.info.hparams, *lm.store, eo, make_backend);
                 if (!e) {
                     std::fprintf(stderr, "strata_bench_engine: %s\n", e.error().message.c_str());
                     return 1;

@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/routing_trace.h"
 #include "gguf/reader.h"
+#include "session/backend_factory.h"
 #include "store/expert_cache_policy.h"
 #include "store/model_store.h"
 #include "util/table.h"
@@ -66,7 +67,7 @@ std::vector<std::vector<uint32_t>> model_trace(const std::string& path, int toke
     engine::EngineOptions opt;
     opt.threads = threads;
     opt.n_ctx = uint32_t(tokens + 16);
-    auto e = engine::Engine::create(*info->hparams, **store, opt);
+    auto e = engine::Engine::create(*info->hparams, **store, opt, make_backend);
     if (!e) die(e.error().message);
     std::vector<float> logits;
     const std::vector<int32_t> prompt{1, 2, 3, 4};

@@ -13,6 +13,7 @@
 #include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "model/activation_memory.h"
+#include "session/backend_factory.h"
 #include "store/model_store.h"
 #include "store/store_layout.h"
 
@@ -63,7 +64,7 @@ TEST_P(ActivationMemoryCount, EngineAllocatesWithinTheCount) {
     test::start_counting_allocations();
     uint64_t peak = 0;
     {
-        auto e = engine::Engine::create(*info->hparams, **store, o);
+        auto e = engine::Engine::create(*info->hparams, **store, o, make_backend);
         ASSERT_TRUE(e) << e.error().message;
         // The largest batch first, from position 0, then one token at a time to the end of the
         // context: every attention span and every buffer at its largest.

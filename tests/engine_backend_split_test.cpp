@@ -20,7 +20,10 @@ std::vector<float> run(const std::string& path, const std::vector<int>& layer_ba
     options.engine.threads = 2;
     options.engine.n_ctx = 64;
     options.engine.max_batch = 8;  // the 12-token prompt crosses a batch boundary too
-    options.engine.layer_backend = layer_backend;
+    if (!layer_backend.empty()) {
+        options.engine.execution =
+            ExecutionTable::by_layer({ComputeUnit{}, ComputeUnit{}}, layer_backend);
+    }
     auto loaded = LoadedModel::load(path, options);
     EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
     if (!loaded) return {};
@@ -55,10 +58,11 @@ TEST_P(EngineBackendSplit, TwoBackendsGiveTheLogitsOfOne) {
 
 TEST(EngineBackendSplit, RefusesAnAssignmentOfTheWrongLength) {
     ModelLoadOptions options;
-    options.engine.layer_backend = {0, 1, 0};
+    const int assign[] = {0, 1, 0};
+    options.engine.execution = ExecutionTable::by_layer({ComputeUnit{}, ComputeUnit{}}, assign);
     auto loaded = LoadedModel::load(test::synth_test_model("tiny", TensorType::Q8_0), options);
     ASSERT_FALSE(loaded);
-    EXPECT_NE(loaded.error().message.find("layer_backend"), std::string::npos)
+    EXPECT_NE(loaded.error().message.find("execution table names 3 layers"), std::string::npos)
         << loaded.error().message;
 }
 

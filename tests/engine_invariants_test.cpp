@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "engine/routing.h"
+#include "session/backend_factory.h"
 #include "session/loaded_model.h"
 #include "synth/generator.h"
 #include "test_support.h"
@@ -93,7 +94,7 @@ std::unique_ptr<LoadedModel> load(const std::string& path, const EngineOptions& 
 
 // Another engine over a loaded model's weights.
 std::unique_ptr<Engine> engine_over(LoadedModel& m, const EngineOptions& eo) {
-    auto e = Engine::create(*m.info.hparams, *m.store, eo);
+    auto e = Engine::create(*m.info.hparams, *m.store, eo, make_backend);
     EXPECT_TRUE(e) << (e ? "" : e.error().message);
     return e ? std::move(*e) : nullptr;
 }

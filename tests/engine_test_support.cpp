@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "gguf/reader.h"
+#include "session/backend_factory.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"
@@ -94,7 +95,7 @@ std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore
     engine::EngineOptions opt;
     opt.threads = 2;
     opt.n_ctx = 64;
-    auto e = engine::Engine::create(*info.hparams, store, opt);
+    auto e = engine::Engine::create(*info.hparams, store, opt, make_backend);
     EXPECT_TRUE(e) << (e ? "" : e.error().message);
     std::vector<std::vector<float>> out;
     if (!e) return out;

@@ -11,6 +11,7 @@
 #include "engine/routing_trace.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
+#include "session/backend_factory.h"
 #include "store/expert_cache_policy.h"
 #include "store/model_store.h"
 #include "test_support.h"
@@ -97,7 +98,7 @@ TEST(ExpertRouting, EngineReplaysAForcedTraceThroughTheStore) {
     opt.threads = 2;
     opt.n_ctx = 32;
     opt.forced_routing = trace;
-    auto e = engine::Engine::create(hp, **store, opt);
+    auto e = engine::Engine::create(hp, **store, opt, make_backend);
     ASSERT_TRUE(e) << e.error().message;
     std::vector<float> logits;
     for (int32_t tok = 0; tok < 12; ++tok) {
@@ -118,7 +119,7 @@ TEST(ExpertRouting, EngineReplaysAForcedTraceThroughTheStore) {
     // A trace of another shape is refused.
     opt.forced_routing = std::make_shared<RoutingTrace>(
         engine::make_local_trace(int(hp.n_layer) + 1, int(hp.n_expert), 2, 4, 0.5, 1.0, 3));
-    EXPECT_FALSE(engine::Engine::create(hp, **store, opt));
+    EXPECT_FALSE(engine::Engine::create(hp, **store, opt, make_backend));
 }
 
 }  // namespace

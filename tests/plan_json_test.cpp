@@ -42,19 +42,33 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
     ASSERT_EQ(p.mode, PlanMode::FfnStream);
     const json j = plan_json(p, m);
 
-    EXPECT_EQ(keys(j), (std::vector<std::string>{"batch",        "bound",
-                                                 "budgets",      "cpu_expert_layers",
-                                                 "deep",         "expert_cache",
-                                                 "gpu_device",   "gpu_layers",
-                                                 "gpu_memory",   "gpu_note",
-                                                 "kv_type",      "layers",
-                                                 "memory",       "mode",
-                                                 "mode_forced",  "n_ctx",
-                                                 "n_seq",        "notes",
-                                                 "prompt_bound", "prompt_tokens_per_second",
-                                                 "reason",       "stream",
-                                                 "tensors",      "threads",
-                                                 "tiers",        "tokens_per_second"}));
+    EXPECT_EQ(keys(j), (std::vector<std::string>{"batch",
+                                                 "bound",
+                                                 "budgets",
+                                                 "cpu_expert_layers",
+                                                 "deep",
+                                                 "execution",
+                                                 "expert_cache",
+                                                 "gpu_device",
+                                                 "gpu_layers",
+                                                 "gpu_memory",
+                                                 "gpu_note",
+                                                 "kv_type",
+                                                 "layers",
+                                                 "memory",
+                                                 "mode",
+                                                 "mode_forced",
+                                                 "n_ctx",
+                                                 "n_seq",
+                                                 "notes",
+                                                 "prompt_bound",
+                                                 "prompt_tokens_per_second",
+                                                 "reason",
+                                                 "stream",
+                                                 "tensors",
+                                                 "threads",
+                                                 "tiers",
+                                                 "tokens_per_second"}));
     EXPECT_EQ(
         keys(j["memory"]),
         (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
@@ -67,6 +81,12 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
               (std::vector<std::string>{"embedding_rows", "head_rows", "whole_layers"}));
     EXPECT_EQ(keys(j["tensors"][0]), (std::vector<std::string>{"name", "tier", "unit", "use"}));
     EXPECT_EQ(keys(j["stream"]).size(), 10u);
+    // The execution table the engine would run (execution_table.h): a CPU plan, one unit.
+    EXPECT_EQ(keys(j["execution"]), (std::vector<std::string>{"embedding_unit", "expert_level_unit",
+                                                              "head_unit", "layers", "units"}));
+    ASSERT_EQ(j["execution"]["units"].size(), 1u);
+    EXPECT_EQ(j["execution"]["units"][0]["kind"], "cpu");
+    EXPECT_EQ(j["execution"]["layers"].size(), 32u);
     EXPECT_EQ(keys(j["expert_cache"]).size(), 5u);
     EXPECT_EQ(keys(j["budgets"]).size(), 5u);
     EXPECT_EQ(j["mode"], "ffn-stream");

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
+#include "session/backend_factory.h"
 #include "store/model_store.h"
 #include "test_support.h"
 
@@ -152,7 +153,7 @@ TEST(StreamingStore, FileTruncatedMidRunIsAnErrorNotGarbage) {
     engine::EngineOptions opt;
     opt.threads = 2;
     opt.n_ctx = 32;
-    auto e = engine::Engine::create(*info->hparams, **store, opt);
+    auto e = engine::Engine::create(*info->hparams, **store, opt, make_backend);
     ASSERT_TRUE(e) << e.error().message;
     std::vector<float> logits;
     const std::vector<int32_t> prompt{1, 429, 491};

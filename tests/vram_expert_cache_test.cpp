@@ -1,4 +1,4 @@
-// The GPU level of the expert cache's bookkeeping (engine/vram_expert_cache.h), on any machine:
+// The GPU level of the expert cache's bookkeeping (store/vram_expert_cache.h), on any machine:
 // its entries live in an ExpertEntryMemory that here only records the copies asked of it and
 // lets the test say when they land, so every rule of the level is checked where no GPU is (the
 // CUDA tests check the same level end to end on a device, against the CPU's logits).
@@ -8,7 +8,7 @@
 // route served, at most kMaxLoadsPerLayer a layer and kMaxLoadsInFlight in flight; guesses go
 // to a ring of their own, serve as hits when chosen, join the policy's part when they beat its
 // victim, and stop (but for probes) while fewer than kMinVramPrefetchAccuracy of them serve.
-#include "engine/vram_expert_cache.h"
+#include "store/vram_expert_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace strata::engine {
+namespace strata {
 namespace {
 
 constexpr int kLayers = 4;
@@ -251,4 +251,4 @@ TEST(VramExpertCache, WrongGuessesStopTheGuessingButForProbes) {
 }
 
 }  // namespace
-}  // namespace strata::engine
+}  // namespace strata

@@ -5,16 +5,13 @@
 // activations of the batch being evaluated (named by Act, max_batch rows each) and the KV cache
 // of the layers it runs. The engine holds no activation memory of its own; between backends it
 // moves activations through host memory (write_act / read_act): the hidden state between two
-// backends' layers, and the inputs and outputs of operations another backend computes.
+// backends' layers, and the inputs and outputs of operations another backend computes. Which
+// backend computes what is the plan's (plan/execution_table.h); a backend only computes.
 //
 // The granularity is the block, not a graph IR: the operations below are the ones the
 // architecture families are written in, each a whole pass over its inputs (a projection of the
 // batch, a layer's attention, an FFN), so a backend can fuse within an operation and a GPU
 // backend can capture a whole decode step.
-//
-// A backend also answers the questions a tier planner asks before it puts a tensor somewhere:
-// can it compute this operation on this weight type, can it read memory of that kind, what does
-// reading a byte from there cost it, and where should streamed bytes land for it.
 //
 // The CPU backend (backend/cpu/) is the reference every other backend is tested against.
 #pragma once
@@ -26,6 +23,7 @@
 #include <vector>
 
 #include "gguf/tensor_type.h"
+#include "model/expert_entry_memory.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
 #include "model/rope.h"
@@ -48,15 +46,6 @@ enum class Act : uint8_t {
     Count
 };
 std::string_view act_name(Act a);
-
-// The operations a planner asks about, by the weight they read.
-enum class BackendOp : uint8_t {
-    Linear,     // projections, FFN matrices, routers, the output head
-    Embedding,  // rows of the token-embedding table
-    Experts,    // routed experts' matrices
-    Norm,       // norm weights (F32)
-    Count
-};
 
 // One output of a multi-linear job: out = in W^T (+ bias), rows of W.rows() floats.
 struct LinearJob {
@@ -84,12 +73,17 @@ struct ExpertJob {
     std::span<const float> weights;
 };
 
-// Which backend to create: the CPU's, or CUDA's on a GPU.
-enum class BackendKind : uint8_t { Cpu, Cuda };
-struct BackendSpec {
-    BackendKind kind = BackendKind::Cpu;
-    int device = 0;  // the GPU, for Cuda
-    bool operator==(const BackendSpec&) const = default;
+// One output of project_to_host: rows x weight->rows() floats in host memory.
+struct HostProjection {
+    const TensorView* weight;
+    float* out;
+};
+
+// Host bytes a prompt batch stages onto the backend that computes them (Backend::stage): a
+// tensor's rows, or a stack of experts' matrices (from the first expert's view, `bytes` long).
+struct StagePiece {
+    const TensorView* view;
+    size_t bytes;
 };
 
 // What a backend sizes itself from.
@@ -102,54 +96,27 @@ struct BackendConfig {
     uint32_t max_batch = 512;  // rows of every activation
     int threads = 0;           // CPU threads; 0: physical cores
     std::vector<bool> layers;  // the layers it runs (and caches keys and values for); empty: all
-    // A GPU's device bytes for weights that stay in RAM, shipped to it for a prompt batch: a
-    // layer's routed experts and router (routed_experts_shipped), or the matrices of one layer
-    // the CPU holds (linear_shipped, swiglu_ffn_shipped); 0: none.
-    uint64_t prompt_staging = 0;
+    // Room for the weights prompt batches stage here from host RAM (Backend::stage): a layer's
+    // routed experts and router, or the matrices of one layer another backend runs; 0: none.
+    uint64_t staging_bytes = 0;
 };
 
-// Memory for the GPU level of the expert cache (engine/vram_expert_cache.h): entries of one routed
-// expert each, filled from host memory on a copy engine beside compute. An entry holds the
-// expert's gate, up and down matrices, each at an offset aligned to kExpertEntryAlign
-// (expert_entry_bytes). Every Backend is one (the CPU's keeps none); the level sees only this.
-class ExpertEntryMemory {
+class Backend {
   public:
-    virtual ~ExpertEntryMemory() = default;
-    // Allocates `entries` entries of `entry_bytes` once. An error where the backend keeps none
-    // (the CPU's) or its memory does not hold them.
-    virtual Result<void> reserve_expert_entries(uint64_t entry_bytes, uint32_t entries) = 0;
-    // Queues a copy of `from` (host memory, unchanged until the copy lands) into entry `entry`,
-    // after every operation queued so far (which may still read the entry's old expert), and
-    // returns the view of the entry, to compute with once expert_entry_ready says so.
-    virtual Result<ExpertView> load_expert_entry(uint32_t entry, const ExpertView& from) = 0;
-    // True once the entry's last copy has landed (never waits).
-    virtual bool expert_entry_ready(uint32_t entry) = 0;
-    // Waits until every copy queued has landed: their host memory may be reused after.
-    virtual void wait_expert_loads() = 0;
-};
-
-class Backend : public ExpertEntryMemory {
-  public:
-    ~Backend() override = default;
+    virtual ~Backend() = default;
 
     // "cpu", "cuda:0", ...
     virtual std::string_view name() const = 0;
 
-    // --- What a tier planner asks.
-    // True when the backend computes `op` on weights of `type`.
-    virtual bool supports(BackendOp op, TensorType type) const = 0;
-    // True when its kernels can read weights in memory of this kind in place.
+    // True when its kernels can read weights in memory of this kind in place (the engine checks
+    // the execution table against it once, at set-up).
     virtual bool can_read(MemoryPlace where) const = 0;
-    // Bytes per second it reads weights from `where` at (0: it cannot): what a byte costs it.
-    virtual double read_bandwidth(MemoryPlace where) const = 0;
-    // Where bytes streamed for it should land: host RAM for the CPU, pinned RAM for a GPU.
-    virtual MemoryKind staging_memory() const = 0;
 
     // --- Activations in and out, n rows of `cols` floats in host memory (rows packed, as the
     // operations write them: Q of a layer is n_head_at(layer) x head_dim_k wide): the hidden
     // state between two backends' layers, a layer's normalized input and routed experts' output
     // when another backend computes its experts, the inputs and outputs of projections another
-    // backend computes (linear_shipped).
+    // backend computes with weights staged there (stage).
     virtual void write_act(Act a, const float* x, int64_t n, int64_t cols) = 0;
     virtual void read_act(Act a, float* x, int64_t n, int64_t cols) = 0;
     // The first `rows` rows of an activation, readable on the host (a copy where it must be),
@@ -181,16 +148,11 @@ class Backend : public ExpertEntryMemory {
     virtual void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) = 0;
     // into += from (the residual add, and summing block outputs).
     virtual void add(Act into, Act from, int64_t n) = 0;
-    // out = rows first_row.. of `in` times W^T, into host memory (router logits, rows x W.rows()).
-    virtual void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
-                                 float* out) = 0;
-    // Both projections of the same rows (a layer's router and the next layer's, applied early):
-    // a backend may read `in` once and run them as one job. By default one after the other.
-    virtual void project_pair_to_host(const TensorView& a, const TensorView& b, Act in,
-                                      int64_t first_row, int64_t rows, float* out_a, float* out_b) {
-        project_to_host(a, in, first_row, rows, out_a);
-        project_to_host(b, in, first_row, rows, out_b);
-    }
+    // Rows first_row.. of `in` times each job's W^T, into host memory (rows x W.rows() each):
+    // router logits, and with a second job the next layer's router applied early to the same
+    // rows, which a backend may run as one job reading `in` once.
+    virtual void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
+                                 int64_t rows) = 0;
 
     // Routed experts for a batch of n tokens with k choices each: begin_experts, then one
     // `expert` call for each chosen expert with the (token * k + choice) slots that chose it and
@@ -203,19 +165,11 @@ class Backend : public ExpertEntryMemory {
                         std::span<const float> weights, Act in) = 0;
     // Every chosen expert at once, between begin_experts and end_experts, for experts whose
     // views all stay valid until end_experts (a resident store's): a backend may run them as one
-    // job instead of one per expert. The same results as expert() on each in turn, which is
-    // what it does by default.
-    virtual void experts(std::span<const ExpertJob> jobs, Act in) {
-        for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
-    }
-    // experts(), with `beside`: host work the calling thread does while the backend's own
-    // workers start on the jobs (the CPU's pool, which the caller joins once it is done), so
-    // that it costs the step no time of its own. By default it runs first.
-    virtual void experts_beside(std::span<const ExpertJob> jobs, Act in,
-                                FunctionRef<void()> beside) {
-        beside();
-        experts(jobs, in);
-    }
+    // job instead of one per expert, with the same results as expert() on each in turn.
+    // `beside` is host work the calling thread does while the backend's own workers start on the
+    // jobs (the CPU's pool, which the caller joins once it is done), so that it costs the step no
+    // time of its own; a backend without workers runs it first.
+    virtual void experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) = 0;
     virtual void end_experts(Act out, int64_t n) = 0;
 
     // Routing and experts in one operation, for a layer whose experts all lie where this
@@ -226,61 +180,43 @@ class Backend : public ExpertEntryMemory {
     // nothing, when it does not take this batch: the engine then routes on the host (above).
     virtual bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
                                 bool norm_weights, Act in, Act out, int64_t n) = 0;
-    // routed_experts for a layer this backend runs whose router and experts lie in host RAM: it
-    // copies them into its prompt staging first (BackendConfig::prompt_staging), which pays for
-    // a prompt batch that uses most experts several times (the CPU computing them would take
-    // longer than the bus takes to bring them). False, having done nothing, when it has no
-    // staging or they do not fit it, or routed_experts would not take the batch.
-    virtual bool routed_experts_shipped(const TensorView& /*router*/,
-                                        const ExpertStack& /*experts*/, int /*k*/,
-                                        bool /*norm_weights*/, Act /*in*/, Act /*out*/,
-                                        int64_t /*n*/) {
+    // --- Staging: weights a prompt batch computes here though they lie in host RAM (a layer
+    // whose matrices or experts stay in RAM beside a GPU, ExecutionTable's PromptStaging). The
+    // backend copies the pieces into its staging room (BackendConfig::staging_bytes) on its own
+    // copy engine, so the copies run beside what it and other backends compute, and points
+    // staged[i] at piece i's copy (the same type, shape and strides). An operation given a
+    // staged view waits for that view's copy alone. The room holds one set at a time: a new
+    // stage() first waits for the operations that read the previous one. False, having staged
+    // nothing, when it has no room, the pieces do not fit it, or one is not in host memory: the
+    // engine then computes them where they lie.
+    virtual bool stage(std::span<const StagePiece> /*pieces*/, std::span<TensorView> /*staged*/) {
         return false;
     }
-    // linear and swiglu_ffn for a prompt batch of a layer another backend runs, whose weights
-    // (and biases) lie in host RAM: copied into this backend's prompt staging first, then
-    // computed as its own. The engine moves the input here and the outputs back (write_act,
-    // read_act). Pays for a batch where the CPU computing those matrices takes longer than the
-    // bus takes to bring them (ModelHparams::batch_ships_layers). False, having done nothing,
-    // when it has no staging or they do not fit it.
-    virtual bool linear_shipped(std::span<const LinearJob> /*jobs*/, Act /*in*/, int64_t /*n*/) {
-        return false;
-    }
-    virtual bool swiglu_ffn_shipped(const TensorView& /*gate*/, const TensorView& /*up*/,
-                                    const TensorView& /*down*/, Act /*in*/, Act /*out*/,
-                                    int64_t /*n*/) {
-        return false;
-    }
-    // The host tensors a prompt batch of a layer another backend runs is about to ship (its
-    // matrices and biases, in the order its shipped operations use them): a backend that can
-    // starts copying them all now, on its own copy engine, so the copies run beside the other
-    // backend's work (the CPU's attention), and each shipped operation then waits only for its
-    // own pieces. By default nothing: each shipped operation copies its own.
-    virtual void ship_ahead(std::span<const TensorView* const> /*views*/) {}
 
-    // --- ExpertEntryMemory: by default none.
-    Result<void> reserve_expert_entries(uint64_t /*entry_bytes*/, uint32_t /*entries*/) override {
-        return err(std::string(name()) + " keeps no expert entries");
-    }
-    Result<ExpertView> load_expert_entry(uint32_t /*entry*/, const ExpertView& /*from*/) override {
-        return err(std::string(name()) + " keeps no expert entries");
-    }
-    bool expert_entry_ready(uint32_t /*entry*/) override { return false; }
-    void wait_expert_loads() override {}
+    // The memory of the GPU level of the expert cache on this backend; null where it keeps none
+    // (the CPU's).
+    virtual ExpertEntryMemory* expert_entry_memory() { return nullptr; }
 
-    // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
-    virtual void output_norm(const TensorView& norm, int64_t first_row, int64_t rows,
-                             float* out) = 0;
-    // Logits of rows first_row.. of Hidden: output norm, then the head, into host memory (rows x
-    // head.rows()). The normalised rows are left in Normed.
-    virtual void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
-                             int64_t rows, float* logits) = 0;
-    // The same for a head the store hands out in pieces of rows: normalize_output leaves rows
-    // first_row.. of Hidden normalised in Normed; then head_logits, for each piece (vocabulary
-    // rows vocab_first.. of the head), writes those columns of the logits (rows x n_vocab).
+    // The output norm and the LM head: normalize_output leaves rows first_row.. of Hidden
+    // normalised in Normed; then head_logits, for a piece of the head (vocabulary rows
+    // vocab_first.. of it, the whole head or one of the pieces a store hands out), writes those
+    // columns of the logits into host memory (rows x n_vocab).
     virtual void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) = 0;
     virtual void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab,
                              int64_t rows, float* logits) = 0;
+
+    // Rows first_row.. of Hidden normalised by `norm` into host memory (rows x n_embd).
+    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out,
+                     int64_t n_embd) {
+        normalize_output(norm, first_row, rows);
+        read_act(Act::Normed, out, rows, n_embd);
+    }
+    // Logits of rows first_row.. of Hidden through the whole head (rows x head.rows()).
+    void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
+                     int64_t rows, float* logits) {
+        normalize_output(norm, first_row, rows);
+        head_logits(head, 0, head.rows(), rows, logits);
+    }
 };
 
 }  // namespace strata

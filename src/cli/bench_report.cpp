@@ -69,7 +69,7 @@ nlohmann::ordered_json experts_json(const BenchEntry& e) {
 // The GPU level of the expert cache while generating: its hit rate among the chosen experts
 // that reach it (once per layer and token) and what loading it cost.
 nlohmann::ordered_json vram_experts_json(const BenchEntry& e) {
-    const engine::VramExpertStats& v = *e.result.vram_experts;
+    const VramExpertStats& v = *e.result.vram_experts;
     const double tokens = double(e.result.gen_tokens) * double(e.result.reps.size());
     nlohmann::ordered_json j = {
         {"requests", v.requests},

@@ -70,8 +70,9 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
                     format_fixed(100.0 * double(e.hits) / double(e.requests), 1) + "%";
         }
     }
-    if (const engine::VramExpertStats& v = m.engine->stats().vram_experts; v.requests > 0) {
-        line += " | GPU expert cache " + std::to_string(m.engine->vram_expert_entries()) +
+    const StoreReport report = m.store->report();
+    if (const VramExpertStats& v = report.gpu_experts; v.requests > 0) {
+        line += " | GPU expert cache " + std::to_string(report.gpu_expert_entries) +
                 " entries, hit rate " +
                 format_fixed(100.0 * double(v.hits) / double(v.requests), 1) + "%, " +
                 std::to_string(v.loads) + " loads";
@@ -114,8 +115,9 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
                         {"prefetch_used", e.prefetch_used},
                         {"bytes_from_disk", e.bytes_from_disk}};
     }
-    if (const engine::VramExpertStats& v = m.engine->stats().vram_experts; v.requests > 0) {
-        j["gpu_expert_cache"] = {{"entries", m.engine->vram_expert_entries()},
+    const StoreReport report = m.store->report();
+    if (const VramExpertStats& v = report.gpu_experts; v.requests > 0) {
+        j["gpu_expert_cache"] = {{"entries", report.gpu_expert_entries},
                                  {"requests", v.requests},
                                  {"hits", v.hits},
                                  {"loads", v.loads},

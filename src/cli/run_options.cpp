@@ -6,7 +6,8 @@ namespace strata::cli {
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
     cmd.add_option("--dump", f.dump_dir,
-                   "Write named per-layer activations to this directory (also STRATA_DUMP)");
+                   "Write named per-layer activations to this directory (also STRATA_DUMP)")
+        ->envname("STRATA_DUMP");
     add_plan_flags(cmd, f.plan);
     cmd.add_flag("--no-prefetch", f.no_prefetch,
                  "Expert-stream: read only the experts the router picked, no guesses");

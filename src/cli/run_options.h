@@ -17,9 +17,9 @@ struct EngineFlags {
     std::string dump_dir;
     PlanFlags plan;  // the engine's context, KV cache type, batch and threads are the plan's
     bool no_prefetch = false;  // expert-stream: no speculative reads
-    uint32_t gpu_expert_prefetch = engine::kDefaultGpuExpertPrefetch;  // GPU expert cache
-    std::string cache_policy = "auto";  // expert-stream: auto, lru or lfu
-    std::string routing_trace;          // benchmarks: replay this routing (engine/routing_trace.h)
+    uint32_t gpu_expert_prefetch = kDefaultGpuExpertPrefetch;  // GPU expert cache
+    std::string cache_policy = "auto";                         // expert-stream: auto, lru or lfu
+    std::string routing_trace;  // benchmarks: replay this routing (engine/routing_trace.h)
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);

@@ -28,11 +28,12 @@
 #include "backend/backend.h"
 #include "engine/debug_dump.h"
 #include "engine/routing.h"
-#include "engine/vram_expert_cache.h"
 #include "gpu/gpu.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
 #include "model/rope.h"
+#include "plan/execution_table.h"
+#include "store/vram_expert_cache.h"
 #include "store/weight_store.h"
 #include "util/result.h"
 
@@ -48,18 +49,10 @@ struct EngineOptions {
     // Benchmarks of expert streaming: replay this routing instead of the router's (the output is
     // then not the model's; routing_trace.h).
     std::shared_ptr<const RoutingTrace> forced_routing;
-    // The backends the engine creates (empty: one CPU backend), and which runs each layer: an
-    // index per layer into them (empty: every layer on backend 0). The embedding runs on the
-    // first layer's backend and the output head on the last layer's.
-    std::vector<BackendSpec> backends;
-    std::vector<int> layer_backend;
-    // A CUDA backend's room for shipping RAM's routed experts per prompt batch
-    // (BackendConfig::prompt_staging).
-    uint64_t gpu_prompt_staging = 0;
-    // The GPU level of the expert cache (vram_expert_cache.h): entries of this many bytes on the
-    // first CUDA backend, for the routed experts the CPU computes; 0: none.
-    uint32_t gpu_expert_entries = 0;
-    uint64_t gpu_expert_entry_bytes = 0;
+    // Where every block runs (plan/execution_table.h): the compute units, one backend each, and
+    // per layer which unit computes what, for decode and for prompt batches. No units: one CPU
+    // for everything.
+    ExecutionTable execution;
     // Guesses of the next layer's experts it copies ahead, at most this many a layer (0: none).
     uint32_t gpu_expert_prefetch = kDefaultGpuExpertPrefetch;
 };
@@ -92,12 +85,11 @@ struct EngineStats {
     uint64_t tokens = 0;  // tokens evaluated
     uint64_t eval_calls = 0;
     uint64_t weight_bytes = 0;  // weight bytes the forward passes read (store + LM head + rows)
-    // Weights' bytes shipped from RAM to a GPU for prompt batches (routed_experts_shipped,
-    // linear_shipped).
-    uint64_t shipped_bytes = 0;
+    // Weights' bytes staged from RAM onto the unit that computes them, for prompt batches
+    // (Backend::stage).
+    uint64_t staged_bytes = 0;
     OpTable ops{};
     std::vector<MoeLayerStats> moe;  // per layer, empty for dense models
-    VramExpertStats vram_experts;    // the GPU level of the expert cache
 };
 
 // Last: the logits of the last token; All: every token's, row after row; Hidden: no logits but
@@ -122,10 +114,17 @@ struct SeqTokens {
 };
 using LayerFn = Result<void> (*)(Engine&, const LayerArgs&);
 
+// Creates the backend of one compute unit: the front end's (it knows which backends this build
+// has), so that the engine names none of them.
+using BackendFactory = Result<std::unique_ptr<Backend>> (*)(const ComputeUnit&,
+                                                            const BackendConfig&);
+
 class Engine {
   public:
+    // One backend per unit of options.execution, from `make_backend`.
     static Result<std::unique_ptr<Engine>> create(const ModelHparams& hp, WeightStore& store,
-                                                  const EngineOptions& options);
+                                                  const EngineOptions& options,
+                                                  BackendFactory make_backend);
 
     // Evaluates `tokens` at positions n_past() ... and appends them to the context. `logits`
     // receives n_vocab floats: for the last token (Last), or for every token, row after row
@@ -157,8 +156,6 @@ class Engine {
     const ModelHparams& hparams() const { return hp_; }
     WeightStore& store() { return store_; }
     const EngineStats& stats() const { return stats_; }
-    // The GPU level of the expert cache's size in entries (0: none).
-    uint32_t vram_expert_entries() const { return vram_ ? vram_->entries() : 0; }
     void reset_stats();
 
     // The blocks family functions are made of. Each adds its result to the residual stream.
@@ -181,14 +178,36 @@ class Engine {
     // Weight bytes of a batch of n tokens since `served_before` (the store's count then), with
     // `heads` passes over the LM head.
     void count_batch(int64_t n, uint64_t served_before, int heads);
+    // The backend of compute unit u.
+    Backend* unit(int u) const { return backends_[size_t(u)].get(); }
+    // Checks that each unit the table names can read what it computes where the store keeps it.
+    Result<void> check_readers() const;
     // Moves the hidden state of n tokens to `next` when it is not there.
     void switch_to(Backend* next, int64_t n);
-    // `preferred` when it can read memory at `where`, else the first backend that can (a split's
-    // embedding table, head or routed experts on the other side); null when none can.
-    Backend* reader_of(MemoryPlace where, Backend* preferred) const;
     // Moves rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
     void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
+
+    // --- Staging (execution_table.h's PromptStaging): a prompt batch's matrices computed on the
+    // unit that takes them, with their weights staged there.
+    // Stages the layer's projections and FFN matrices (and biases) on `on` (staged_layer_);
+    // false when it does not take them (they are then computed where they lie).
+    bool stage_matrices(Backend* on, const LayerView& w);
+    // The projections `jobs` of the batch: on staged_on_ with their staged weights when the
+    // layer's matrices are staged (`in`, in_cols wide, crosses to it and each output back,
+    // out_cols[j] wide), else on the layer's backend.
+    void project(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
+                 std::span<const int64_t> out_cols, int64_t n);
+    // The weights a staged operation reads: the staged copy of `v` (a view into w) when the
+    // layer's matrices are staged, else v.
+    const TensorView& staged(const LayerView& w, const TensorView& v) const;
+    // A prompt batch's router and routed experts staged on the unit the table names and routed
+    // and computed there; false when it does not take them.
+    bool staged_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
+
+    // --- Routed experts (engine/experts.cpp).
+    // Sizes the routing scratch and sets up the GPU level of the expert cache the table asks for.
+    Result<void> set_up_experts(const EngineOptions& options);
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
     // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
@@ -209,32 +228,19 @@ class Engine {
     // this layer's choices (of the last token) in the routing statistics.
     Result<void> prefetch_to_vram(int layer, int64_t n, int k);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
-    // True when this batch's projections and FFN of the layer being run, which the CPU holds,
-    // go to shipper_ (Backend::linear_shipped).
-    bool ships_layer(int64_t n) const;
-    // jobs on shipper_ with their weights shipped: `in` (in_cols wide) crosses to it, each job's
-    // output (out_cols[j] wide) back. False, having moved nothing back, when it does not take them.
-    bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t in_cols,
-                        std::span<const int64_t> out_cols, int64_t n);
-    // The layer's SwiGLU FFN on shipper_ the same way: Normed crosses to it, Out back.
-    bool swiglu_ffn_shipped(const TensorView& gate, const TensorView& up, const TensorView& down,
-                            int64_t n);
-    // Has shipper_ start copying the layer's matrices and biases for the shipped operations
-    // above (Backend::ship_ahead), so the copies run while the CPU computes its part.
-    void ship_layer_ahead(const LayerView& w);
     // Runs f and counts its time, and the bytes and flops given, against `op`.
     template <typename F>
     void timed(Op op, F&& f, double bytes = 0, double flops = 0);
 
     ModelHparams hp_;
     WeightStore& store_;
-    std::vector<std::unique_ptr<Backend>> backends_;
-    std::vector<Backend*> layer_backend_;  // per layer
-    Backend* head_backend_ = nullptr;      // runs the output norm and head
-    Backend* be_ = nullptr;                // the backend holding the hidden state now
-    // The GPU backend that takes prompt batches' projections and FFNs of the CPU's layers
-    // (Backend::linear_shipped), when the plan gave it prompt staging; else null.
-    Backend* shipper_ = nullptr;
+    ExecutionTable table_;
+    std::vector<std::unique_ptr<Backend>> backends_;  // one per compute unit
+    Backend* be_ = nullptr;                           // the backend holding the hidden state now
+    // The unit computing the current prompt batch's staged matrices and their staged views
+    // (stage_matrices), or null.
+    Backend* staged_on_ = nullptr;
+    LayerView staged_layer_;
     LayerFn layer_fn_ = nullptr;
     DebugDump dump_;
     uint32_t n_ctx_ = 0;
@@ -255,7 +261,7 @@ class Engine {
     EngineStats stats_;
 
     // Host memory of the driver, sized once: routing of a batch, activations crossing between
-    // backends (as wide as the widest), page-locked when a GPU takes shipped ops (its copies
+    // backends (as wide as the widest), page-locked when a unit takes staged work (its copies
     // then run at the bus's speed).
     std::vector<float> router_logits_, crossing_;
     gpu::HostPin crossing_pin_;
@@ -268,9 +274,9 @@ class Engine {
     std::vector<ExpertJob> gpu_jobs_;  // and the ones the GPU level serves
     std::vector<int> expert_ids_;
     RoutingScratch routing_;
-    std::unique_ptr<VramExpertCache> vram_;      // the GPU level of the expert cache, or null
+    VramExpertCache* vram_ = nullptr;            // the store's GPU level of the expert cache
     Backend* vram_gpu_ = nullptr;                // the backend whose memory holds it
-    std::vector<char> vram_layer_;               // per layer: the GPU level serves its experts
+    ExpertEntryMemory* vram_memory_ = nullptr;   // and that memory
     std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
     std::vector<char> on_gpu_;                   // per expert: served by the GPU level
     std::vector<float> next_logits_;  // the next layer's router on this layer's last input

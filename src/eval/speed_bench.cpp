@@ -45,14 +45,14 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     STRATA_TRY(e.eval(prompt, engine::LogitsWanted::Last, logits));
     r.prompt_seconds = since(t0);
     r.prompt_ops = e.stats().ops;
-    r.prompt_shipped_bytes = e.stats().shipped_bytes;
+    r.prompt_shipped_bytes = e.stats().staged_bytes;
     int32_t next = greedy(logits);
     r.first_token_seconds = since(t0);
 
     const uint64_t weight0 = e.stats().weight_bytes;
     const uint64_t disk0 = store.stats().bytes_from_disk;
     const auto experts0 = expert_figures(store);
-    const engine::VramExpertStats vram0 = e.stats().vram_experts;
+    const VramExpertStats vram0 = store.report().gpu_experts;
     const uint64_t gen_io0 = io_now();
     const auto g0 = Clock::now();
     auto last_report = g0;
@@ -80,7 +80,9 @@ Result<SpeedRep> run_rep(LoadedModel& m, const std::vector<int32_t>& prompt,
     if (auto experts1 = expert_figures(store); experts1 && experts0) {
         r.experts = *experts1 - *experts0;
     }
-    if (e.vram_expert_entries() > 0) r.vram_experts = e.stats().vram_experts - vram0;
+    if (const StoreReport report = store.report(); report.gpu_expert_entries > 0) {
+        r.vram_experts = report.gpu_experts - vram0;
+    }
     return r;
 }
 
@@ -152,7 +154,7 @@ Result<SpeedBenchResult> run_speed_bench(LoadedModel& m, const SpeedBenchOptions
             *out.experts += *r.experts;
         }
         if (r.vram_experts) {
-            if (!out.vram_experts) out.vram_experts = engine::VramExpertStats{};
+            if (!out.vram_experts) out.vram_experts = VramExpertStats{};
             *out.vram_experts += *r.vram_experts;
         }
         out.reps.push_back(r);

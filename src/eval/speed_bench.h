@@ -46,7 +46,7 @@ struct SpeedRep {
     uint64_t prompt_shipped_bytes = 0;         // RAM's experts shipped to a GPU for the prompt
     double seconds = 0;                        // whole repetition
     std::optional<ExpertStreamStats> experts;  // the expert cache while generating
-    std::optional<engine::VramExpertStats> vram_experts;  // its GPU level, while generating
+    std::optional<VramExpertStats> vram_experts;  // its GPU level, while generating
     // Each kind of operator's time, bytes and flops in the prompt and in the generation steps.
     engine::OpTable prompt_ops{}, gen_ops{};
 };
@@ -66,9 +66,9 @@ struct SpeedBenchResult {
     double io_bytes_per_token = 0;
     double disk_gbps = 0;     // storage reads while generating / generation time, whole run
     bool io_counted = false;  // the kernel's counters were readable
-    std::optional<ExpertStreamStats> experts;             // summed over the repetitions' generation
-    std::optional<engine::VramExpertStats> vram_experts;  // the same, of the GPU level
-    engine::OpTable prompt_ops{}, gen_ops{};              // summed over the repetitions
+    std::optional<ExpertStreamStats> experts;     // summed over the repetitions' generation
+    std::optional<VramExpertStats> vram_experts;  // the same, of the GPU level
+    engine::OpTable prompt_ops{}, gen_ops{};      // summed over the repetitions
 };
 
 Result<SpeedBenchResult> run_speed_bench(LoadedModel& model, const SpeedBenchOptions& options);

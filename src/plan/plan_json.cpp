@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "plan/execution_table.h"
+
 namespace strata {
 
 using nlohmann::json;
@@ -237,7 +239,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
             {"prompt_bound", std::string(tier_name(p.prompt_bound))},
             {"layers", layers},
             {"tensors", tensors},
-            {"notes", p.notes}};
+            {"notes", p.notes},
+            {"execution", execution_table_json(execution_table(p, model))}};
 }
 
 Result<Plan> plan_from_json(const json& j) {

@@ -23,7 +23,8 @@
 //   "bound": "gpu" | "ram" | "disk",                     the tier with the largest time
 //   "layers": [{"layer", "resident_bytes", "ffn_bytes", "ffn_use", "bytes_per_token"}],
 //   "tensors": [{"name", "tier", "use"}],                one per tensor, in file order
-//   "notes": [string]
+//   "notes": [string],
+//   "execution": the table the engine runs (execution_table.h: execution_table_json)
 // }
 // "use" and "ffn_use" are "resident", "cached" or "streamed" (TensorUse).
 #pragma once

@@ -1,10 +1,10 @@
 #include "session/loaded_model.h"
 
 #include <chrono>
-#include <cstdlib>
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
+#include "session/backend_factory.h"
 #include "util/clock.h"
 
 namespace strata {
@@ -61,33 +61,14 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
         engine_options.kv_type = plan->kv_type;
         if (plan->batch) engine_options.max_batch = plan->batch;
         if (plan->threads) engine_options.threads = plan->threads;
-        if (plan->gpu_resident()) {
-            engine_options.backends = {BackendSpec{BackendKind::Cuda, plan->gpu_device}};
-            engine_options.layer_backend.clear();
-        } else if (plan->gpu_split()) {
-            // The CPU's layers on backend 0, the GPU's on backend 1.
-            engine_options.backends = {BackendSpec{BackendKind::Cpu},
-                                       BackendSpec{BackendKind::Cuda, plan->gpu_device}};
-            engine_options.layer_backend.clear();
-            for (const LayerPlan& l : plan->layers) {
-                engine_options.layer_backend.push_back(l.on_gpu ? 1 : 0);
-            }
-            // STRATA_PROMPT_SHIPPING=0 in the environment leaves the staging unused (prompts
-            // then compute RAM's experts, or the CPU's layers, on the CPU), for comparisons.
-            const char* ship = std::getenv("STRATA_PROMPT_SHIPPING");
-            if (!(ship && ship[0] == '0')) {
-                engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;
-            }
-            engine_options.gpu_expert_entries = plan->gpu_memory.expert_entries;
-            engine_options.gpu_expert_entry_bytes = plan->gpu_memory.expert_entry_bytes;
-        }
+        engine_options.execution = execution_table(*plan, m->info);
         m->plan = std::move(plan);
     }
     if (options.mapped) layout = mapped_layout(m->info);
     if (!m->plan && !options.mapped && options.gpu >= 0) {
         layout.arena_place = MemoryPlace{MemoryKind::Device, options.gpu};
-        engine_options.backends = {BackendSpec{BackendKind::Cuda, options.gpu}};
-        engine_options.layer_backend.clear();
+        engine_options.execution = ExecutionTable::on_one(
+            ComputeUnit{ComputeUnit::Kind::Gpu, options.gpu}, m->info.hparams->n_layer);
     }
     if (layout.any(Residence::ExpertCache)) {
         ExpertCacheConfig& experts = layout.experts;
@@ -110,7 +91,8 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
     m->loaded_bytes = store->resident_bytes();
     m->warnings = store->report().warnings;
     m->store = std::move(store);
-    STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, engine_options));
+    STRATA_ASSIGN(m->engine, engine::Engine::create(*m->info.hparams, *m->store, engine_options,
+                                                    make_backend));
     m->load_seconds = seconds_since(t0);
     return m;
 }

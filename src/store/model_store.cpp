@@ -43,6 +43,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     }
     std::unique_ptr<ModelStore> s(new ModelStore());
     s->n_layer_ = info.hparams ? int(info.hparams->n_layer) : 0;
+    s->n_expert_ = info.hparams ? int(info.hparams->n_expert) : 0;
     s->mode_ = layout.mode;
     if (layout.mapped) {
         STRATA_ASSIGN(s->arena_, Arena::map(info));
@@ -292,8 +293,18 @@ void ModelStore::hint_experts(int layer, std::span<const int32_t> experts) {
     if (cache_) cache_->hint(layer, experts);
 }
 
+Result<VramExpertCache*> ModelStore::add_gpu_level(ExpertEntryMemory& memory, uint32_t entries,
+                                                   uint64_t entry_bytes, uint32_t prefetch) {
+    if (gpu_level_) return err("the store has a GPU level of the expert cache already");
+    if (n_expert_ == 0) return err("a dense model has no experts for a GPU level to hold");
+    STRATA_ASSIGN(gpu_level_, VramExpertCache::create(memory, n_layer_, n_expert_, entries,
+                                                      entry_bytes, prefetch, gpu_stats_));
+    return gpu_level_.get();
+}
+
 void ModelStore::reset_stats() {
     stats_ = {};
+    gpu_stats_ = {};
     ring_.reset_stats();
     if (cache_) cache_->reset_stats();
 }
@@ -317,6 +328,10 @@ StoreReport ModelStore::report() const {
         r.experts = cache_->totals();
         r.expert_layers = cache_->layer_stats();
         r.warnings = cache_->warnings();
+    }
+    if (gpu_level_) {
+        r.gpu_expert_entries = gpu_level_->entries();
+        r.gpu_experts = gpu_stats_;
     }
     r.warnings.insert(r.warnings.end(), warnings_.begin(), warnings_.end());
     return r;

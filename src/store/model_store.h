@@ -22,6 +22,7 @@
 #include "store/row_stream.h"
 #include "store/slot_ring.h"
 #include "store/store_layout.h"
+#include "store/vram_expert_cache.h"
 #include "store/weight_store.h"
 
 namespace strata {
@@ -54,6 +55,8 @@ class ModelStore final : public WeightStore {
     Result<const TensorView*> acquire_head_piece(int piece, int64_t& first_row) override;
     void release_head_piece(int piece) override;
     void hint_experts(int layer, std::span<const int32_t> experts) override;
+    Result<VramExpertCache*> add_gpu_level(ExpertEntryMemory& memory, uint32_t entries,
+                                           uint64_t entry_bytes, uint32_t prefetch) override;
     const StoreStats& stats() const override { return stats_; }
     void reset_stats() override;
     std::string mode_name() const override;
@@ -73,6 +76,7 @@ class ModelStore final : public WeightStore {
     std::optional<ExpertStack> expert_stack(int layer) const;
 
     int n_layer_ = 0;
+    int n_expert_ = 0;  // routed experts per layer (0: dense)
     std::string mode_;
     StreamReader reader_;
     Arena arena_;
@@ -82,6 +86,9 @@ class ModelStore final : public WeightStore {
     RowStream rows_;
     LayerView globals_;  // the arena's, with the shapes of tensors read by rows
     std::unique_ptr<ExpertCache> cache_;
+    // The GPU level in front of the RAM level (add_gpu_level), and what it did.
+    std::unique_ptr<VramExpertCache> gpu_level_;
+    VramExpertStats gpu_stats_;
     // Views handed out for layers the ring serves: the arena's views with the slot's bound over.
     std::vector<LayerView> active_;
     std::vector<std::vector<ExpertView>> active_experts_;

@@ -59,6 +59,28 @@ struct ExpertStreamStats {
 };
 static_assert(lists_every_field<ExpertStreamStats>());
 
+// What the GPU level of the expert cache did (store/vram_expert_cache.h): chosen experts (once per
+// batch and layer) it was asked for, those it had (computed by the GPU), loads into it by the
+// policy and their bytes, guesses copied ahead and their bytes, and of the hits those a guess
+// brought.
+struct VramExpertStats {
+    uint64_t requests = 0;
+    uint64_t hits = 0;
+    uint64_t loads = 0;
+    uint64_t load_bytes = 0;
+    uint64_t prefetches = 0;
+    uint64_t prefetch_bytes = 0;
+    uint64_t prefetch_hits = 0;
+    static constexpr auto fields() {
+        using S = VramExpertStats;
+        return std::make_tuple(&S::requests, &S::hits, &S::loads, &S::load_bytes, &S::prefetches,
+                               &S::prefetch_bytes, &S::prefetch_hits);
+    }
+    VramExpertStats& operator+=(const VramExpertStats& o) { return add_fields(*this, o); }
+    VramExpertStats operator-(const VramExpertStats& o) const { return subtract_fields(*this, o); }
+};
+static_assert(lists_every_field<VramExpertStats>());
+
 struct StoreReport {
     std::string mode;             // "resident", "mmap", "ffn-stream", "expert-stream"
     uint64_t resident_bytes = 0;  // weight bytes held in memory for the whole run
@@ -73,6 +95,9 @@ struct StoreReport {
     uint64_t entry_bytes = 0;
     ExpertStreamStats experts;
     std::vector<ExpertStreamStats> expert_layers;
+
+    uint32_t gpu_expert_entries = 0;  // the GPU level in front of it; 0: none
+    VramExpertStats gpu_experts;
 
     std::vector<std::string> warnings;  // from open (statistics file ignored, ...)
 };

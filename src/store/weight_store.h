@@ -14,12 +14,15 @@
 #include <span>
 #include <string>
 
+#include "model/expert_entry_memory.h"
 #include "model/tensor_view.h"
 #include "store/coactivation.h"
 #include "store/store_report.h"
 #include "util/result.h"
 
 namespace strata {
+
+class VramExpertCache;
 
 class WeightStore {
   public:
@@ -96,6 +99,16 @@ class WeightStore {
     virtual void predict_experts(int /*layer*/, std::span<const int32_t> /*previous*/,
                                  size_t /*count*/, CoactivationStats::Prediction& out) const {
         out.experts.clear();
+    }
+
+    // The GPU level of the expert hierarchy (store/vram_expert_cache.h), in front of the store's
+    // own levels: `entries` entries of `entry_bytes` in `memory` (a GPU backend's), with up to
+    // `prefetch` guesses a layer. Set up once, before the first batch; the store owns it and
+    // reports it with its other levels. An error where the store keeps none.
+    virtual Result<VramExpertCache*> add_gpu_level(ExpertEntryMemory& /*memory*/,
+                                                   uint32_t /*entries*/, uint64_t /*entry_bytes*/,
+                                                   uint32_t /*prefetch*/) {
+        return err(mode_name() + " store keeps no GPU level of the expert cache");
     }
 
     virtual const StoreStats& stats() const = 0;

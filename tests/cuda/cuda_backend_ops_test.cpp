@@ -201,12 +201,15 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             // expert 0 on the CPU: each side's slots of the other count as zero, and the CPU's
             // partial sum added to the GPU's gives the whole.
             const ExpertView host3 = *p.host->store->acquire_expert(0, 3);
-            ASSERT_TRUE(p.cuda->reserve_expert_entries(expert_entry_bytes(host3), 2));
-            auto entry = p.cuda->load_expert_entry(1, host3);
+            ExpertEntryMemory* entries = p.cuda->expert_entry_memory();
+            ASSERT_NE(entries, nullptr);
+            EXPECT_EQ(p.cpu->expert_entry_memory(), nullptr);
+            ASSERT_TRUE(entries->reserve_expert_entries(expert_entry_bytes(host3), 2));
+            auto entry = entries->load_expert_entry(1, host3);
             ASSERT_TRUE(entry) << entry.error().message;
             EXPECT_EQ(entry->gate.where.kind, MemoryKind::Device);
-            p.cuda->wait_expert_loads();
-            EXPECT_TRUE(p.cuda->expert_entry_ready(1));
+            entries->wait_expert_loads();
+            EXPECT_TRUE(entries->expert_entry_ready(1));
             p.cuda->begin_experts(n, k, true);
             p.cuda->expert(*entry, slots3, w3, Act::Normed);
             p.cuda->end_experts(Act::Out, n);
@@ -225,8 +228,9 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             const int ne = int(p.hp.n_expert), ku = int(p.hp.n_expert_used);
             for (const auto& [rows, norm] : {std::pair{int64_t(1), false}, std::pair{n, true}}) {
                 std::vector<float> router_logits(static_cast<size_t>(rows * ne));
-                p.cpu->project_to_host(hw.weight(TensorRole::MoeRouter), Act::Normed, 0, rows,
-                                       router_logits.data());
+                const HostProjection router{&hw.weight(TensorRole::MoeRouter),
+                                            router_logits.data()};
+                p.cpu->project_to_host({&router, 1}, Act::Normed, 0, rows);
                 std::vector<int32_t> chosen(static_cast<size_t>(rows * ku));
                 std::vector<float> weights(static_cast<size_t>(rows * ku));
                 for (int64_t t = 0; t < rows; ++t) {

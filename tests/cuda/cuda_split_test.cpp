@@ -143,13 +143,10 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
 // routing). `shipped`, when given, receives the weights' bytes the prompt shipped to the GPU;
 // `device_bytes` the GPU memory the loaded model holds after the last step, as the driver counts
 // it (its free memory before the load less its free memory then).
-std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<Plan> plan,
-                                         bool route = false, uint32_t batch = kBatch,
-                                         bool decode = true, size_t prompt_tokens = 12,
-                                         uint64_t* shipped = nullptr,
-                                         int64_t* device_bytes = nullptr,
-                                         engine::VramExpertStats* level = nullptr,
-                                         uint32_t gpu_prefetch = 0) {
+std::vector<std::vector<float>> evaluate(
+    const std::string& path, std::optional<Plan> plan, bool route = false, uint32_t batch = kBatch,
+    bool decode = true, size_t prompt_tokens = 12, uint64_t* shipped = nullptr,
+    int64_t* device_bytes = nullptr, VramExpertStats* level = nullptr, uint32_t gpu_prefetch = 0) {
     ModelLoadOptions options;
     options.engine.gpu_expert_prefetch = gpu_prefetch;
     options.engine.threads = 2;
@@ -179,7 +176,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
     for (size_t i = 0; i < prompt.size(); ++i)
         prompt[i] = int32_t(1 + 16 * i) % int32_t(e.n_vocab());
     EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::All, logits));
-    if (shipped) *shipped = e.stats().shipped_bytes;
+    if (shipped) *shipped = e.stats().staged_bytes;
     const size_t v = e.n_vocab();
     for (size_t r = 0; r < prompt.size(); ++r) {
         rows.emplace_back(logits.begin() + long(r * v), logits.begin() + long((r + 1) * v));
@@ -190,7 +187,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
         rows.push_back(logits);
     }
     if (device_bytes) *device_bytes = free_before - free_now();
-    if (level) *level = e.stats().vram_experts;
+    if (level) *level = (*loaded)->store->report().gpu_experts;
     return rows;
 }
 
@@ -444,7 +441,7 @@ TEST_P(CudaSplitGpuExpertCache, GivesTheLogitsOfTheCpu) {
     ASSERT_GE(plan->gpu_memory.expert_entries, info.hparams->n_expert_used) << plan->reason;
     EXPECT_EQ(plan->gpu_memory.expert_entry_bytes, plan_detail::expert_entry_bytes(info));
     const auto cpu = evaluate(path, std::nullopt);
-    engine::VramExpertStats level;
+    VramExpertStats level;
     const auto split = evaluate(path, *plan, false, kBatch, true, 12, nullptr, nullptr, &level);
     ASSERT_EQ(cpu.size(), split.size());
     constexpr double tol = 6e-2;
@@ -477,7 +474,7 @@ TEST(CudaSplitGpuExpertCache, CopiesTheNextLayersGuessesAhead) {
         ASSERT_EQ(plan.cpu_expert_layers, 2u) << plan.reason;
         plan.gpu_memory.expert_entries = 12;
         const auto cpu = evaluate(path, std::nullopt);
-        engine::VramExpertStats level;
+        VramExpertStats level;
         const auto split =
             evaluate(path, plan, false, kBatch, true, 12, nullptr, nullptr, &level, 2);
         ASSERT_EQ(cpu.size(), split.size());

@@ -72,27 +72,7 @@ class CpuBackend final : public Backend {
 
     std::string_view name() const override { return "cpu"; }
 
-    bool supports(BackendOp op, TensorType type) const override {
-        switch (op) {
-            case BackendOp::Norm:
-                return type == TensorType::F32;
-            case BackendOp::Embedding:
-                return quant::is_quant_supported(type);
-            case BackendOp::Linear:
-            case BackendOp::Experts:
-                return matmul_supports(type);
-            case BackendOp::Count:
-                break;
-        }
-        return false;
-    }
     bool can_read(MemoryPlace where) const override { return where.host_readable(); }
-    double read_bandwidth(MemoryPlace where) const override {
-        // Host memory, pinned or not, is read at RAM speed; the profile measures it, the planner
-        // asks the profile for the figure (this backend only says it can read it).
-        return where.host_readable() ? 1.0 : 0.0;
-    }
-    MemoryKind staging_memory() const override { return MemoryKind::Host; }
 
     void write_act(Act a, const float* x, int64_t n, int64_t cols) override {
         assert(size_t(n * cols) <= acts_[size_t(a)].size());
@@ -203,15 +183,17 @@ class CpuBackend final : public Backend {
             n, [&](int64_t r) { add_into(y + r * hp_.n_embd, x + r * hp_.n_embd, hp_.n_embd); });
     }
 
-    void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
-                         float* out) override {
-        cpu::linear(w, nullptr, act(in) + first_row * hp_.n_embd, out, rows, pool_);
-    }
-
-    void project_pair_to_host(const TensorView& a, const TensorView& b, Act in, int64_t first_row,
-                              int64_t rows, float* out_a, float* out_b) override {
-        const cpu::LinearOut outs[] = {{&a, nullptr, out_a}, {&b, nullptr, out_b}};
-        cpu::linear_multi(outs, act(in) + first_row * hp_.n_embd, rows, pool_);
+    void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
+                         int64_t rows) override {
+        const float* x = act(in) + first_row * hp_.n_embd;
+        if (jobs.size() == 1)
+            return cpu::linear(*jobs[0].weight, nullptr, x, jobs[0].out, rows, pool_);
+        std::array<cpu::LinearOut, 4> outs{};
+        for (size_t i = 0; i < jobs.size(); i += outs.size()) {
+            const size_t m = std::min(outs.size(), jobs.size() - i);
+            for (size_t j = 0; j < m; ++j) outs[j] = {jobs[i + j].weight, nullptr, jobs[i + j].out};
+            cpu::linear_multi({outs.data(), m}, x, rows, pool_);
+        }
     }
 
     void begin_experts(int64_t n, int k, bool some_slots) override {
@@ -235,7 +217,14 @@ class CpuBackend final : public Backend {
     // shape whose slots fit the rows go together (a decode step's all at once; a prompt's in
     // chunks of about a batch), so small matrices do not pay a dispatch each. The arithmetic
     // of each row is the same as alone.
-    void experts(std::span<const ExpertJob> jobs, Act in) override {
+    // `beside` runs on the calling thread while the pool's workers start on the jobs.
+    void experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) override {
+        pool_.caller_first(beside);
+        run_jobs(jobs, in);
+        pool_.finish_caller_task();  // no job reached the workers
+    }
+
+    void run_jobs(std::span<const ExpertJob> jobs, Act in) {
         const auto same_shape = [](const ExpertJob& a, const ExpertJob& b) {
             return a.expert.gate.ne == b.expert.gate.ne && a.expert.down.ne == b.expert.down.ne;
         };
@@ -250,13 +239,6 @@ class CpuBackend final : public Backend {
             run_experts(jobs.subspan(i, j - i), total, in);
             i = j;
         }
-    }
-
-    void experts_beside(std::span<const ExpertJob> jobs, Act in,
-                        FunctionRef<void()> beside) override {
-        pool_.caller_first(beside);
-        experts(jobs, in);
-        pool_.finish_caller_task();  // no job reached the workers
     }
 
     // jobs (of one shape, `total` slots, at most rows_ unless one job alone) in one job: gate
@@ -331,26 +313,19 @@ class CpuBackend final : public Backend {
         return false;
     }
 
-    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
-        rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), out, rows, hp_.n_embd,
-                      hp_.rms_eps, pool_);
-    }
-
-    void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
-                     int64_t rows, float* logits) override {
-        float* normed = act(Act::Normed);
-        output_norm(norm, first_row, rows, normed);
-        cpu::linear(head, nullptr, normed, logits, rows, pool_);
-    }
-
     void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override {
-        output_norm(norm, first_row, rows, act(Act::Normed));
+        rms_norm_rows(act(Act::Hidden) + first_row * hp_.n_embd, norm.f32(), act(Act::Normed), rows,
+                      hp_.n_embd, hp_.rms_eps, pool_);
     }
 
     void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab, int64_t rows,
                      float* logits) override {
-        // One row at a time: a piece's columns are not contiguous in a row-major logits block.
         const float* normed = act(Act::Normed);
+        // The whole head: every row's logits are contiguous, one pass over the head for all rows.
+        if (vocab_first == 0 && piece.rows() == n_vocab) {
+            return cpu::linear(piece, nullptr, normed, logits, rows, pool_);
+        }
+        // A piece: its columns are not contiguous in a row-major logits block, one row at a time.
         for (int64_t r = 0; r < rows; ++r) {
             cpu::linear(piece, nullptr, normed + r * hp_.n_embd, logits + r * n_vocab + vocab_first,
                         1, pool_);

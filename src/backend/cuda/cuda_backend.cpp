@@ -147,16 +147,6 @@ bool graphs_enabled() {
     return on;
 }
 
-// STRATA_SHIP_AHEAD=0: each shipped operation copies its own matrices when it runs, for
-// comparisons with a layer's copies queued at its start (Backend::ship_ahead).
-bool ship_ahead_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("STRATA_SHIP_AHEAD");
-        return !(e && std::string_view(e) == "0");
-    }();
-    return on;
-}
-
 class CudaBackend final : public Backend {
   public:
     CudaBackend(const BackendConfig& config, int device) : hp_(config.hp), device_(device) {
@@ -224,13 +214,14 @@ class CudaBackend final : public Backend {
                           gpu::DeviceBuffer::allocate(
                               matvec_q8_scratch_bytes(std::max(s.d, s.ff), int(slots)), device_));
         }
-        if (config.prompt_staging > 0) {
+        if (config.staging_bytes > 0) {
             // Room for the pieces' alignment besides the plan's bytes.
-            STRATA_ASSIGN(ship_, gpu::DeviceBuffer::allocate(
-                                     config.prompt_staging + kMaxAhead * kShipAlign, device_));
+            STRATA_ASSIGN(staging_, gpu::DeviceBuffer::allocate(
+                                        config.staging_bytes + kMaxStaged * kStageAlign, device_));
             STRATA_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
             STRATA_CUDA(cudaEventCreateWithFlags(&staging_read_, cudaEventDisableTiming));
-            for (cudaEvent_t& e : ahead_done_) {
+            staged_pieces_.reserve(kMaxStaged);
+            for (cudaEvent_t& e : staged_done_) {
                 STRATA_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             }
         }
@@ -244,7 +235,7 @@ class CudaBackend final : public Backend {
         if (profile_) profile_->print(stderr);
         for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
         if (copy_stream_) cudaStreamSynchronize(copy_stream_);
-        for (cudaEvent_t e : ahead_done_) {
+        for (cudaEvent_t e : staged_done_) {
             if (e) cudaEventDestroy(e);
         }
         if (staging_read_) cudaEventDestroy(staging_read_);
@@ -255,24 +246,9 @@ class CudaBackend final : public Backend {
 
     std::string_view name() const override { return name_; }
 
-    bool supports(BackendOp op, TensorType type) const override {
-        switch (op) {
-            case BackendOp::Norm:
-                return type == TensorType::F32;
-            case BackendOp::Embedding:
-            case BackendOp::Linear:
-            case BackendOp::Experts:
-                return linear_supports(type);
-            case BackendOp::Count:
-                break;
-        }
-        return false;
-    }
     bool can_read(MemoryPlace where) const override {
         return where.kind == MemoryKind::Device && where.device == device_;
     }
-    double read_bandwidth(MemoryPlace where) const override { return can_read(where) ? 1.0 : 0.0; }
-    MemoryKind staging_memory() const override { return MemoryKind::PinnedHost; }
 
     void write_act(Act a, const float* x, int64_t n, int64_t cols) override {
         assert(uint64_t(n * cols) * sizeof(float) <= acts_[size_t(a)].size());
@@ -327,6 +303,8 @@ class CudaBackend final : public Backend {
             for (size_t j = j0; j < std::min(jobs.size(), j0 + kMaxJobs); ++j) {
                 const LinearJob& job = jobs[j];
                 expect_device(*job.weight);
+                await_staged(*job.weight);
+                if (job.bias) await_staged(*job.bias);
                 r.*kWeights[j - j0] = *job.weight;
                 r.outs[j - j0] = job.out;
                 r.biases[j - j0] = job.bias && job.bias->present() ? job.bias->f32() : nullptr;
@@ -362,6 +340,7 @@ class CudaBackend final : public Backend {
         expect_device(gate);
         expect_device(up);
         expect_device(down);
+        for (const TensorView* v : {&gate, &up, &down}) await_staged(*v);
         run({OpKind::Ffn, in, out, 0, n, gate, up, down});
     }
 
@@ -374,16 +353,19 @@ class CudaBackend final : public Backend {
         run({OpKind::Add, from, into, 0, n, {}, {}, {}});
     }
 
-    void project_to_host(const TensorView& w, Act in, int64_t first_row, int64_t rows,
-                         float* out) override {
-        expect_device(w);
+    void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
+                         int64_t rows) override {
         flush();
-        float* y = host_out();
-        profiled("router", w, rows,
-                 [&] { matmul_->linear(w, nullptr, act(in) + first_row * shapes_.d, y, rows); });
-        to_host(out, y, rows * w.rows());
+        for (const HostProjection& job : jobs) {
+            const TensorView& w = *job.weight;
+            expect_device(w);
+            float* y = host_out();
+            profiled("router", w, rows, [&] {
+                matmul_->linear(w, nullptr, act(in) + first_row * shapes_.d, y, rows);
+            });
+            to_host(job.out, y, rows * w.rows());
+        }
     }
-
     void begin_experts(int64_t n, int k, bool some_slots) override {
         flush();
         experts_k_ = k;
@@ -403,15 +385,7 @@ class CudaBackend final : public Backend {
         STRATA_CUDA(cudaMemsetAsync(slot_out_.data(), 0, bytes(values), stream_));
     }
 
-    Result<void> reserve_expert_entries(uint64_t entry_bytes, uint32_t entries) override {
-        return entries_.allocate(entry_bytes, entries, device_);
-    }
-    Result<ExpertView> load_expert_entry(uint32_t entry, const ExpertView& from) override {
-        flush();  // the loads follow every kernel queued so far, recorded ones too
-        return entries_.load(entry, from, stream_);
-    }
-    bool expert_entry_ready(uint32_t entry) override { return entries_.ready(entry); }
-    void wait_expert_loads() override { entries_.wait(); }
+    ExpertEntryMemory* expert_entry_memory() override { return &entry_memory_; }
 
     void expert(const ExpertView& e, std::span<const int64_t> slots, std::span<const float> weights,
                 Act in) override {
@@ -441,7 +415,8 @@ class CudaBackend final : public Backend {
     // Experts in the expert entries, all of one layer (one shape and types), as one job: every
     // slot's entry, position and weight copied in once, then the int8 matvec for all the slots
     // at once (matvec_q8.h) and their weighted scatter. Others one by one.
-    void experts(std::span<const ExpertJob> jobs, Act in) override {
+    void experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) override {
+        beside();  // the host's work first: the GPU's queue needs no thread of its own
         if (!entries_job(jobs, in)) {
             for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
         }
@@ -559,6 +534,10 @@ class CudaBackend final : public Backend {
             !can_read(experts.first.down.where)) {
             return false;
         }
+        for (const TensorView* v :
+             {&router, &experts.first.gate, &experts.first.up, &experts.first.down}) {
+            await_staged(*v);
+        }
         Record r{OpKind::Experts, in, out, 0, n, router, experts.first.gate, experts.first.up};
         r.w3 = experts.first.down;
         r.strides = {experts.gate_stride, experts.up_stride, experts.down_stride};
@@ -569,96 +548,35 @@ class CudaBackend final : public Backend {
         return true;
     }
 
-    // The router and the three expert stacks shipped (ship), then routed and computed as
-    // resident ones.
-    bool routed_experts_shipped(const TensorView& router, const ExpertStack& experts, int k,
-                                bool norm_weights, Act in, Act out, int64_t n) override {
-        if (!takes_routing(router, experts, k, n)) return false;
-        const auto span = [&](const TensorView& v, size_t stride) {
-            return stride * size_t(experts.n_expert - 1) + v.row_bytes * size_t(v.rows());
-        };
-        const TensorView* from[4] = {&router, &experts.first.gate, &experts.first.up,
-                                     &experts.first.down};
-        const size_t bytes[4] = {router.row_bytes * size_t(router.rows()),
-                                 span(experts.first.gate, experts.gate_stride),
-                                 span(experts.first.up, experts.up_stride),
-                                 span(experts.first.down, experts.down_stride)};
-        TensorView to[4];
-        if (!ship(from, bytes, to)) return false;
-        ExpertStack shipped = experts;
-        shipped.first = {to[1], to[2], to[3]};
-        return routed_experts(to[0], shipped, k, norm_weights, in, out, n);
-    }
-
-    bool linear_shipped(std::span<const LinearJob> jobs, Act in, int64_t n) override {
-        // Each job's weight, then its bias when it has one.
-        std::array<const TensorView*, 2 * kMaxShipped> from{};
-        std::array<size_t, 2 * kMaxShipped> bytes{};
-        std::array<TensorView, 2 * kMaxShipped> to{};
-        if (jobs.size() > kMaxShipped) return false;
-        size_t count = 0;
-        for (const LinearJob& job : jobs) {
-            for (const TensorView* v : {job.weight, job.bias}) {
-                if (!v || !v->present()) continue;
-                from[count] = v;
-                bytes[count++] = matrix_bytes(*v);
-            }
-        }
-        if (!ship({from.data(), count}, {bytes.data(), count}, {to.data(), count})) return false;
-        std::array<LinearJob, kMaxShipped> shipped{};
+    // The pieces copied in one go on copy_stream_, each followed by its event; an operation that
+    // reads a staged view has the stream wait for that piece's event (await_staged).
+    bool stage(std::span<const StagePiece> pieces, std::span<TensorView> staged) override {
+        staged_pieces_.clear();
+        if (staging_.size() == 0 || pieces.size() > kMaxStaged) return false;
         size_t at = 0;
-        for (size_t j = 0; j < jobs.size(); ++j) {
-            shipped[j] = {&to[at++], nullptr, jobs[j].out};
-            if (jobs[j].bias && jobs[j].bias->present()) shipped[j].bias = &to[at++];
+        for (const StagePiece& p : pieces) {
+            if (p.view->where.kind == MemoryKind::Device) return false;  // only host memory
+            at += aligned(p.bytes);
         }
-        linear({shipped.data(), jobs.size()}, in, n);
-        return true;
-    }
-
-    bool swiglu_ffn_shipped(const TensorView& gate, const TensorView& up, const TensorView& down,
-                            Act in, Act out, int64_t n) override {
-        const TensorView* from[3] = {&gate, &up, &down};
-        const size_t bytes[3] = {matrix_bytes(gate), matrix_bytes(up), matrix_bytes(down)};
-        TensorView to[3];
-        if (!ship(from, bytes, to)) return false;
-        swiglu_ffn(to[0], to[1], to[2], in, out, n);
-        return true;
-    }
-
-    // The layer's pieces copied in one go on copy_stream_, each followed by its event; ship()
-    // then finds them there (shipped_ahead).
-    void ship_ahead(std::span<const TensorView* const> views) override {
-        ahead_.clear();
-        if (!copy_stream_ || !ship_ahead_enabled() || views.size() > kMaxAhead) return;
-        size_t at = 0;
-        for (const TensorView* v : views) {
-            if (v->where.kind == MemoryKind::Device) return ahead_.clear();
-            ahead_.push_back({v->data, matrix_bytes(*v), at});
-            at += aligned(matrix_bytes(*v));
-        }
-        if (at > ship_.size()) return ahead_.clear();
+        if (at > staging_.size()) return false;
         // The copies overwrite the staging, so they wait for every kernel queued so far: the
         // last readers of what it held.
         flush();
         STRATA_CUDA(cudaEventRecord(staging_read_, stream_));
         STRATA_CUDA(cudaStreamWaitEvent(copy_stream_, staging_read_));
-        for (size_t i = 0; i < ahead_.size(); ++i) {
-            STRATA_CUDA(cudaMemcpyAsync(ship_.data() + ahead_[i].at, ahead_[i].host,
-                                        ahead_[i].bytes, cudaMemcpyHostToDevice, copy_stream_));
-            STRATA_CUDA(cudaEventRecord(ahead_done_[i], copy_stream_));
+        at = 0;
+        for (size_t i = 0; i < pieces.size(); ++i) {
+            std::byte* to = staging_.data() + at;
+            STRATA_CUDA(cudaMemcpyAsync(to, pieces[i].view->data, pieces[i].bytes,
+                                        cudaMemcpyHostToDevice, copy_stream_));
+            STRATA_CUDA(cudaEventRecord(staged_done_[i], copy_stream_));
+            staged_pieces_.push_back({to, false});
+            staged[i] = *pieces[i].view;
+            staged[i].data = to;
+            staged[i].where = {MemoryKind::Device, device_};
+            at += aligned(pieces[i].bytes);
         }
-    }
-
-    void output_norm(const TensorView& norm, int64_t first_row, int64_t rows, float* out) override {
-        normalize_output(norm, first_row, rows);
-        flush();
-        to_host(out, act(Act::Normed), rows * shapes_.d);
-    }
-
-    void output_head(const TensorView& norm, const TensorView& head, int64_t first_row,
-                     int64_t rows, float* logits) override {
-        normalize_output(norm, first_row, rows);
-        head_logits(head, 0, head.rows(), rows, logits);
+        return true;
     }
 
     void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override {
@@ -1023,62 +941,24 @@ class CudaBackend final : public Backend {
 
     static size_t matrix_bytes(const TensorView& v) { return v.row_bytes * size_t(v.rows()); }
 
-    // Copies the host tensors `from` (`bytes` of each) into the prompt staging on the stream, each
-    // kShipAlign-aligned, and points `to` at the copies. The stream orders the copies after the
-    // kernels before them that read the staging, and the kernels after them behind the copies;
-    // the host memory is the store's page-locked host arena (StoreLayout::pin_host), else the
-    // copies run at pageable speed. False, with nothing copied, when there is no staging, they
-    // do not fit it, or one is not in host memory.
-    bool ship(std::span<const TensorView* const> from, std::span<const size_t> bytes,
-              std::span<TensorView> to) {
-        if (ship_.size() == 0) return false;
-        if (shipped_ahead(from, bytes, to)) return true;
-        size_t at = 0;
-        for (size_t i = 0; i < from.size(); ++i) {
-            if (from[i]->where.kind == MemoryKind::Device) return false;  // only host memory
-            to[i] = *from[i];
-            to[i].data = ship_.data() + at;
-            to[i].where = {MemoryKind::Device, device_};
-            at += aligned(bytes[i]);
-        }
-        if (at > ship_.size()) return false;
-        flush();
-        if (!ahead_.empty()) {
-            // Copies queued ahead may still be writing where these go.
-            STRATA_CUDA(cudaStreamWaitEvent(stream_, ahead_done_[ahead_.size() - 1]));
-            ahead_.clear();
-        }
-        for (size_t i = 0; i < from.size(); ++i) {
-            STRATA_CUDA(cudaMemcpyAsync(const_cast<std::byte*>(to[i].data), from[i]->data, bytes[i],
-                                        cudaMemcpyHostToDevice, stream_));
-        }
-        return true;
-    }
-
     static size_t aligned(size_t bytes) {
-        return (bytes + kShipAlign - 1) / kShipAlign * kShipAlign;
+        return (bytes + kStageAlign - 1) / kStageAlign * kStageAlign;
     }
 
-    // ship() for pieces that ship_ahead already queued: points `to` at them and has the stream
-    // wait for their copies. False when one of them is not among those.
-    bool shipped_ahead(std::span<const TensorView* const> from, std::span<const size_t> bytes,
-                       std::span<TensorView> to) {
-        std::array<size_t, kMaxAhead> found{};
-        for (size_t i = 0; i < from.size(); ++i) {
-            const auto it = std::find_if(ahead_.begin(), ahead_.end(), [&](const Ahead& a) {
-                return a.host == from[i]->data && a.bytes == bytes[i];
-            });
-            if (it == ahead_.end()) return false;
-            found[i] = size_t(it - ahead_.begin());
+    // Has the stream wait for the copy of `v` when it is a staged piece whose copy it has not
+    // waited for yet; nothing for any other view (a pointer comparison).
+    void await_staged(const TensorView& v) {
+        if (staged_pieces_.empty() || v.data < staging_.data() ||
+            v.data >= staging_.data() + staging_.size()) {
+            return;
         }
-        flush();
-        for (size_t i = 0; i < from.size(); ++i) {
-            to[i] = *from[i];
-            to[i].data = ship_.data() + ahead_[found[i]].at;
-            to[i].where = {MemoryKind::Device, device_};
-            STRATA_CUDA(cudaStreamWaitEvent(stream_, ahead_done_[found[i]]));
+        for (size_t i = 0; i < staged_pieces_.size(); ++i) {
+            Staged& p = staged_pieces_[i];
+            if (p.at != v.data || p.awaited) continue;
+            flush();
+            STRATA_CUDA(cudaStreamWaitEvent(stream_, staged_done_[i]));
+            p.awaited = true;
         }
-        return true;
     }
 
     void to_host(float* dst, const float* src, int64_t count) {
@@ -1116,22 +996,18 @@ class CudaBackend final : public Backend {
     std::unique_ptr<Matmul> matmul_;
     std::array<gpu::DeviceBuffer, size_t(Act::Count)> acts_;
     gpu::DeviceBuffer gate_, up_, scalar_, host_out_, ids_, step_;
-    // Prompt staging: a layer's router and routed experts, or one op's matrices and biases of a
-    // layer the CPU holds, shipped from RAM (routed_experts_shipped, linear_shipped,
-    // swiglu_ffn_shipped).
-    static constexpr size_t kShipAlign = 256;
-    static constexpr size_t kMaxShipped = 4;  // linear jobs of one shipped op
-    gpu::DeviceBuffer ship_;
-    // A layer's pieces queued by ship_ahead: where each came from, its bytes and its place in
-    // the staging; ahead_done_[i] follows piece i's copy on copy_stream_, and staging_read_
-    // follows the kernels that read the staging before them.
-    struct Ahead {
-        const std::byte* host;
-        size_t bytes, at;
+    // Staging (stage): a layer's router and routed experts, or the matrices and biases of a layer
+    // another backend runs, copied from host RAM for a prompt batch. staged_done_[i] follows
+    // piece i's copy on copy_stream_, and staging_read_ the kernels that read the staging before.
+    static constexpr size_t kStageAlign = 256;
+    static constexpr size_t kMaxStaged = 16;  // a layer's matrices and biases, with room
+    struct Staged {
+        const std::byte* at;
+        bool awaited;
     };
-    static constexpr size_t kMaxAhead = 16;  // a layer's matrices and biases, with room
-    std::vector<Ahead> ahead_;
-    std::array<cudaEvent_t, kMaxAhead> ahead_done_{};
+    gpu::DeviceBuffer staging_;
+    std::vector<Staged> staged_pieces_;
+    std::array<cudaEvent_t, kMaxStaged> staged_done_{};
     cudaStream_t copy_stream_ = nullptr;
     cudaEvent_t staging_read_ = nullptr;
     gpu::PinnedBuffer step_pinned_;
@@ -1151,7 +1027,27 @@ class CudaBackend final : public Backend {
     bool zero_slots_ = false;  // begin_experts' some_slots, until slot_out_ is zeroed
     int64_t direct_ = 0;       // entries_job's outputs summed directly by end_experts (0: none)
     std::vector<float> peeked_;
-    ExpertEntries entries_;  // the GPU level of the expert cache (declared last: freed first)
+    // The GPU level of the expert cache's memory (declared last: freed first): entries loaded on
+    // their own copy stream, each load after every kernel queued so far on this backend's
+    // stream (which may still read the entry's old expert).
+    class EntryMemory final : public ExpertEntryMemory {
+      public:
+        explicit EntryMemory(CudaBackend& b) : b_(b) {}
+        Result<void> reserve_expert_entries(uint64_t entry_bytes, uint32_t entries) override {
+            return b_.entries_.allocate(entry_bytes, entries, b_.device_);
+        }
+        Result<ExpertView> load_expert_entry(uint32_t entry, const ExpertView& from) override {
+            b_.flush();  // the loads follow every kernel queued so far, recorded ones too
+            return b_.entries_.load(entry, from, b_.stream_);
+        }
+        bool expert_entry_ready(uint32_t entry) override { return b_.entries_.ready(entry); }
+        void wait_expert_loads() override { b_.entries_.wait(); }
+
+      private:
+        CudaBackend& b_;
+    };
+    ExpertEntries entries_;
+    EntryMemory entry_memory_{*this};
 };
 
 }  // namespace

@@ -13,12 +13,13 @@
 // (layer, expert) frequencies, aged so that they follow what the router does lately; an expert
 // that missed here is offered, and loaded when an entry is free or its frequency beats that of
 // the entry the policy would evict (and it was chosen at least kMinLoadFrequency times). Loads are
-// copies from host memory on the GPU's copy engine, beside compute (Backend::load_expert_entry); an
-// entry serves once its copy has landed, never waited for on the decode path. At most
-// kMaxLoadsPerLayer loads start per layer and kMaxLoadsInFlight are in flight, so the bus is never
-// flooded: a new expert takes some tokens to earn its place, as a popular one keeps it.
+// copies from host memory on the GPU's copy engine, beside compute
+// (ExpertEntryMemory::load_expert_entry); an entry serves once its copy has landed, never waited
+// for on the decode path. At most kMaxLoadsPerLayer loads start per layer and kMaxLoadsInFlight are
+// in flight, so the bus is never flooded: a new expert takes some tokens to earn its place, as a
+// popular one keeps it.
 //
-// Prefetch (EngineOptions::gpu_expert_prefetch guesses a layer, kDefaultGpuExpertPrefetch unless
+// Prefetch (gpu_expert_prefetch guesses a layer, kDefaultGpuExpertPrefetch unless
 // asked otherwise): a few entries (two layers' worth of guesses) stand apart from the policy's as
 // a ring. While layer L computes, the engine guesses the experts layer L+1 will choose (its router
 // applied to L's input, then the co-activation statistics: experts of L+1 that followed L's
@@ -30,7 +31,7 @@
 // decaying count; below it one layer in kVramPrefetchProbeEvery keeps measuring). The host's part
 // costs the step little: the guess is computed in one pass with the layer's own router, and the
 // copies are queued by the calling thread while the CPU's workers start on the layer's experts
-// (Backend::experts_beside).
+// (the `beside` work of Backend::experts).
 // Measured on a 16-core host beside an H100 (Qwen3-30B-A3B shape, the level's default room),
 // 4 guesses a layer served 64% of the time and raised its hit rate from 10% to 40%.
 #pragma once
@@ -41,12 +42,12 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/backend.h"
+#include "model/expert_entry_memory.h"
 #include "store/expert_cache_policy.h"
-#include "util/counter_fields.h"
+#include "store/store_report.h"
 #include "util/result.h"
 
-namespace strata::engine {
+namespace strata {
 
 inline constexpr uint32_t kMaxLoadsPerLayer = 2;
 inline constexpr uint32_t kMaxLoadsInFlight = 16;
@@ -56,27 +57,6 @@ inline constexpr uint32_t kMinLoadFrequency = 2;
 inline constexpr uint32_t kDefaultGpuExpertPrefetch = 4;
 inline constexpr double kMinVramPrefetchAccuracy = 0.4;
 inline constexpr uint32_t kVramPrefetchProbeEvery = 32;
-
-// What the level did (EngineStats): chosen experts (once per batch and layer) it was asked for,
-// those it had (computed by the GPU), loads into it by the policy and their bytes, guesses
-// copied ahead and their bytes, and of the hits those a guess brought.
-struct VramExpertStats {
-    uint64_t requests = 0;
-    uint64_t hits = 0;
-    uint64_t loads = 0;
-    uint64_t load_bytes = 0;
-    uint64_t prefetches = 0;
-    uint64_t prefetch_bytes = 0;
-    uint64_t prefetch_hits = 0;
-    static constexpr auto fields() {
-        using S = VramExpertStats;
-        return std::make_tuple(&S::requests, &S::hits, &S::loads, &S::load_bytes, &S::prefetches,
-                               &S::prefetch_bytes, &S::prefetch_hits);
-    }
-    VramExpertStats& operator+=(const VramExpertStats& o) { return add_fields(*this, o); }
-    VramExpertStats operator-(const VramExpertStats& o) const { return subtract_fields(*this, o); }
-};
-static_assert(lists_every_field<VramExpertStats>());
 
 class VramExpertCache {
   public:
@@ -98,9 +78,9 @@ class VramExpertCache {
     // one this level serves now (ready), null for the others; the number served.
     size_t route(int layer, std::span<const int> experts, std::vector<const ExpertView*>& views);
     // An expert the level did not serve (of the layer just routed), in host memory at `host`
-    // (unchanged until the copy lands, see Backend::load_expert_entry): loaded when the policy
-    // takes it and the limits allow. True when a load started. Call it only once the GPU's work
-    // of the layer routed last is queued: the entry it takes may be one that work reads.
+    // (unchanged until the copy lands, see ExpertEntryMemory::load_expert_entry): loaded when the
+    // policy takes it and the limits allow. True when a load started. Call it only once the GPU's
+    // work of the layer routed last is queued: the entry it takes may be one that work reads.
     Result<bool> offer(int layer, int expert, const ExpertView& host);
 
     // Whether to guess the next layer's experts now (asked once a layer, before its prefetch()
@@ -163,4 +143,4 @@ class VramExpertCache {
     uint64_t asked_ = 0;                                     // prefetch_wanted() calls
 };
 
-}  // namespace strata::engine
+}  // namespace strata

@@ -1,10 +1,10 @@
-#include "engine/vram_expert_cache.h"
+#include "store/vram_expert_cache.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <string>
 
-namespace strata::engine {
+namespace strata {
 
 Result<std::unique_ptr<VramExpertCache>> VramExpertCache::create(
     ExpertEntryMemory& memory, int n_layer, int n_expert, uint32_t entries, uint64_t entry_bytes,
@@ -208,4 +208,4 @@ Result<bool> VramExpertCache::prefetch(int layer, int expert, const ExpertView& 
     return false;
 }
 
-}  // namespace strata::engine
+}  // namespace strata
