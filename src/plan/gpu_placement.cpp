@@ -145,7 +145,7 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         const uint64_t staging =
             hp.is_moe() ? 0 : *std::max_element(layer_weights.begin(), layer_weights.end());
         const uint32_t last = n_layer - 1;
-        if (staging > 0 && n_layer > 1 &&
+        if (in.options.prompt_shipping && staging > 0 && n_layer > 1 &&
             fits(staging + layer_weights[last] + layer_experts[last] + layer_kv(last))) {
             s.g.prompt_staging = staging;
             s.g.total += staging;
@@ -178,7 +178,7 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         // CPU computes a batch's experts at a fraction of the speed PCIe brings them at), taken
         // before the GPU's own expert layers: a prompt gains far more than one layer costs decode.
         const uint64_t staging = *std::max_element(layer_experts.begin(), layer_experts.end());
-        if (fits(staging)) {
+        if (in.options.prompt_shipping && fits(staging)) {
             s.g.prompt_staging = staging;
             s.g.total += staging;
         }
@@ -377,6 +377,11 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
                                                  : refused);
         plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
         return false;
+    }
+    if (!in.options.prompt_shipping) {
+        plan.notes.push_back(
+            "prompt shipping is off (--no-prompt-shipping): prompts compute the CPU's part on the "
+            "CPU");
     }
     if (best->g.prompt_staging > 0) {
         best->what += std::string("; prompt batches ship each of ") +

@@ -1,7 +1,6 @@
 #include "session/loaded_model.h"
 
 #include <chrono>
-#include <cstdlib>
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
@@ -72,12 +71,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
             for (const LayerPlan& l : plan->layers) {
                 engine_options.layer_backend.push_back(l.on_gpu ? 1 : 0);
             }
-            // STRATA_PROMPT_SHIPPING=0 in the environment leaves the staging unused (prompts
-            // then compute RAM's experts, or the CPU's layers, on the CPU), for comparisons.
-            const char* ship = std::getenv("STRATA_PROMPT_SHIPPING");
-            if (!(ship && ship[0] == '0')) {
-                engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;
-            }
+            engine_options.gpu_prompt_staging = plan->gpu_memory.prompt_staging;
             engine_options.gpu_expert_entries = plan->gpu_memory.expert_entries;
             engine_options.gpu_expert_entry_bytes = plan->gpu_memory.expert_entry_bytes;
         }
