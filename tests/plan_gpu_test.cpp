@@ -491,6 +491,66 @@ TEST(PlanGpu, MoeSplitShipsPromptBatchesAtTheBusRate) {
     EXPECT_EQ(unmeasured->prompt_tokens_per_second, 0.0);
 }
 
+// Without prompt shipping (PlanOptions::prompt_shipping, --no-prompt-shipping) a split reserves
+// no prompt staging and has no prompt limit, and the GPU memory the staging took goes where the
+// plan puts free GPU memory: a dense layer split's GPU takes its layers while they fit, an expert
+// split's the routed experts of whole layers (then the GPU level of the expert cache); the
+// staging held the largest layer's experts, so that is one layer of them more at least.
+TEST(PlanGpu, SplitWithoutPromptShippingGivesTheStagingsRoomToTheGpu) {
+    PlanOptions off;
+    off.prompt_shipping = false;
+
+    const ModelInfo m = test::synthetic_model_info("8b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    HardwareProfile profile = with_gpu(70 * GiB);
+    profile.gpus.front().host_to_device_pinned_bandwidth = 50e9;
+    auto shipping = make_plan(m, profile, budgets(16 * GiB, m.totals.bytes / 2));
+    auto plan = make_plan(m, profile, budgets(16 * GiB, m.totals.bytes / 2), off);
+    ASSERT_TRUE(shipping && plan) << (shipping ? plan.error().message : shipping.error().message);
+    ASSERT_TRUE(shipping->gpu_split() && plan->gpu_split()) << plan->gpu_note;
+    const uint64_t staging = shipping->gpu_memory.prompt_staging;
+    ASSERT_GT(staging, 0u);
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    EXPECT_EQ(g.prompt_staging, 0u);
+    EXPECT_EQ(plan->prompt_tokens_per_second, 0.0);
+    EXPECT_EQ(g.total, g.weights + g.kv_cache + g.activations);
+    EXPECT_LE(g.total, g.budget);
+    EXPECT_GE(plan->gpu_layers, shipping->gpu_layers);
+    if (plan->gpu_layers == shipping->gpu_layers) {
+        EXPECT_EQ(g.total, shipping->gpu_memory.total - staging);
+    }
+    // One more layer would not have fitted.
+    const uint32_t k = plan->gpu_layers;
+    ASSERT_LT(k, hp.n_layer);
+    uint64_t next_layer = 0;
+    for (const ModelTensor& t : m.tensors) {
+        if (t.layer >= 0 && uint32_t(t.layer) + k + 1 == hp.n_layer) {
+            next_layer += m.info(t).n_bytes;
+        }
+    }
+    EXPECT_GT(g.total + next_layer + kv_layer_bytes(hp, 0, plan->n_ctx, plan->kv_type), g.budget);
+    const std::string text = plan_text(*plan);
+    EXPECT_EQ(text.find("prompts: matrices shipped"), std::string::npos) << text;
+    const bool noted = std::any_of(plan->notes.begin(), plan->notes.end(), [](const auto& n) {
+        return n.find("--no-prompt-shipping") != std::string::npos;
+    });
+    EXPECT_TRUE(noted);
+
+    const ModelInfo moe = test::synthetic_model_info("qwen3moe-30b-a3b", "Q4_K_M");
+    auto moe_shipping = moe_split_plan(moe);
+    auto moe_plan = moe_split_plan(moe, 0, off);
+    ASSERT_TRUE(moe_shipping && moe_plan)
+        << (moe_shipping ? moe_plan.error().message : moe_shipping.error().message);
+    ASSERT_TRUE(moe_shipping->gpu_split() && moe_plan->gpu_split()) << moe_plan->gpu_note;
+    ASSERT_GT(moe_shipping->gpu_memory.prompt_staging, 0u);
+    ASSERT_GT(moe_shipping->cpu_expert_layers, 0u);
+    EXPECT_EQ(moe_plan->gpu_memory.prompt_staging, 0u);
+    EXPECT_LT(moe_plan->cpu_expert_layers, moe_shipping->cpu_expert_layers);
+    EXPECT_GT(moe_plan->gpu_memory.weights, moe_shipping->gpu_memory.weights);
+    EXPECT_LE(moe_plan->gpu_memory.total, moe_plan->gpu_memory.budget);
+    EXPECT_GT(moe_plan->tokens_per_second, moe_shipping->tokens_per_second);
+}
+
 // The expert split whose CPU part does not fit RAM either: the CPU's routed experts stay on
 // disk and stream through an expert cache in the RAM left, everything else as in the split above;
 // faster than the CPU's own expert-stream plan under the same RAM budget, which must also hold

@@ -34,6 +34,10 @@ void add_plan_flags(CLI::App& cmd, PlanFlags& f) {
                    "GPU memory for the most used routed experts of a model whose experts the CPU "
                    "computes, taken before whole layers of experts, e.g. 2G; 0: none (default: "
                    "what whole layers leave)");
+    cmd.add_flag("--no-prompt-shipping", f.no_prompt_shipping,
+                 "Reserve no GPU memory for shipping a split's RAM weights to the GPU for prompt "
+                 "batches: prompts compute the CPU's part on the CPU, and the memory goes to the "
+                 "GPU's layers or expert cache (comparisons)");
     cmd.add_option("--threads,-t", f.threads, "Compute threads (default: physical cores)");
     cmd.add_option("--batch", f.batch, "Prompt tokens evaluated together (default 512)");
 }
@@ -50,6 +54,7 @@ Result<PlanOptions> plan_options(const PlanFlags& flags) {
     options.logit_rows = flags.logit_rows;
     options.embeddings = flags.embeddings;
     options.n_seq = flags.n_seq;
+    options.prompt_shipping = !flags.no_prompt_shipping;
     if (flags.mode) {
         auto mode = parse_plan_mode(*flags.mode);
         if (!mode) return err("--mode: ", mode.error().message);

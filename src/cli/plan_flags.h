@@ -24,6 +24,7 @@ struct PlanFlags {
     std::optional<std::string> ram, gpu_mem, mode, kv_type, gpu_split, gpu_expert_cache;
     uint32_t ctx = 0;
     std::optional<uint32_t> slots, lookahead;
+    bool no_prompt_shipping = false;
     int threads = 0;
     uint32_t batch = 512;
     // Not flags: what the command hands out per evaluation (perplexity: a chunk's logits; serve:
@@ -37,7 +38,7 @@ struct PlanFlags {
 
     bool given() const {
         return ram || gpu_mem || mode || kv_type || gpu_split || gpu_expert_cache || ctx || slots ||
-               lookahead || profile;
+               lookahead || no_prompt_shipping || profile;
     }
 };
 

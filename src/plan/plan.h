@@ -165,6 +165,10 @@ struct PlanOptions {
     // GPU memory for the GPU level of the expert cache in an expert split, taken before the
     // routed experts of whole layers; unset: what those leave (0: none).
     std::optional<uint64_t> gpu_expert_cache;
+    // A split reserves GPU room for prompt batches to ship RAM's weights through
+    // (GpuMemoryPlan::prompt_staging). false: none, prompts compute the CPU's part on the CPU, and
+    // the room goes where the GPU's free memory goes (its layers, or the expert cache's GPU level).
+    bool prompt_shipping = true;
     // How often each routed expert was chosen in earlier runs (layer * n_expert + expert: the
     // expert cache's statistics, store/coactivation.h). With them the expert caches' hit rates
     // are predicted from the most chosen experts' share of the choices (each count plus
