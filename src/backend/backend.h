@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
@@ -106,6 +107,8 @@ struct BackendConfig {
     // layer's routed experts and router (routed_experts_shipped), or the matrices of one layer
     // the CPU holds (linear_shipped, swiglu_ffn_shipped); 0: none.
     uint64_t prompt_staging = 0;
+    // How it computes (tuning.h): which kernels, launch styles and task splits.
+    Tuning tuning;
 };
 
 // Memory for the GPU level of the expert cache (engine/vram_expert_cache.h): entries of one routed

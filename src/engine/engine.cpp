@@ -146,6 +146,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         const BackendSpec spec =
             options.backends.empty() ? BackendSpec{} : options.backends[size_t(b)];
         config.prompt_staging = spec.kind == BackendKind::Cuda ? options.gpu_prompt_staging : 0;
+        config.tuning = options.tuning;
         STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(spec, config));
         if (config.prompt_staging > 0 && !hp.is_moe()) e->shipper_ = backend.get();
         e->backends_.push_back(std::move(backend));
@@ -204,7 +205,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         // On the first CUDA backend: the GPU that runs the layers whose experts the CPU computes.
         for (size_t b = 0; b < e->backends_.size() && !e->vram_; ++b) {
             if (options.backends.empty() || options.backends[b].kind != BackendKind::Cuda) continue;
-            const uint32_t prefetch = std::min(hp.n_expert_used, options.gpu_expert_prefetch);
+            const uint32_t prefetch =
+                std::min(hp.n_expert_used, options.tuning.gpu_expert_prefetch);
             e->vram_gpu_ = e->backends_[b].get();
             STRATA_ASSIGN(e->vram_, VramExpertCache::create(
                                         *e->backends_[b], int(hp.n_layer), int(hp.n_expert),

@@ -60,8 +60,9 @@ struct EngineOptions {
     // first CUDA backend, for the routed experts the CPU computes; 0: none.
     uint32_t gpu_expert_entries = 0;
     uint64_t gpu_expert_entry_bytes = 0;
-    // Guesses of the next layer's experts it copies ahead, at most this many a layer (0: none).
-    uint32_t gpu_expert_prefetch = kDefaultGpuExpertPrefetch;
+    // How the backends compute (backend/tuning.h), given to each; also the guesses of the next
+    // layer's experts the GPU level copies ahead (Tuning::gpu_expert_prefetch).
+    Tuning tuning;
 };
 
 // Where the time of a forward pass goes, by kind of operator.

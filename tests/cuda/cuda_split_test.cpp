@@ -151,7 +151,7 @@ std::vector<std::vector<float>> evaluate(const std::string& path, std::optional<
                                          engine::VramExpertStats* level = nullptr,
                                          uint32_t gpu_prefetch = 0) {
     ModelLoadOptions options;
-    options.engine.gpu_expert_prefetch = gpu_prefetch;
+    options.engine.tuning.gpu_expert_prefetch = gpu_prefetch;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
     options.engine.max_batch = batch;
