@@ -99,7 +99,8 @@ Figure measure(TensorType t, int64_t rows, int64_t cols, int64_t n, double min_s
     gpu::DeviceBuffer dx = must(gpu::DeviceBuffer::allocate(x.size() * 4), "x");
     must(gpu::copy(dx.data(), x.data(), x.size() * 4, gpu::CopyKind::HostToDevice), "copy");
     gpu::DeviceBuffer dy = must(gpu::DeviceBuffer::allocate(size_t(n * rows) * 4), "y");
-    auto matmul = must(cuda::Matmul::create(rows * cols, n, cols, stream), "Matmul::create");
+    auto matmul =
+        must(cuda::Matmul::create(rows * cols, n, cols, stream, Tuning{}), "Matmul::create");
 
     TensorView w;
     w.type = t;

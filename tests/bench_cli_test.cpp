@@ -213,6 +213,46 @@ TEST(BenchCli, BadFlagsFailWithOneLine) {
     }
 }
 
+// --tune: the settings are on a line of the header and in the JSON line, every key with its
+// value as --tune takes it (--gpu-expert-prefetch sets its key too).
+TEST(BenchCli, TuneSettingsAreShownAndRecorded) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    const auto [r, lines] = bench(model,
+                                  "--prompt-tokens 8 --gen-tokens 4 --reps 1 -t 2 --tune "
+                                  "cuda_graphs=false --tune attention_by_positions=false "
+                                  "--gpu-expert-prefetch 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\ntuning: cuda_graphs=false "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" attention_by_positions=false "), std::string::npos) << r.out;
+    ASSERT_EQ(lines.size(), 1u);
+    const json& t = lines[0]["tuning"];
+    EXPECT_EQ(t.size(), 9u) << t.dump();
+    EXPECT_EQ(t["cuda_graphs"], "false");
+    EXPECT_EQ(t["attention_by_positions"], "false");
+    EXPECT_EQ(t["gpu_expert_prefetch"], "2");
+    EXPECT_EQ(t["pdl"], "at_end");
+    EXPECT_EQ(t["cpu_path"], "best");
+}
+
+// A key --tune does not know, a value its key does not take, or no value: one line that names
+// the keys or the values taken.
+TEST(BenchCli, BadTuneSettingsFailWithOneLine) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    const std::pair<std::string, std::string> cases[] = {
+        {"--tune nonsense=1", "unknown tuning key 'nonsense' (the keys: cuda_graphs, "},
+        {"--tune cuda_graphs=maybe", "cuda_graphs=maybe: the value must be true or false"},
+        {"--tune pdl=2", "one of off, at_end, at_start"},
+        {"--tune cuda_graphs", "is not key=value"},
+    };
+    for (const auto& [flags, what] : cases) {
+        const auto r = test::run_strata("bench " + shell_quote(model) + " " + flags);
+        EXPECT_EQ(r.exit_code, 1) << flags;
+        EXPECT_EQ(r.err.rfind("strata: --tune: ", 0), 0u) << flags << ": " << r.err;
+        EXPECT_NE(r.err.find(what), std::string::npos) << flags << ": " << r.err;
+        EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << flags << ": " << r.err;
+    }
+}
+
 // In expert-stream mode the record has the expert cache's figures, and they add up.
 TEST(BenchCli, ExpertStreamReportsTheExpertCache) {
     STRATA_REQUIRE_TESTDATA();

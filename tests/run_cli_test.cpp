@@ -47,6 +47,19 @@ void expect_error(const test::CommandResult& r, const std::string& what) {
     EXPECT_EQ(err.find('\n'), err.size() - 1) << r.err;
 }
 
+// --tune reaches the engine and the JSON object names every setting; a bad one fails.
+TEST(RunCli, JsonNamesTheTuning) {
+    const auto r = strata("run " + shell_quote(synth_model()) +
+                          " --prompt 'Once upon a time' --greedy -n 4 --json -t 2 --tune "
+                          "qkv_parts=false --tune cpu_path=best");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["tuning"]["qkv_parts"], "false");
+    EXPECT_EQ(j["tuning"]["cuda_graphs"], "true");
+    expect_error(strata("run " + shell_quote(synth_model()) + " --prompt hi --tune graphs=0"),
+                 "unknown tuning key 'graphs'");
+}
+
 TEST(RunCli, JsonPrintsOneObjectWithIdsTextAndTimings) {
     const auto r = strata("run " + shell_quote(synth_model()) +
                           " --prompt 'Once upon a time' --greedy -n 8 --json -t 2");

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 #include "model/expert_entry_memory.h"
 #include "model/hparams.h"
@@ -99,6 +100,8 @@ struct BackendConfig {
     // Room for the weights prompt batches stage here from host RAM (Backend::stage): a layer's
     // routed experts and router, or the matrices of one layer another backend runs; 0: none.
     uint64_t staging_bytes = 0;
+    // How it computes (tuning.h): which kernels, launch styles and task splits.
+    Tuning tuning;
 };
 
 class Backend {

@@ -259,6 +259,12 @@ std::string operator_table(const BenchRecord& r) {
     return out;
 }
 
+nlohmann::ordered_json tuning_json(const Tuning& t) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const TuningEntry& e : tuning_entries(t)) j[std::string(e.key)] = e.value;
+    return j;
+}
+
 nlohmann::ordered_json bench_json(const BenchRecord& r) {
     nlohmann::ordered_json j;
     j["date"] = r.date;
@@ -269,6 +275,7 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
     j["gen_tokens"] = r.gen_tokens;
     j["depth"] = r.depth;
     j["reps"] = r.reps;
+    j["tuning"] = tuning_json(r.tuning);
     j["runs"] = nlohmann::ordered_json::array();
     for (const BenchEntry& e : r.entries) {
         const SpeedBenchResult& s = e.result;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/tuning.h"
 #include "eval/speed_bench.h"
 #include "plan/plan.h"
 
@@ -31,6 +32,7 @@ struct BenchRecord {
     uint64_t file_bytes = 0;
     int threads = 0;
     uint32_t prompt_tokens = 0, gen_tokens = 0, depth = 0, reps = 0;
+    Tuning tuning;  // the performance settings every run had (--tune)
     std::vector<BenchEntry> entries;
 };
 
@@ -48,6 +50,9 @@ std::string bench_table(const BenchRecord& r);
 // KV cache) at, and that against the plan's measured read bandwidth of the memory the weights
 // are in (RAM, or the GPU's).
 std::string operator_table(const BenchRecord& r);
+// Every performance setting as --tune takes it ({"cuda_graphs": "true", ...}), so that runs with
+// different settings can be told apart; bench_json's "tuning", and `run --json`'s.
+nlohmann::ordered_json tuning_json(const Tuning& t);
 nlohmann::ordered_json bench_json(const BenchRecord& r);
 // Appends `record` as one line (JSON Lines) to `path`, creating the file and its directory.
 Result<void> append_bench_json(const std::string& path, const nlohmann::ordered_json& record);

@@ -5,7 +5,7 @@
 // token and the bandwidth that makes). The prompt goes through the model's chat template when
 // the file has one (--raw sends it as it is). --interactive is a chat loop that keeps the KV
 // cache between turns, so each turn evaluates only its new tokens. --json prints one JSON object
-// (prompt_ids, generated_ids, text, done_reason, timings) instead, for scripts.
+// (prompt_ids, generated_ids, text, done_reason, timings, tuning) instead, for scripts.
 //
 // Without a model it runs the built-in default (synth/default_model.h); without --prompt it
 // chats when standard input is a terminal and reads the prompt from standard input otherwise.
@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/bench_report.h"
 #include "cli/commands.h"
 #include "cli/run_options.h"
 #include "session/generation.h"
@@ -85,7 +86,7 @@ std::string summary_line(const LoadedModel& m, const GenerateResult& r) {
 }
 
 nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m,
-                                   const GenerateResult& r) {
+                                   const GenerateResult& r, const Tuning& tuning) {
     const GenerateTimings& t = r.timings;
     nlohmann::ordered_json j;
     j["model"] = path;
@@ -140,6 +141,7 @@ nlohmann::ordered_json result_json(const std::string& path, const LoadedModel& m
         {"effective_gb_per_second",
          per_second(double(t.generate_weight_bytes), t.generate_seconds) / 1e9},
     };
+    j["tuning"] = tuning_json(tuning);  // the performance settings, as bench records them
     return j;
 }
 
@@ -169,7 +171,7 @@ nlohmann::ordered_json first_messages(const RunCommand& c) {
     return messages;
 }
 
-void run_once(const RunCommand& c, const std::string& path, LoadedModel& m) {
+void run_once(const RunCommand& c, const std::string& path, LoadedModel& m, const Tuning& tuning) {
     std::string text = c.prompt;
     if (!c.raw && has_file_template(m)) {
         auto tmpl = ChatTemplate::from_gguf(m.info.file);
@@ -189,7 +191,7 @@ void run_once(const RunCommand& c, const std::string& path, LoadedModel& m) {
     auto r = session.generate(ids, generate_options(c), sink);
     if (!r) fail(r.error().message);
     if (c.json) {
-        std::printf("%s\n", result_json(path, m, *r).dump().c_str());
+        std::printf("%s\n", result_json(path, m, *r, tuning).dump().c_str());
     } else {
         std::printf("\n");
         std::fprintf(stderr, "%s\n", summary_line(m, *r).c_str());
@@ -258,7 +260,7 @@ void run_command(RunCommand& c, bool have_prompt) {
     if (c.interactive) {
         run_interactive(c, **m);
     } else {
-        run_once(c, path, **m);
+        run_once(c, path, **m, opts->engine.tuning);
     }
 }
 

@@ -1,8 +1,27 @@
 #include "cli/run_options.h"
 
 #include <cstdio>
+#include <string>
+
+#include "backend/tuning.h"
 
 namespace strata::cli {
+
+namespace {
+
+// --tune's help: every key with the values it takes, its default and what it does.
+std::string tune_help() {
+    std::string help =
+        "Performance setting (repeatable; the defaults are the measured best, the others are for "
+        "comparisons). Keys, their values and [defaults]:";
+    for (const TuningEntry& e : tuning_entries(Tuning{})) {
+        help += "\n  " + std::string(e.key) + "=" + std::string(e.values) + " [" + e.value +
+                "]: " + std::string(e.about);
+    }
+    return help;
+}
+
+}  // namespace
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
     cmd.add_option("--dump", f.dump_dir,
@@ -13,8 +32,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "Expert-stream: read only the experts the router picked, no guesses");
     cmd.add_option("--gpu-expert-prefetch", f.gpu_expert_prefetch,
                    "GPU expert cache: copy up to N guesses of the next layer's experts ahead "
-                   "while each layer computes (0: none)")
-        ->capture_default_str();
+                   "while each layer computes (0: none; --tune gpu_expert_prefetch=N, default " +
+                       std::to_string(Tuning{}.gpu_expert_prefetch) + ")");
+    cmd.add_option("--tune", f.tune, tune_help())->type_name("KEY=VALUE");
     cmd.add_option("--cache-policy", f.cache_policy,
                    "Expert-stream cache eviction: auto (LRU for a cache larger than one token's "
                    "experts, LFU otherwise), lru or lfu")
@@ -44,7 +64,12 @@ Result<ModelLoadOptions> model_load_options(const EngineFlags& f, bool progress)
         o.expert_policy = *policy;
     }
     o.expert_prefetch = !f.no_prefetch;
-    o.engine.gpu_expert_prefetch = f.gpu_expert_prefetch;
+    for (const std::string& setting : f.tune) {
+        if (auto r = set_tuning(o.engine.tuning, setting); !r) {
+            return err("--tune: " + r.error().message);
+        }
+    }
+    if (f.gpu_expert_prefetch) o.engine.tuning.gpu_expert_prefetch = *f.gpu_expert_prefetch;
     if (!f.routing_trace.empty()) {
         auto trace = engine::RoutingTrace::load(f.routing_trace);
         if (!trace) return err("--routing-trace: " + trace.error().message);

@@ -90,6 +90,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         config.layers.assign(hp.n_layer, false);
         for (uint32_t l = 0; l < hp.n_layer; ++l) config.layers[l] = table.layers[l].unit == u;
         config.staging_bytes = table.units[u].staging_bytes;
+        config.tuning = options.tuning;
         staging = staging || config.staging_bytes > 0;
         STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(table.units[u], config));
         e->backends_.push_back(std::move(backend));

@@ -53,8 +53,9 @@ struct EngineOptions {
     // per layer which unit computes what, for decode and for prompt batches. No units: one CPU
     // for everything.
     ExecutionTable execution;
-    // Guesses of the next layer's experts it copies ahead, at most this many a layer (0: none).
-    uint32_t gpu_expert_prefetch = kDefaultGpuExpertPrefetch;
+    // How the backends compute (backend/tuning.h), given to each; also the guesses of the next
+    // layer's experts the GPU level copies ahead (Tuning::gpu_expert_prefetch).
+    Tuning tuning;
 };
 
 // Where the time of a forward pass goes, by kind of operator.

@@ -35,7 +35,7 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
     ExpertEntryMemory* memory = vram_gpu_->expert_entry_memory();
     if (!memory) return err(std::string(vram_gpu_->name()) + " keeps no expert entries");
     vram_memory_ = memory;
-    const uint32_t prefetch = std::min(hp_.n_expert_used, options.gpu_expert_prefetch);
+    const uint32_t prefetch = std::min(hp_.n_expert_used, options.tuning.gpu_expert_prefetch);
     STRATA_ASSIGN(vram_,
                   store_.add_gpu_level(*memory, u.expert_entries, u.expert_entry_bytes, prefetch));
     return {};

@@ -19,8 +19,8 @@
 // in flight, so the bus is never flooded: a new expert takes some tokens to earn its place, as a
 // popular one keeps it.
 //
-// Prefetch (gpu_expert_prefetch guesses a layer, kDefaultGpuExpertPrefetch unless
-// asked otherwise): a few entries (two layers' worth of guesses) stand apart from the policy's as
+// Prefetch (Tuning::gpu_expert_prefetch guesses a layer, backend/tuning.h: 4 unless asked
+// otherwise): a few entries (two layers' worth of guesses) stand apart from the policy's as
 // a ring. While layer L computes, the engine guesses the experts layer L+1 will choose (its router
 // applied to L's input, then the co-activation statistics: experts of L+1 that followed L's
 // choices) and prefetch() copies those the level lacks into the ring's next entries. When L+1
@@ -54,7 +54,6 @@ inline constexpr uint32_t kMaxLoadsInFlight = 16;
 // An expert chosen fewer times than this lately is not loaded, even into a free entry: once is
 // what most experts are chosen, and loading each would fill the bus with copies that rarely pay.
 inline constexpr uint32_t kMinLoadFrequency = 2;
-inline constexpr uint32_t kDefaultGpuExpertPrefetch = 4;
 inline constexpr double kMinVramPrefetchAccuracy = 0.4;
 inline constexpr uint32_t kVramPrefetchProbeEvery = 32;
 

@@ -77,6 +77,9 @@ using cuda::GpuAttention;
 using cuda::GpuKvCache;
 using cuda::GpuRope;
 
+// The kernels launch as a backend with the default settings launches them.
+constexpr Pdl kPdl = Tuning{}.pdl;
+
 constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 constexpr double kUlp = 0x1p-23;
 
@@ -278,7 +281,7 @@ TEST(CudaRopeStoreKv, IdentityStoreIsBitExact) {
             DeviceArray<int32_t> dpos(std::vector<int32_t>{pos0});
             cuda::rope_store_kv(*rope, *gkv, layer, sh.n_head, sh.n_head_kv, sh.hd_k, sh.hd_v,
                                 dq_.get(), dk_.get(), dv_.get(), nullptr, nullptr, 1e-6f, n,
-                                dpos.get(), nullptr);
+                                dpos.get(), nullptr, kPdl);
             ASSERT_TRUE(gpu::synchronize());
             for (int64_t t = 0; t < n; ++t) {
                 ckv->store(layer, pos0 + t, &k[size_t(t) * dk], &v[size_t(t) * dv]);
@@ -378,7 +381,8 @@ TEST_P(CudaRope, MatchesCpuRopeNormsAndStore) {
             const float* gqn = rcase.norms ? dqn.get() : nullptr;
             const float* gkn = rcase.norms ? dkn.get() : nullptr;
             cuda::rope_store_kv(*rope, *gkv, layer, n_head, n_head_kv, hd_k, hd_v, dq_.get(),
-                                dk_.get(), dv_.get(), gqn, gkn, hp.rms_eps, n, dpos.get(), nullptr);
+                                dk_.get(), dv_.get(), gqn, gkn, hp.rms_eps, n, dpos.get(), nullptr,
+                                kPdl);
             ASSERT_TRUE(gpu::synchronize());
             cpu_rope_store(*rc, *ckv, layer, n_head, n_head_kv, hd_k, hd_v, q.data(), k.data(),
                            v.data(), rcase.norms ? qn.data() : nullptr,
@@ -556,7 +560,7 @@ TEST_P(CudaAttention, MatchesCpuAttention) {
     const float scale = 1.0f / std::sqrt(float(s.hd_k));
     const ModelHparams hp = attention_hparams(s.n_head, s.n_head_kv, s.hd_k, s.hd_v);
     ThreadPool pool(0);
-    auto attention = GpuAttention::create(hp, n_ctx, 512);
+    auto attention = GpuAttention::create(hp, n_ctx, 512, kPdl);
     ASSERT_TRUE(attention) << attention.error().message;
     auto identity = GpuRope::create(RopeConfig{});
     ASSERT_TRUE(identity);
@@ -579,8 +583,8 @@ TEST_P(CudaAttention, MatchesCpuAttention) {
             DeviceArray<float> gk(k), gv(v);
             DeviceArray<int32_t> zero(std::vector<int32_t>{0});
             cuda::rope_store_kv(*identity, *gkv, layer, 0, s.n_head_kv, s.hd_k, s.hd_v, nullptr,
-                                gk.get(), gv.get(), nullptr, nullptr, 1e-6f, P, zero.get(),
-                                nullptr);
+                                gk.get(), gv.get(), nullptr, nullptr, 1e-6f, P, zero.get(), nullptr,
+                                kPdl);
             ASSERT_TRUE(gpu::synchronize());
         }
         // The cache contents as floats, [h][p][d], for the bounds.
@@ -682,7 +686,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
 TEST(CudaAttentionLaunch, DecodeSplitsPromptsDoNot) {
     STRATA_REQUIRE_GPU();
     const ModelHparams hp = attention_hparams(32, 8, 128, 128);
-    auto a = GpuAttention::create(hp, 32768, 512);
+    auto a = GpuAttention::create(hp, 32768, 512, kPdl);
     ASSERT_TRUE(a) << a.error().message;
     EXPECT_GT(a->scratch_bytes(), 0u);
     for (KvType type : {KvType::F16, KvType::Q8_0}) {

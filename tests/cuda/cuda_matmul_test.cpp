@@ -22,7 +22,7 @@
 //     per chunk of 2048 columns, then 5 sums across the warp and the bias; the reference's own
 //     float rounding of the weights and of Q8_K values adds 2: with a factor 2 to spare,
 //     |error| <= 2u (8 * chunks + 16) (mag + aff);
-//   int8 tensor-core GEMM (prompts without cuBLAS or with STRATA_MMQ=1; Q4_0..Q8_0 and
+//   int8 tensor-core GEMM (prompts without cuBLAS or with Tuning::prompt_mmq All; Q4_0..Q8_0 and
 //     Q2_K..Q6_K with a multiple of 256 columns):
 //     exact integer products per block or 256-column step, each scaled (at most three roundings)
 //     and added in turn: at most cols / 32 sums, so 2u (cols / 32 + 16) (mag + aff);
@@ -729,23 +729,18 @@ struct Case {
     int64_t max_weight_elements = 0;  // 0: rows * cols (no tiling)
 };
 
-// STRATA_MMQ=1: every prompt product the int8 tensor-core GEMM takes goes there.
-bool mmq_forced() {
-    const char* env = std::getenv("STRATA_MMQ");
-    return env && std::string_view(env) == "1";
-}
-
-void run_case(TensorType t, const Case& c, uint32_t seed) {
+// `tuning` is the Matmul's: which GEMM prompt products take.
+void run_case(TensorType t, const Case& c, uint32_t seed, const Tuning& tuning = {}) {
     std::mt19937 rng(seed);
     const Weights w =
         make_weights(t, c.rows, c.cols, c.fill, c.pad, c.misaligned ? row_alignment(t) : 0, rng);
     const DeviceWeights dw = upload(w);
     const int64_t max_n = *std::max_element(c.ns.begin(), c.ns.end());
-    auto matmul = cuda::Matmul::create(
-        c.max_weight_elements ? c.max_weight_elements : c.rows * c.cols, max_n, c.cols, nullptr);
+    auto matmul =
+        cuda::Matmul::create(c.max_weight_elements ? c.max_weight_elements : c.rows * c.cols, max_n,
+                             c.cols, nullptr, tuning);
     ASSERT_TRUE(matmul.ok()) << matmul.error().message;
-    const char* env = std::getenv("STRATA_CUBLAS");
-    if (env && std::string_view(env) == "0") {
+    if (!tuning.prompt_cublas) {
         EXPECT_EQ((*matmul)->gemm_engine(), "matvec");
     }
     std::vector<float> bias;
@@ -764,8 +759,8 @@ void run_case(TensorType t, const Case& c, uint32_t seed) {
                           reinterpret_cast<float*>(dy.data()), n);
         const std::vector<float> y = test::download<float>(dy.data(), size_t(n * c.rows));
         const bool cublas = (*matmul)->gemm_engine() == "cublas";
-        const bool mmq =
-            cuda::mmq_supports(t, c.cols) && (mmq_forced() ? n > 4 : (!cublas && n > 8));
+        const bool mmq = cuda::mmq_supports(t, c.cols) &&
+                         (tuning.prompt_mmq == PromptMmq::All ? n > 4 : (!cublas && n > 8));
         const Path path = mmq ? Path::Mmq : (n > 8 && cublas ? Path::Gemm : Path::Matvec);
         const Expected e =
             expected(w, cpu_activations(t, x, n, c.cols), n, c.bias ? &bias : nullptr, path);
@@ -872,22 +867,22 @@ TEST_P(CudaMatmulTest, GemmInTiles) {
 TEST_P(CudaMatmulTest, PromptBatchesWithoutCublas) {
     STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
-    setenv("STRATA_CUBLAS", "0", 1);  // read when the Matmul is created
-    run_case(t, {300, 256, Fill::Quantized, 0, false, true, {9, 33}}, 8);
-    unsetenv("STRATA_CUBLAS");
+    Tuning no_cublas;
+    no_cublas.prompt_cublas = false;
+    run_case(t, {300, 256, Fill::Quantized, 0, false, true, {9, 33}}, 8, no_cublas);
 }
 
-// The int8 tensor-core GEMM (mmq.h) on every product it takes (STRATA_MMQ=1, read when the
-// Matmul is created): partial tiles of rows and tokens, 256 and 4096 columns, 16-byte aligned
-// rows and rows that start 2 bytes into a word, a bias.
+// The int8 tensor-core GEMM (mmq.h) on every product it takes (Tuning::prompt_mmq All): partial
+// tiles of rows and tokens, 256 and 4096 columns, 16-byte aligned rows and rows that start 2
+// bytes into a word, a bias.
 TEST_P(CudaMatmulTest, PromptsOnInt8TensorCores) {
     STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
-    setenv("STRATA_MMQ", "1", 1);
-    run_case(t, {1000, 256, Fill::Quantized, 0, false, true, {5, 9, 64, 512}}, 10);
-    run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {8, 33, 100}}, 11);
-    run_case(t, {37, 256 * 5, Fill::RandomBlocks, 0, true, false, {9, 70}}, 12);
-    unsetenv("STRATA_MMQ");
+    Tuning all_mmq;
+    all_mmq.prompt_mmq = PromptMmq::All;
+    run_case(t, {1000, 256, Fill::Quantized, 0, false, true, {5, 9, 64, 512}}, 10, all_mmq);
+    run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {8, 33, 100}}, 11, all_mmq);
+    run_case(t, {37, 256 * 5, Fill::RandomBlocks, 0, true, false, {9, 70}}, 12, all_mmq);
 }
 
 TEST_P(CudaMatmulTest, EmbedRowsEqualDequantize) {

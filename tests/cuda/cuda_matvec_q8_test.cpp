@@ -36,6 +36,9 @@ namespace {
 
 using cuda::kMaxQ8Tokens;
 
+// The kernels launch as a backend with the default settings launches them.
+const Tuning kTuning;
+
 constexpr TensorType kTypes[] = {
     TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_K,
     TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q3_K, TensorType::Q2_K,
@@ -112,8 +115,9 @@ TEST(CudaMatvecQ8, DeviceQuantizerMatchesCpuBytes) {
             gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
             gpu::DeviceBuffer ds =
                 gpu::DeviceBuffer::allocate(cuda::matvec_q8_scratch_bytes(cols)).value();
-            cuda::q8detail::launch_quantize_activations(
-                at, reinterpret_cast<const float*>(dx.data()), n, cols, ds.data(), nullptr);
+            cuda::q8detail::launch_quantize_activations(at,
+                                                        reinterpret_cast<const float*>(dx.data()),
+                                                        n, cols, ds.data(), nullptr, kTuning.pdl);
             const auto l = cuda::q8detail::scratch_layout(at, cols, n);
             const auto bytes = test::download<uint8_t>(ds.data(), l.end);
             for (int t = 0; t < n; ++t) {
@@ -190,14 +194,16 @@ TEST(CudaMatvecQ8, NormQuantizesAsTheQuantizer) {
                     const float eps = 1e-5f;
                     if (with_add) {
                         cuda::add_rms_norm(f(dh), f(dx), f(dw), f(fused), n, d, eps, nullptr,
-                                           {at, qf.data()});
-                        cuda::add_rms_norm(f(dh2), f(dx), f(dw), f(plain), n, d, eps, nullptr);
+                                           kTuning.pdl, {at, qf.data()});
+                        cuda::add_rms_norm(f(dh2), f(dx), f(dw), f(plain), n, d, eps, nullptr,
+                                           kTuning.pdl);
                     } else {
-                        cuda::rms_norm(f(dh), f(dw), f(fused), n, d, eps, nullptr, {at, qf.data()});
-                        cuda::rms_norm(f(dh2), f(dw), f(plain), n, d, eps, nullptr);
+                        cuda::rms_norm(f(dh), f(dw), f(fused), n, d, eps, nullptr, kTuning.pdl,
+                                       {at, qf.data()});
+                        cuda::rms_norm(f(dh2), f(dw), f(plain), n, d, eps, nullptr, kTuning.pdl);
                     }
                     cuda::q8detail::launch_quantize_activations(at, f(plain), n, d, qp.data(),
-                                                                nullptr);
+                                                                nullptr, kTuning.pdl);
                     const auto yf = test::download<float>(fused.data(), size_t(n * d));
                     const auto yp = test::download<float>(plain.data(), size_t(n * d));
                     ASSERT_EQ(std::memcmp(yf.data(), yp.data(), yf.size() * 4), 0);
@@ -319,7 +325,7 @@ void check_matvec(const Weights& w, int n, bool with_bias, std::mt19937& rng) {
     wr.cols = w.cols;
     cuda::launch_matvec_q8(wr, reinterpret_cast<const float*>(dx.data()), n,
                            with_bias ? reinterpret_cast<const float*>(db.data()) : nullptr,
-                           reinterpret_cast<float*>(dy.data()), ds.data(), nullptr);
+                           reinterpret_cast<float*>(dy.data()), ds.data(), nullptr, kTuning);
     const std::vector<float> y = test::download<float>(dy.data(), size_t(n * w.rows));
 
     // The reference per distinct row and token, then every row checked.
@@ -418,15 +424,14 @@ TEST(CudaMatvecQ8, PartsInOneLaunchGiveEachPartsOwnResult) {
             const std::vector<float> x = activations(n * cols, rng);
             gpu::DeviceBuffer dx = test::upload(x.data(), x.size() * 4);
             cuda::launch_quantize_for(t, reinterpret_cast<const float*>(dx.data()), n, cols,
-                                      ds.data(), nullptr);
-            ASSERT_TRUE(cuda::launch_matvec_q8_parts(rows, n, biases, ys, ds.data(), nullptr))
-                << "STRATA_QKV_PARTS=0 is set";
+                                      ds.data(), nullptr, kTuning.pdl);
+            cuda::launch_matvec_q8_parts(rows, n, biases, ys, ds.data(), nullptr, kTuning);
             for (int i = 0; i < 3; ++i) {
                 const std::vector<float> together =
                     test::download<float>(ys[size_t(i)], size_t(n * part_rows[i]));
                 cuda::launch_matvec_q8_quantized(rows[size_t(i)], n, biases[size_t(i)],
                                                  reinterpret_cast<float*>(dy1.data()), ds.data(),
-                                                 nullptr);
+                                                 nullptr, kTuning);
                 const std::vector<float> alone =
                     test::download<float>(dy1.data(), size_t(n * part_rows[i]));
                 ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), alone.size() * 4))

@@ -148,7 +148,7 @@ std::vector<std::vector<float>> evaluate(
     bool decode = true, size_t prompt_tokens = 12, uint64_t* shipped = nullptr,
     int64_t* device_bytes = nullptr, VramExpertStats* level = nullptr, uint32_t gpu_prefetch = 0) {
     ModelLoadOptions options;
-    options.engine.gpu_expert_prefetch = gpu_prefetch;
+    options.engine.tuning.gpu_expert_prefetch = gpu_prefetch;
     options.engine.threads = 2;
     options.engine.n_ctx = kCtx;
     options.engine.max_batch = batch;

@@ -1,7 +1,6 @@
 #include "backend/cpu/attention.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -34,17 +33,6 @@ struct TaskScratch {
 TaskScratch& task_scratch() {
     static thread_local TaskScratch sc;
     return sc;
-}
-
-// Decode splits a KV head's positions over tasks (attend_by_positions) when the pool has more
-// threads than KV heads; STRATA_ATTENTION_BY_POSITIONS=0 keeps one task per query-head share
-// instead (comparisons: both give the same bits).
-bool by_positions_allowed() {
-    static const bool allowed = [] {
-        const char* v = std::getenv("STRATA_ATTENTION_BY_POSITIONS");
-        return v == nullptr || v[0] != '0';
-    }();
-    return allowed;
 }
 
 // One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
@@ -220,7 +208,7 @@ void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, 
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool, DecodeScratch* shared) {
     if (shared != nullptr && n == 1 && kv.values_transposed() && s.n_head_kv < pool.size() &&
-        by_positions_allowed() && shared->kv_heads >= s.n_head_kv &&
+        shared->kv_heads >= s.n_head_kv &&
         shared->scores.capacity() >= size_t(s.n_head) * size_t(pos0 + 1)) {
         return attend_by_positions(kv, layer, s, q, pos0, out, *shared, pool);
     }

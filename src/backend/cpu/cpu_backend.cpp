@@ -5,9 +5,11 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/cpu_path.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -26,7 +28,11 @@ static_assert(sizeof(MatmulSegment) <= 64, "activation_memory.cpp counts 64 byte
 class CpuBackend final : public Backend {
   public:
     CpuBackend(const BackendConfig& config, std::vector<KvCache> kvs)
-        : hp_(config.hp), rope_(config.rope), kvs_(std::move(kvs)), pool_(config.threads) {
+        : hp_(config.hp),
+          rope_(config.rope),
+          kvs_(std::move(kvs)),
+          pool_(config.threads),
+          attention_by_positions_(config.tuning.attention_by_positions) {
         // Every buffer is sized (or reserved) here for the largest batch the context allows, as
         // model/activation_memory.h counts it, so none grows past that count later.
         const int64_t rows = batch_rows(config.max_batch, config.n_ctx);
@@ -157,7 +163,8 @@ class CpuBackend final : public Backend {
                       da = int64_t(shape.n_head) * shape.head_dim_v;
         for (const SeqRun& run : runs) {
             cpu::attention(kvs_[size_t(run.seq)], layer, shape, act(Act::Q) + run.row0 * dq, run.n,
-                           run.pos0, act(Act::AttnOut) + run.row0 * da, pool_, &decode_scratch_);
+                           run.pos0, act(Act::AttnOut) + run.row0 * da, pool_,
+                           attention_by_positions_ ? &decode_scratch_ : nullptr);
         }
     }
 
@@ -340,6 +347,7 @@ class CpuBackend final : public Backend {
     std::vector<KvCache> kvs_;  // one per sequence
     ThreadPool pool_;
     DecodeScratch decode_scratch_;
+    bool attention_by_positions_;  // Tuning::attention_by_positions: decode_scratch_ is used
     std::array<std::vector<float>, size_t(Act::Count)> acts_;
     std::vector<float> cos_, sin_, gate_;
     FfnBuffers ffn_;
@@ -355,6 +363,10 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
+    // The kernel path is the process's (cpu_path.h says why): a forced one is set here.
+    if (config.tuning.cpu_path != CpuPathChoice::Best) {
+        cpu::select_cpu_path(std::string(tuning_name(config.tuning.cpu_path)).c_str());
+    }
     std::vector<KvCache> kvs;
     for (uint32_t s = 0; s < std::max(1u, config.n_seq); ++s) {
         STRATA_ASSIGN(KvCache kv,

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 namespace strata::cpu {
@@ -63,13 +62,13 @@ CpuPath resolve_cpu_path(const char* requested, const CpuFeatures& f, std::strin
     if (requested == nullptr || *requested == '\0') return best;
     const auto parsed = parse_cpu_path(requested);
     if (!parsed) {
-        *warning = "STRATA_CPU_PATH=" + std::string(requested) +
+        *warning = "cpu_path=" + std::string(requested) +
                    " is not a CPU path (scalar, avx2, avx512); using " +
                    std::string(cpu_path_name(best));
         return best;
     }
     if (!cpu_path_runs_on(*parsed, f)) {
-        *warning = "STRATA_CPU_PATH=" + std::string(requested) +
+        *warning = "cpu_path=" + std::string(requested) +
                    ": this CPU lacks the instructions; using " + std::string(cpu_path_name(best));
         return best;
     }
@@ -81,20 +80,20 @@ std::atomic<int>& forced_path() {
     static std::atomic<int> forced{-1};
     return forced;
 }
-CpuPath path_from_environment() {
-    std::string warning;
-    const CpuPath p =
-        resolve_cpu_path(std::getenv("STRATA_CPU_PATH"), detect_cpu_features(), &warning);
-    if (!warning.empty()) std::fprintf(stderr, "strata: warning: %s\n", warning.c_str());
-    return p;
-}
 }  // namespace
 
 CpuPath active_cpu_path() {
     const int forced = forced_path().load(std::memory_order_relaxed);
     if (forced >= 0) return CpuPath(forced);
-    static const CpuPath from_environment = path_from_environment();
-    return from_environment;
+    static const CpuPath best = best_cpu_path(detect_cpu_features());
+    return best;
+}
+
+void select_cpu_path(const char* requested) {
+    std::string warning;
+    const CpuPath p = resolve_cpu_path(requested, detect_cpu_features(), &warning);
+    if (!warning.empty()) std::fprintf(stderr, "strata: warning: %s\n", warning.c_str());
+    forced_path().store(int(p), std::memory_order_relaxed);
 }
 
 Result<void> set_cpu_path(CpuPath p) {

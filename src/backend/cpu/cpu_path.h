@@ -2,9 +2,16 @@
 // features. The binary is portable (built without -march); SIMD kernels are compiled for their
 // own target and only called when the CPU and OS support it.
 //
-// STRATA_CPU_PATH=scalar|avx2|avx512 forces a path (for testing and for comparing paths on one
-// machine). A forced path the CPU cannot run falls back to the best one it can, with a warning
-// on stderr; set_cpu_path() refuses it with an error instead.
+// The cpu_path setting (Tuning::cpu_path, `--tune cpu_path=scalar|avx2|avx512`) forces a path
+// (for testing and for comparing paths on one machine). A forced path the CPU cannot run falls
+// back to the best one it can, with a warning on stderr; set_cpu_path() refuses it with an error
+// instead.
+//
+// The path is process state, not a backend's: every kernel call (matmul.h, from the backends'
+// operations and from attention's tasks alike) reads it, and threading it through each of those
+// calls would change every kernel's signature for a choice that is one per process in practice.
+// So the CPU backend sets a forced path when it is created (select_cpu_path); the default
+// setting leaves the path as it is.
 #pragma once
 
 #include <optional>
@@ -34,13 +41,17 @@ std::optional<CpuPath> parse_cpu_path(std::string_view name);
 bool cpu_path_runs_on(CpuPath p, const CpuFeatures& f);
 CpuPath best_cpu_path(const CpuFeatures& f);
 
-// The path for a STRATA_CPU_PATH value (nullptr or empty: the best path). An unknown name or a
-// path the CPU lacks gives the best path it has and a warning in *warning.
+// The path for a cpu_path setting's name (nullptr or empty: the best path). An unknown name or
+// a path the CPU lacks gives the best path it has and a warning in *warning.
 CpuPath resolve_cpu_path(const char* requested, const CpuFeatures& f, std::string* warning);
 
-// The path the kernels take now: from STRATA_CPU_PATH on first use, or set_cpu_path().
+// The path the kernels take now: the best this CPU runs, or the one set_cpu_path() or
+// select_cpu_path() chose.
 CpuPath active_cpu_path();
 // Forces a path; an error (and no change) when this CPU cannot run it.
 Result<void> set_cpu_path(CpuPath p);
+// Forces the path resolve_cpu_path gives for `requested` on this CPU, its warning (if any)
+// printed on stderr.
+void select_cpu_path(const char* requested);
 
 }  // namespace strata::cpu

@@ -90,7 +90,7 @@ GpuAttention::KernelFit GpuAttention::fit(bool q8, int row_index, int head_dim_k
 }
 
 Result<GpuAttention> GpuAttention::create(const ModelHparams& hp, uint32_t n_ctx,
-                                          uint32_t max_batch) {
+                                          uint32_t max_batch, Pdl pdl) {
     STRATA_TRY(check_head_dim("key head", hp.head_dim_k));
     STRATA_TRY(check_head_dim("value head", hp.head_dim_v));
     std::set<std::pair<int, int>> shapes;  // (n_head, n_head_kv) of the layers
@@ -112,6 +112,7 @@ Result<GpuAttention> GpuAttention::create(const ModelHparams& hp, uint32_t n_ctx
         return err("GPU attention: cannot query the GPU's multiprocessors");
     }
     g.smem_optin_ = size_t(optin);
+    g.pdl_ = pdl;
     g.hd_k_ = int(hp.head_dim_k);
     g.hd_v_ = int(hp.head_dim_v);
     for (int q8 = 0; q8 < 2; ++q8) {
@@ -246,10 +247,10 @@ void GpuAttention::run(const GpuKvCache& kv, int layer, int n_head, int n_head_k
                     unsigned((n + a.bq - 1) / a.bq));
     const AttendKernel kernel = ls.tensor_cores ? kMmaKernels[mma_index(head_dim_k, head_dim_v)]
                                                 : kAttendKernels[q8 ? 1 : 0][log2_rows(ls.rows)];
-    launch_pdl(kernel, grid, dim3(kThreads), ls.smem, s, a);
+    launch_pdl(pdl_, kernel, grid, dim3(kThreads), ls.smem, s, a);
     if (ls.max_splits > 1) {
-        launch_pdl(attn::combine_kernel, dim3(unsigned(n_head), unsigned(n)), dim3(kThreads), 0, s,
-                   a);
+        launch_pdl(pdl_, attn::combine_kernel, dim3(unsigned(n_head), unsigned(n)), dim3(kThreads),
+                   0, s, a);
     }
 }
 

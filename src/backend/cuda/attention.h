@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kv_cache_gpu.h"
+#include "backend/tuning.h"
 #include "gpu/gpu.h"
 #include "model/hparams.h"
 #include "util/result.h"
@@ -45,7 +46,9 @@ class GpuAttention {
     // cache types. Errors: head sizes the kernels do not take (multiples of 8 up to 256), query
     // heads that are not a multiple of the KV heads, a GPU that cannot be queried, too little
     // GPU memory.
-    static Result<GpuAttention> create(const ModelHparams& hp, uint32_t n_ctx, uint32_t max_batch);
+    // run() launches as `pdl` says (the backend's Tuning::pdl; pdl.cuh).
+    static Result<GpuAttention> create(const ModelHparams& hp, uint32_t n_ctx, uint32_t max_batch,
+                                       Pdl pdl);
 
     // Device bytes held (the split partials).
     uint64_t scratch_bytes() const { return scratch_.size(); }
@@ -85,6 +88,7 @@ class GpuAttention {
     int sms_ = 1;
     size_t smem_optin_ = 48 << 10;
     int hd_k_ = 0, hd_v_ = 0;
+    Pdl pdl_ = Pdl::AtEnd;
     std::array<std::array<KernelFit, kRowChoices>, 2> fits_{};  // at the model's head sizes
     std::array<KernelFit, 2> mma_fits_{};                       // head size 64, 128
     uint64_t scratch_floats_ = 0;

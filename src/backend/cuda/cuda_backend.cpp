@@ -136,20 +136,18 @@ constexpr size_t kMaxGraphs = 512;
 // one tape, a step of a model split with the CPU a few, one between each two crossings), the
 // graph captured from it is replayed with a new position and token; otherwise the tape is
 // captured into a new graph first, kept beside the others (the least recently used goes past
-// kMaxGraphs). STRATA_CUDA_GRAPHS=0 (and STRATA_CUDA_PROFILE=1, which times every op) launches
-// the tape's ops directly instead. Either way the tape is launched as a whole, so ops that fuse
-// with their neighbour (a residual add and the next norm) run as one kernel.
-bool graphs_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("STRATA_CUDA_GRAPHS");
-        return !(e && std::string_view(e) == "0") && !OpProfile::requested();
-    }();
-    return on;
-}
+// kMaxGraphs). Tuning::cuda_graphs false (and STRATA_CUDA_PROFILE=1, which times every op)
+// launches the tape's ops directly instead (CudaBackend::use_graphs_). Either way the tape is
+// launched as a whole, so ops that fuse with their neighbour (a residual add and the next norm) run
+// as one kernel.
 
 class CudaBackend final : public Backend {
   public:
-    CudaBackend(const BackendConfig& config, int device) : hp_(config.hp), device_(device) {
+    CudaBackend(const BackendConfig& config, int device)
+        : hp_(config.hp),
+          device_(device),
+          use_graphs_(config.tuning.cuda_graphs && !OpProfile::requested()),
+          pdl_(config.tuning.pdl) {
         name_ = "cuda:" + std::to_string(device);
     }
 
@@ -165,8 +163,10 @@ class CudaBackend final : public Backend {
             kvs_.push_back(std::move(kv));
         }
         STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
-        STRATA_ASSIGN(attention_, GpuAttention::create(hp_, config.n_ctx, uint32_t(s.rows)));
-        STRATA_ASSIGN(matmul_, Matmul::create(s.max_weight, s.rows, s.max_cols, stream_));
+        STRATA_ASSIGN(attention_,
+                      GpuAttention::create(hp_, config.n_ctx, uint32_t(s.rows), config.tuning.pdl));
+        STRATA_ASSIGN(matmul_,
+                      Matmul::create(s.max_weight, s.rows, s.max_cols, stream_, config.tuning));
 
         const std::array<int64_t, size_t(Act::Count)> cols = {s.d, s.d,    s.q, s.k,
                                                               s.v, s.attn, s.d, s.d};
@@ -588,7 +588,7 @@ class CudaBackend final : public Backend {
         }
         flush();
         cuda::rms_norm(act(Act::Hidden) + first_row * shapes_.d, norm.f32(), act(Act::Normed), rows,
-                       shapes_.d, hp_.rms_eps, stream_);
+                       shapes_.d, hp_.rms_eps, stream_, pdl_);
     }
 
     void head_logits(const TensorView& piece, int64_t vocab_first, int64_t n_vocab, int64_t rows,
@@ -727,7 +727,7 @@ class CudaBackend final : public Backend {
                 break;
             case OpKind::RmsNorm:
                 cuda::rms_norm(act(r.a), r.w0.f32(), act(r.b), r.n, shapes_.d, hp_.rms_eps, stream_,
-                               q8);
+                               pdl_, q8);
                 break;
             case OpKind::Linear: {
                 std::array<Matmul::Product, kMaxJobs> products;
@@ -748,7 +748,7 @@ class CudaBackend final : public Backend {
                                     int(hp_.head_dim_v), act(Act::Q) + q0, act(Act::K) + k0,
                                     act(Act::V) + v0, r.w0.present() ? r.w0.f32() : nullptr,
                                     r.w1.present() ? r.w1.f32() : nullptr, hp_.rms_eps, r.n,
-                                    position(), stream_);
+                                    position(), stream_, pdl_);
                 break;
             }
             case OpKind::Attention: {
@@ -794,7 +794,7 @@ class CudaBackend final : public Backend {
         if (!recording_) return;
         recording_ = false;
         if (tape_.empty()) return;
-        if (!graphs_enabled()) {
+        if (!use_graphs_) {
             launch_tape();
         } else {
             Graph* g = nullptr;
@@ -931,7 +931,7 @@ class CudaBackend final : public Backend {
     void launch_add_norm(const Record& add, const Record& norm, cuda::Q8Rows q8) {
         const auto go = [&] {
             cuda::add_rms_norm(act(add.b), act(add.a), norm.w0.f32(), act(norm.b), norm.n,
-                               shapes_.d, hp_.rms_eps, stream_, q8);
+                               shapes_.d, hp_.rms_eps, stream_, pdl_, q8);
         };
         if (!profile_) return go();
         profile_->begin(stream_);
@@ -986,6 +986,8 @@ class CudaBackend final : public Backend {
 
     ModelHparams hp_;
     int device_ = 0;
+    bool use_graphs_;  // a decode step's tape replays as a CUDA graph (Tuning::cuda_graphs)
+    Pdl pdl_;          // how its kernels launch (Tuning::pdl)
     std::string name_;
     GpuShapes shapes_;
     cudaStream_t stream_ = nullptr;

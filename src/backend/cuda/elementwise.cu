@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // The norm launch: float4 accesses when every row and the weight allow them.
 void launch_rms_norm(float* x, const float* add, const float* w, float* y, int64_t rows, int64_t d,
-                     float eps, cudaStream_t s, Q8Rows q8) {
+                     float eps, cudaStream_t s, Pdl pdl, Q8Rows q8) {
     const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const bool v4 =
         d % 4 == 0 && aligned(x) && aligned(y) && (!add || aligned(add)) && (!w || aligned(w));
@@ -132,9 +132,9 @@ void launch_rms_norm(float* x, const float* add, const float* w, float* y, int64
     }
     const dim3 grid{unsigned(rows)}, block{unsigned(kNormThreads)};
     if (v4) {
-        launch_pdl(rms_norm_kernel<true>, grid, block, 0, s, x, add, w, y, d, eps, q);
+        launch_pdl(pdl, rms_norm_kernel<true>, grid, block, 0, s, x, add, w, y, d, eps, q);
     } else {
-        launch_pdl(rms_norm_kernel<false>, grid, block, 0, s, x, add, w, y, d, eps, q);
+        launch_pdl(pdl, rms_norm_kernel<false>, grid, block, 0, s, x, add, w, y, d, eps, q);
     }
 }
 
@@ -194,16 +194,16 @@ __global__ void set_int_kernel(int32_t* dst, int32_t value) {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
-              cudaStream_t s, Q8Rows q) {
+              cudaStream_t s, Pdl pdl, Q8Rows q) {
     if (rows <= 0) return;
     // x is only read without an add.
-    launch_rms_norm(const_cast<float*>(x), nullptr, w, y, rows, d, eps, s, q);
+    launch_rms_norm(const_cast<float*>(x), nullptr, w, y, rows, d, eps, s, pdl, q);
 }
 
 void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t rows, int64_t d,
-                  float eps, cudaStream_t s, Q8Rows q) {
+                  float eps, cudaStream_t s, Pdl pdl, Q8Rows q) {
     if (rows <= 0) return;
-    launch_rms_norm(h, x, w, y, rows, d, eps, s, q);
+    launch_rms_norm(h, x, w, y, rows, d, eps, s, pdl, q);
 }
 
 void add(float* y, const float* x, int64_t count, cudaStream_t s) {

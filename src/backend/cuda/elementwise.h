@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda {
@@ -23,13 +24,14 @@ struct Q8Rows {
 
 // y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, rows of d floats; w may be null (no weight).
 // x and y may be the same. With q, y is also quantized into q.scratch (d a multiple of its
-// block: 256 for Q8_K, 32 otherwise; rows within the scratch's size).
+// block: 256 for Q8_K, 32 otherwise; rows within the scratch's size). Launched as `pdl` says
+// (the backend's Tuning::pdl; pdl.cuh).
 void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
-              cudaStream_t s, Q8Rows q = {});
+              cudaStream_t s, Pdl pdl, Q8Rows q = {});
 // h[r] += x[r], then y[r] = rms_norm(h[r]) as above, in one pass (the residual add and the next
 // block's norm). y differs from h and x.
 void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t rows, int64_t d,
-                  float eps, cudaStream_t s, Q8Rows q = {});
+                  float eps, cudaStream_t s, Pdl pdl, Q8Rows q = {});
 // y[i] += x[i], i < count.
 void add(float* y, const float* x, int64_t count, cudaStream_t s);
 // out[i] = silu(gate[i]) * up[i], i < count; out may be gate.

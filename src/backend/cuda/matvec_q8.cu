@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/matvec_q8_act.h"
@@ -69,24 +68,14 @@ __global__ void __launch_bounds__(kQuantThreads)
 
 }  // namespace
 
-bool pdl_available() {
+bool device_takes_pdl() {
     static const bool has = [] {
-        const char* env = std::getenv("STRATA_PDL");
-        if (env && env[0] == '0') return false;
         int dev = 0, major = 0;
         STRATA_CUDA(cudaGetDevice(&dev));
         STRATA_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
         return major >= 9;
     }();
     return has;
-}
-
-MatvecTrigger pdl_matvec_trigger() {
-    static const MatvecTrigger t = [] {
-        const char* env = std::getenv("STRATA_PDL");
-        return env && env[0] == '2' ? MatvecTrigger::AtStart : MatvecTrigger::AtEnd;
-    }();
-    return t;
 }
 
 namespace q8detail {
@@ -115,7 +104,7 @@ ScratchView scratch_view(TensorType act_type, int64_t cols, int n, const void* s
 }
 
 void launch_quantize_activations(TensorType act_type, const float* x, int n, int64_t cols,
-                                 void* scratch, cudaStream_t stream) {
+                                 void* scratch, cudaStream_t stream, Pdl pdl) {
     const ScratchLayout l = scratch_layout(act_type, cols, n);
     auto* base = static_cast<uint8_t*>(scratch);
     const q8warp::RowOut out{
@@ -125,8 +114,8 @@ void launch_quantize_activations(TensorType act_type, const float* x, int n, int
     const int64_t qk = kind == q8warp::Kind::Q8_K ? 256 : 32;
     const int64_t blocks = int64_t(n) * (cols / qk);
     const unsigned grid = unsigned((blocks * 32 + kQuantThreads - 1) / kQuantThreads);
-    launch_pdl(quantize_rows, dim3(grid), dim3(kQuantThreads), 0, stream, kind, x, cols, blocks,
-               out);
+    launch_pdl(pdl, quantize_rows, dim3(grid), dim3(kQuantThreads), 0, stream, kind, x, cols,
+               blocks, out);
 }
 
 }  // namespace q8detail
@@ -148,8 +137,8 @@ TensorType matvec_q8_act_type(TensorType t) {
 }
 
 void launch_quantize_for(TensorType weight, const float* x, int n, int64_t cols, void* scratch,
-                         cudaStream_t stream) {
-    q8detail::launch_quantize_activations(act_type_for(weight), x, n, cols, scratch, stream);
+                         cudaStream_t stream, Pdl pdl) {
+    q8detail::launch_quantize_activations(act_type_for(weight), x, n, cols, scratch, stream, pdl);
 }
 
 namespace {
@@ -173,29 +162,25 @@ q8k::Args args_for(const WeightRows& w, int n, const float* bias, float* y, cons
     return a;
 }
 
-void launch_args(TensorType t, const q8k::Args& a, int n, cudaStream_t stream) {
+void launch_args(TensorType t, const q8k::Args& a, int n, cudaStream_t stream,
+                 const Tuning& tuning) {
     if (act_type_for(t) == TensorType::Q8_K) {
-        q8k::launch_k(t, a, n, stream);
+        q8k::launch_k(t, a, n, stream, tuning);
     } else {
-        q8k::launch_32(t, a, n, stream);
+        q8k::launch_32(t, a, n, stream, tuning);
     }
 }
 
 }  // namespace
 
 void launch_matvec_q8_quantized(const WeightRows& w, int n, const float* bias, float* y,
-                                const void* scratch, cudaStream_t stream) {
-    launch_args(w.type, args_for(w, n, bias, y, scratch), n, stream);
+                                const void* scratch, cudaStream_t stream, const Tuning& tuning) {
+    launch_args(w.type, args_for(w, n, bias, y, scratch), n, stream, tuning);
 }
 
-bool launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
+void launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
                             std::span<const float* const> biases, std::span<float* const> ys,
-                            const void* scratch, cudaStream_t stream) {
-    static const bool enabled = [] {
-        const char* v = std::getenv("STRATA_QKV_PARTS");
-        return !(v && v[0] == '0');
-    }();
-    if (!enabled) return false;
+                            const void* scratch, cudaStream_t stream, const Tuning& tuning) {
     static_assert(kMaxQ8Parts == q8k::Args::kMaxParts);
     q8k::Args a = args_for(w[0], n, biases[0], ys[0], scratch);
     a.rows = 0;
@@ -204,24 +189,23 @@ bool launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
         a.rows += w[i].rows;
     }
     a.n_parts = int(w.size());
-    launch_args(w[0].type, a, n, stream);
-    return true;
+    launch_args(w[0].type, a, n, stream, tuning);
 }
 
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const Tuning& tuning) {
     q8k::Args a = args_for(gate, 1, nullptr, y, scratch);
     a.w2 = up.data;
     a.stride2 = up.row_stride;
-    launch_args(gate.type, a, 1, stream);
+    launch_args(gate.type, a, 1, stream, tuning);
 }
 
 void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const WeightRows& up,
                           size_t up_stride, const WeightRows& down, size_t down_stride,
                           const int32_t* ids, int slots, const float* x, bool x_per_slot, float* h,
-                          float* y, void* scratch, cudaStream_t stream) {
+                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning) {
     const int nx = x_per_slot ? slots : 1;
-    launch_quantize_for(gate.type, x, nx, gate.cols, scratch, stream);
+    launch_quantize_for(gate.type, x, nx, gate.cols, scratch, stream, tuning.pdl);
     q8k::Args a = args_for(gate, nx, nullptr, h, scratch);
     a.w2 = up.data;
     a.stride2 = up.row_stride;
@@ -231,9 +215,9 @@ void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const Weig
     a.y_slot_stride = gate.rows;
     a.slots = slots;
     a.act_per_slot = x_per_slot;
-    launch_args(gate.type, a, 1, stream);
+    launch_args(gate.type, a, 1, stream, tuning);
 
-    launch_quantize_for(down.type, h, slots, down.cols, scratch, stream);
+    launch_quantize_for(down.type, h, slots, down.cols, scratch, stream, tuning.pdl);
     // Slot s's activations are token s of the rows just quantized.
     q8k::Args b = args_for(down, slots, nullptr, y, scratch);
     b.ids = ids;
@@ -241,13 +225,13 @@ void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const Weig
     b.y_slot_stride = down.rows;
     b.slots = slots;
     b.act_per_slot = true;
-    launch_args(down.type, b, 1, stream);
+    launch_args(down.type, b, 1, stream, tuning);
 }
 
 void launch_matvec_q8(const WeightRows& w, const float* x, int n, const float* bias, float* y,
-                      void* scratch, cudaStream_t stream) {
-    launch_quantize_for(w.type, x, n, w.cols, scratch, stream);
-    launch_matvec_q8_quantized(w, n, bias, y, scratch, stream);
+                      void* scratch, cudaStream_t stream, const Tuning& tuning) {
+    launch_quantize_for(w.type, x, n, w.cols, scratch, stream, tuning.pdl);
+    launch_matvec_q8_quantized(w, n, bias, y, scratch, stream, tuning);
 }
 
 }  // namespace strata::cuda

@@ -16,6 +16,7 @@
 #include <span>
 
 #include "backend/cuda/matmul_kernels.h"
+#include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda {
@@ -32,11 +33,12 @@ size_t matvec_q8_scratch_bytes(int64_t max_cols, int max_tokens = kMaxQ8Tokens);
 
 // y[t * w.rows + r] = W[r] . x[t] (+ bias[r] when bias is not null) for t < n, r < w.rows.
 // x: n x w.cols floats; every pointer is device memory; enqueued on `stream`, returns at once.
+// Every launcher here launches as `tuning` says (the backend's: its pdl and q8_rows_per_warp).
 // PRECONDITION: matvec_q8_supports(w.type), 1 <= n <= kMaxQ8Tokens, w as WeightRows says
 // (data and row_stride even), scratch holds matvec_q8_scratch_bytes(c) bytes for some
 // c >= w.cols and is 16-byte aligned, x 16-byte aligned, y not overlapping x or scratch.
 void launch_matvec_q8(const WeightRows& w, const float* x, int n, const float* bias, float* y,
-                      void* scratch, cudaStream_t stream);
+                      void* scratch, cudaStream_t stream, const Tuning& tuning);
 
 // The split form of launch_matvec_q8, so that products of one input share its quantization:
 // launch_quantize_for puts x, quantized for weights of type `weight`, into the scratch; then any
@@ -48,23 +50,23 @@ TensorType matvec_q8_act_type(TensorType t);
 // PRECONDITION: matvec_q8_supports(weight), 1 <= n <= kMaxQ8Tokens, cols a multiple of 256 for
 // the K-quants (32 otherwise), x and scratch 16-byte aligned.
 void launch_quantize_for(TensorType weight, const float* x, int n, int64_t cols, void* scratch,
-                         cudaStream_t stream);
+                         cudaStream_t stream, Pdl pdl);
 // launch_matvec_q8 without its first kernel: the scratch holds x quantized for w.type.
 void launch_matvec_q8_quantized(const WeightRows& w, int n, const float* bias, float* y,
-                                const void* scratch, cudaStream_t stream);
+                                const void* scratch, cudaStream_t stream, const Tuning& tuning);
 // launch_matvec_q8_quantized of up to kMaxQ8Parts matrices of one type and width (a layer's q,
 // k and v) in one launch: part i writes ys[i] (bias biases[i], may be null), each row's result
-// bit for bit what its own launch gives. False, with nothing launched, when STRATA_QKV_PARTS=0
-// in the environment (one launch each then, for comparisons).
+// bit for bit what its own launch gives (Tuning::qkv_parts false: the caller launches each
+// alone instead, for comparisons).
 // PRECONDITION: as launch_matvec_q8_quantized's for each; spans of one size, 2..kMaxQ8Parts.
 inline constexpr int kMaxQ8Parts = 3;
-bool launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
+void launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
                             std::span<const float* const> biases, std::span<float* const> ys,
-                            const void* scratch, cudaStream_t stream);
+                            const void* scratch, cudaStream_t stream, const Tuning& tuning);
 // y[r] = silu(gate[r] . x) * (up[r] . x) for one token, in one pass over both matrices; the
 // scratch holds x quantized for gate.type. PRECONDITION: gate and up of the same type and shape.
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const Tuning& tuning);
 
 // Routed experts chosen on the device, slot by slot: for slot s < slots and e = ids[s] (device
 // memory), h[s] = silu(gate_e . x_s) * (up_e . x_s) (h: slots rows of gate.rows floats), then
@@ -77,7 +79,7 @@ void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, co
 void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const WeightRows& up,
                           size_t up_stride, const WeightRows& down, size_t down_stride,
                           const int32_t* ids, int slots, const float* x, bool x_per_slot, float* h,
-                          float* y, void* scratch, cudaStream_t stream);
+                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning);
 
 namespace q8detail {
 
@@ -106,7 +108,7 @@ ScratchView scratch_view(TensorType act_type, int64_t cols, int n, const void* s
 // The first kernel of launch_matvec_q8 alone: quantizes n rows of x into the scratch as
 // act_type (Q8_0, Q8_1 or Q8_K). For tests, which compare the result with the CPU's bytes.
 void launch_quantize_activations(TensorType act_type, const float* x, int n, int64_t cols,
-                                 void* scratch, cudaStream_t stream);
+                                 void* scratch, cudaStream_t stream, Pdl pdl);
 
 }  // namespace q8detail
 

@@ -155,7 +155,7 @@ struct Args {
     static constexpr int kMaxParts = 3;
     Part parts[kMaxParts] = {};
     int n_parts = 0;
-    MatvecTrigger trigger = MatvecTrigger::AtEnd;  // pdl_matvec_trigger
+    MatvecTrigger trigger = MatvecTrigger::AtEnd;  // matvec_trigger(Tuning::pdl)
 };
 
 // Row `row` of a launch's rows: where its weights start, its output column (y + its row in its
@@ -321,7 +321,7 @@ int resident_blocks() {
 }
 
 template <class F, int NT, int R, bool A16, bool kSwiGlu = false>
-void launch_instance(const Args& args, cudaStream_t stream) {
+void launch_instance(const Args& args, cudaStream_t stream, Pdl pdl) {
     constexpr int kRowsPerWarp = kSwiGlu ? 1 : R;
     const int64_t warps = (args.rows + kRowsPerWarp - 1) / kRowsPerWarp;
     const int64_t wanted = (warps + kThreads / 32 - 1) / (kThreads / 32);
@@ -329,15 +329,16 @@ void launch_instance(const Args& args, cudaStream_t stream) {
     const int fit = std::max(1, resident_blocks<F, NT, R, A16, kSwiGlu>() / slots);
     const int grid = int(std::min<int64_t>(wanted, fit));
     Args a = args;
-    a.trigger = pdl_matvec_trigger();
-    launch_pdl(matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, dim3(unsigned(grid), unsigned(slots)),
+    a.trigger = matvec_trigger(pdl);
+    launch_pdl(pdl, matvec_q8_kernel<F, NT, R, A16, kSwiGlu>, dim3(unsigned(grid), unsigned(slots)),
                dim3(kThreads), 0, stream, a);
 }
 
 // One format's launch: picks the instance for n tokens (R = 2 rows per warp)
 // and the aligned loads when every block of every row is 16-byte aligned.
 template <class F>
-void launch_format(const Args& args, int n, cudaStream_t stream) {
+void launch_format(const Args& args, int n, cudaStream_t stream, const Tuning& tuning) {
+    const Pdl pdl = tuning.pdl;
     bool a16 = false;
     if constexpr (F::kBytes % 16 == 0) {
         a16 = reinterpret_cast<uintptr_t>(args.w) % 16 == 0 && args.stride % 16 == 0 &&
@@ -351,28 +352,24 @@ void launch_format(const Args& args, int n, cudaStream_t stream) {
         if constexpr (F::kBytes % 16 == 0) {
             if (a16 && reinterpret_cast<uintptr_t>(args.w2) % 16 == 0 && args.stride2 % 16 == 0 &&
                 args.expert_stride2 % 16 == 0) {
-                return launch_instance<F, 1, 2, true, true>(args, stream);
+                return launch_instance<F, 1, 2, true, true>(args, stream, pdl);
             }
         }
-        return launch_instance<F, 1, 2, false, true>(args, stream);
+        return launch_instance<F, 1, 2, false, true>(args, stream, pdl);
     }
     const auto go = [&]<int NT, int R>() {
         if constexpr (F::kBytes % 16 == 0) {
-            if (a16) return launch_instance<F, NT, R, true>(args, stream);
+            if (a16) return launch_instance<F, NT, R, true>(args, stream, pdl);
         }
-        launch_instance<F, NT, R, false>(args, stream);
+        launch_instance<F, NT, R, false>(args, stream, pdl);
     };
     // Two rows per warp at one token too: each warp's loads in flight double, which a matrix of
     // 4096 columns (one 2.3 KB row of Q4_K per warp and pass) needs to keep HBM busy (8B
-    // Q4_K_M decode on an H200: 334 tok/s against 317 with one row). STRATA_Q8_ROWS1=1 in the
-    // environment takes one row, for comparisons.
-    static const bool two_rows = [] {
-        const char* v = std::getenv("STRATA_Q8_ROWS1");
-        return !(v && v[0] == '1');
-    }();
+    // Q4_K_M decode on an H200: 334 tok/s against 317 with one row). Tuning::q8_rows_per_warp 1
+    // takes one row, for comparisons.
     switch (n) {
         case 1:
-            if (two_rows) {
+            if (tuning.q8_rows_per_warp != 1) {
                 go.template operator()<1, 2>();
             } else {
                 go.template operator()<1, 1>();
@@ -392,7 +389,7 @@ void launch_format(const Args& args, int n, cudaStream_t stream) {
 
 // The launchers of the two format families (matvec_q8_k.cu, matvec_q8_32.cu): the matvec of
 // weights of type t on activations already quantized into args.act.
-void launch_k(TensorType t, const Args& args, int n, cudaStream_t stream);
-void launch_32(TensorType t, const Args& args, int n, cudaStream_t stream);
+void launch_k(TensorType t, const Args& args, int n, cudaStream_t stream, const Tuning& tuning);
+void launch_32(TensorType t, const Args& args, int n, cudaStream_t stream, const Tuning& tuning);
 
 }  // namespace strata::cuda::q8k

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/tuning.h"
 
 namespace strata::cuda {
 
@@ -42,19 +43,22 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 // True when the current device takes programmatic dependent launches (compute capability 9.0
-// or later); probed once. STRATA_PDL=0 in the environment turns them off, for comparisons.
-bool pdl_available();
+// or later); probed once.
+bool device_takes_pdl();
 // When the matvecs, which fill the GPU, let the kernel behind them launch: as their blocks end
-// (the default) or as they start (STRATA_PDL=2 in the environment, for comparisons). The small
-// kernels always do as they start.
+// (the default) or as they start (Tuning::pdl, backend/tuning.h: Pdl::AtStart, for
+// comparisons). The small kernels always do as they start.
 enum class MatvecTrigger : int { AtEnd, AtStart };
-MatvecTrigger pdl_matvec_trigger();
+inline MatvecTrigger matvec_trigger(Pdl pdl) {
+    return pdl == Pdl::AtStart ? MatvecTrigger::AtStart : MatvecTrigger::AtEnd;
+}
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where the
-// device takes one (see the rule above: the kernel must call pdl_wait).
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where `pdl`
+// (the backend's Tuning::pdl) is not Off and the device takes one (see the rule above: the
+// kernel must call pdl_wait).
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
+void launch_pdl(Pdl pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args&&... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -64,7 +68,7 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_available() ? 1 : 0;
+    cfg.numAttrs = pdl != Pdl::Off && device_takes_pdl() ? 1 : 0;
     STRATA_CUDA(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

@@ -13,11 +13,11 @@
 //                                  their steps, rounded to fp16;
 //   n > 8, no cuBLAS      Q4_0..Q8_0 and Q2_K..Q6_K weights with a multiple of 256 columns: the
 //                         int8 tensor-core GEMM (mmq.h) on the CPU's codes; others the matvec
-//                         over chunks of 8 tokens (also with STRATA_CUBLAS=0 in the environment
-//                         when the Matmul is created: for tests and comparisons).
+//                         over chunks of 8 tokens (also with Tuning::prompt_cublas false: for
+//                         tests and comparisons).
 // Routed experts of a prompt always take the int8 tensor-core GEMM, grouped by expert, where it
-// takes their types. STRATA_MMQ (read when the Matmul is created) overrides: 1 sends every
-// prompt product it takes there, cuBLAS loaded or not; 0 none, the experts' neither.
+// takes their types. Tuning::prompt_mmq overrides: All sends every prompt product it takes there,
+// cuBLAS loaded or not; Off none, the experts' neither.
 // Why cuBLAS first: on an H200 its fp16 GEMM (weights dequantized once per product) runs a
 // 14336 x 4096 Q4_K product of 512 tokens at 350 TFLOP/s, the int8 GEMM at 130 (each 256-column
 // step waits on its loads with 8 warps per SM to hide them).
@@ -84,8 +84,13 @@ WeightRows weight_rows(const TensorView& w, const char* op) {
 
 class CudaMatmul final : public Matmul {
   public:
-    CudaMatmul(int64_t max_batch, int64_t max_cols, cudaStream_t stream)
-        : max_batch_(max_batch), max_cols_(max_cols), stream_(stream) {}
+    CudaMatmul(int64_t max_batch, int64_t max_cols, cudaStream_t stream, const Tuning& tuning)
+        : max_batch_(max_batch),
+          max_cols_(max_cols),
+          stream_(stream),
+          tuning_(tuning),
+          mmq_(tuning.prompt_mmq != PromptMmq::Off),
+          mmq_dense_(tuning.prompt_mmq == PromptMmq::All) {}
 
     ~CudaMatmul() override {
         if (handle_) cublas_->destroy(handle_);
@@ -105,13 +110,8 @@ class CudaMatmul final : public Matmul {
                               max_cols_, int(std::max<int64_t>(max_batch_, kMaxExpertsUsed))),
                           device));
 
-        if (const char* mmq = std::getenv("STRATA_MMQ")) {
-            mmq_ = std::string_view(mmq) != "0";
-            mmq_dense_ = std::string_view(mmq) == "1";
-        }
         const CublasApi* api = cublas_api();
-        const char* env = std::getenv("STRATA_CUBLAS");
-        if (!api || (env && std::string_view(env) == "0")) return {};  // prompts use the matvec
+        if (!api || !tuning_.prompt_cublas) return {};  // prompts use the matvec
         cublasHandle_t h = nullptr;
         if (api->create(&h) != CUBLAS_STATUS_SUCCESS) return {};
         cublas_ = api;
@@ -132,11 +132,12 @@ class CudaMatmul final : public Matmul {
         const WeightRows rows = checked_rows(w, n);
         if (n == 0 || rows.rows == 0) return;
         if (q8_path(rows, x, n)) {
-            launch_matvec_q8(rows, x, int(n), bias, y, q8_activations_.data(), stream_);
+            launch_matvec_q8(rows, x, int(n), bias, y, q8_activations_.data(), stream_, tuning_);
             return;
         }
         if (mmq_path(rows, x, n)) {
-            launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(), stream_);
+            launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(), stream_,
+                                tuning_.pdl);
             launch_mmq(rows, int(n), bias, y, q8_activations_.data(), stream_);
             return;
         }
@@ -168,7 +169,7 @@ class CudaMatmul final : public Matmul {
             const TensorType at = matvec_q8_act_type(rows.type);
             if (at != quantized || rows.cols != quantized_cols) {
                 launch_quantize_for(rows.type, x, int(n), rows.cols, q8_activations_.data(),
-                                    stream_);
+                                    stream_, tuning_.pdl);
                 quantized = at;
                 quantized_cols = rows.cols;
             }
@@ -182,7 +183,7 @@ class CudaMatmul final : public Matmul {
 
     // The matvecs of products[0] (whose rows are `first`) and of the products after it of the
     // same type and width (q, k and v) in one launch, or products[0]'s alone where
-    // STRATA_QKV_PARTS=0: the count launched. The scratch holds their quantized input.
+    // Tuning::qkv_parts is false: the count launched. The scratch holds their quantized input.
     size_t matvec_run(std::span<const Product> products, const WeightRows& first, int64_t n) {
         std::array<WeightRows, kMaxQ8Parts> w{first};
         std::array<const float*, kMaxQ8Parts> biases{products[0].bias};
@@ -196,13 +197,13 @@ class CudaMatmul final : public Matmul {
             biases[count] = p.bias;
             ys[count] = p.y;
         }
-        if (count > 1 &&
+        if (count > 1 && tuning_.qkv_parts) {
             launch_matvec_q8_parts({w.data(), count}, int(n), {biases.data(), count},
-                                   {ys.data(), count}, q8_activations_.data(), stream_)) {
+                                   {ys.data(), count}, q8_activations_.data(), stream_, tuning_);
             return count;
         }
         launch_matvec_q8_quantized(first, int(n), products[0].bias, products[0].y,
-                                   q8_activations_.data(), stream_);
+                                   q8_activations_.data(), stream_, tuning_);
         return 1;
     }
 
@@ -212,9 +213,10 @@ class CudaMatmul final : public Matmul {
         if (n == 1 && gr.type == ur.type && gr.rows == ur.rows && gr.cols == ur.cols &&
             q8_path(gr, x, n)) {
             if (quantized != matvec_q8_act_type(gr.type)) {
-                launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_);
+                launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_,
+                                    tuning_.pdl);
             }
-            launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_);
+            launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_, tuning_);
             return;
         }
         const Product both[] = {{&gate, nullptr, g}, {&up, nullptr, u}};
@@ -243,7 +245,8 @@ class CudaMatmul final : public Matmul {
         const WeightRows g = checked_rows(s.first.gate, 1), u = checked_rows(s.first.up, 1),
                          d = checked_rows(s.first.down, 1);
         launch_expert_ffn_q8(g, s.gate_stride, u, s.up_stride, d, s.down_stride, ids, slots, x,
-                             x_per_slot, h, y, scratch ? scratch : q8_activations_.data(), stream_);
+                             x_per_slot, h, y, scratch ? scratch : q8_activations_.data(), stream_,
+                             tuning_);
         return true;
     }
 
@@ -257,11 +260,11 @@ class CudaMatmul final : public Matmul {
             return false;
         }
         launch_mmq_tiles(ids, slots, s.n_expert, tiles, stream_);
-        launch_quantize_for(g.type, x, slots, g.cols, q8, stream_);
+        launch_quantize_for(g.type, x, slots, g.cols, q8, stream_, tuning_.pdl);
         launch_mmq_grouped(g, s.gate_stride, tiles, slots, s.n_expert, h, q8, stream_);
         launch_mmq_grouped(up, s.up_stride, tiles, slots, s.n_expert, u, q8, stream_);
         cuda::swiglu(h, u, h, int64_t(slots) * g.rows, stream_);
-        launch_quantize_for(d.type, h, slots, d.cols, q8, stream_);
+        launch_quantize_for(d.type, h, slots, d.cols, q8, stream_, tuning_.pdl);
         launch_mmq_grouped(d, s.down_stride, tiles, slots, s.n_expert, y, q8, stream_);
         return true;
     }
@@ -354,8 +357,9 @@ class CudaMatmul final : public Matmul {
 
     int64_t max_batch_, max_cols_;
     cudaStream_t stream_;
-    bool mmq_ = true;         // the int8 tensor-core GEMM takes prompts' routed experts
-    bool mmq_dense_ = false;  // ... and every other prompt product (else only without cuBLAS)
+    Tuning tuning_;   // how the kernels launch, which prompt products take which GEMM
+    bool mmq_;        // the int8 tensor-core GEMM takes prompts' routed experts
+    bool mmq_dense_;  // ... and every other prompt product (else only without cuBLAS)
     gpu::DeviceBuffer activations_;  // MatvecScratch
     MatvecScratch scratch_;
     gpu::DeviceBuffer q8_activations_;  // matvec_q8's quantized activations
@@ -400,13 +404,14 @@ bool linear_supports(TensorType t) {
 }
 
 Result<std::unique_ptr<Matmul>> Matmul::create(int64_t max_weight_elements, int64_t max_batch,
-                                               int64_t max_cols, cudaStream_t stream) {
+                                               int64_t max_cols, cudaStream_t stream,
+                                               const Tuning& tuning) {
     if (max_weight_elements < 1 || max_batch < 1 || max_cols < 1) {
         return err("CUDA matmul: bad sizes (", std::to_string(max_weight_elements),
                    " weight elements, ", std::to_string(max_batch), " tokens, ",
                    std::to_string(max_cols), " columns)");
     }
-    auto m = std::make_unique<CudaMatmul>(max_batch, max_cols, stream);
+    auto m = std::make_unique<CudaMatmul>(max_batch, max_cols, stream, tuning);
     STRATA_TRY(m->init(max_weight_elements));
     return std::unique_ptr<Matmul>(std::move(m));
 }

@@ -33,6 +33,7 @@
 #include <span>
 #include <string_view>
 
+#include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 #include "model/tensor_view.h"
 #include "util/result.h"
@@ -46,11 +47,14 @@ bool linear_supports(TensorType t);
 // stream) when the library could be loaded, fp16 staging for a dequantized weight and a batch of
 // activations, and the decode matvec's quantized activations. Sized once; linear() never
 // allocates. max_weight_elements sizes the fp16 staging (capped at 64 Mi elements): a larger
-// weight is multiplied in tiles of rows.
+// weight is multiplied in tiles of rows. `tuning` (the backend's) says which GEMM prompt products
+// take (prompt_cublas, prompt_mmq) and how the decode kernels launch (pdl, qkv_parts,
+// q8_rows_per_warp).
 class Matmul {
   public:
     static Result<std::unique_ptr<Matmul>> create(int64_t max_weight_elements, int64_t max_batch,
-                                                  int64_t max_cols, cudaStream_t stream);
+                                                  int64_t max_cols, cudaStream_t stream,
+                                                  const Tuning& tuning);
     virtual ~Matmul() = default;
 
     // y[t][r] = sum_c W[r][c] x[t][c] (+ bias[r]) for t < n, r < w.rows(); x: n x w.ne[0]
@@ -104,7 +108,8 @@ class Matmul {
     virtual bool expert_ffn_grouped(const ExpertStack& experts, const int32_t* ids, int slots,
                                     const float* x, float* h, float* u, float* y, void* q8,
                                     int32_t* tiles) = 0;
-    // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded).
+    // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded, or
+    // Tuning::prompt_cublas is false).
     virtual std::string_view gemm_engine() const = 0;
     // Device bytes this object holds (the plan counts them).
     virtual uint64_t scratch_bytes() const = 0;

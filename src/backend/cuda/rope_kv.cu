@@ -201,7 +201,7 @@ Result<GpuRope> GpuRope::create(const RopeConfig& rc) {
 void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, int n_head_kv,
                    int head_dim_k, int head_dim_v, float* q, float* k, const float* v,
                    const float* q_norm, const float* k_norm, float eps, int64_t n,
-                   const int32_t* pos0, cudaStream_t s) {
+                   const int32_t* pos0, cudaStream_t s, Pdl pdl) {
     if (n <= 0) return;
     const GpuKvLayer& L = kv.layer(layer);
     RopeJob J;
@@ -221,7 +221,7 @@ void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, i
     J.eps = eps;
     const int threads = (std::max(head_dim_k, head_dim_v) + 31) / 32 * 32;
     const dim3 grid(unsigned(n), unsigned(n_head + 2 * n_head_kv));
-    launch_pdl(rope_store_kernel, grid, dim3(unsigned(threads)), 0, s, J, pos0);
+    launch_pdl(pdl, rope_store_kernel, grid, dim3(unsigned(threads)), 0, s, J, pos0);
 }
 
 }  // namespace strata::cuda

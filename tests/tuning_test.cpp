@@ -1,0 +1,183 @@
+// The performance settings (backend/tuning.h): the defaults are what strata did before they were
+// settings, every key takes each of its values and prints it back the same, a bad key or value is
+// an error naming what is taken, and the engine hands the settings to the CPU backend it creates
+// (the kernel path set from them; attention split either way giving the same bits).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/cpu_path.h"
+#include "backend/tuning.h"
+#include "engine_test_support.h"
+#include "session/loaded_model.h"
+
+namespace strata {
+namespace {
+
+// The values an entry lists ("off|experts|all"), without an open end ("...").
+std::vector<std::string> listed_values(std::string_view values) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    while (at <= values.size()) {
+        const size_t bar = std::min(values.find('|', at), values.size());
+        const std::string v(values.substr(at, bar - at));
+        if (v != "...") out.push_back(v);
+        at = bar + 1;
+    }
+    return out;
+}
+
+TEST(Tuning, DefaultsAreTheBehaviourWithoutSettings) {
+    const Tuning t;
+    EXPECT_TRUE(t.cuda_graphs);
+    EXPECT_TRUE(t.prompt_cublas);
+    EXPECT_EQ(t.prompt_mmq, PromptMmq::Experts);
+    EXPECT_EQ(t.pdl, Pdl::AtEnd);
+    EXPECT_TRUE(t.qkv_parts);
+    EXPECT_EQ(t.q8_rows_per_warp, 2u);
+    EXPECT_EQ(t.cpu_path, CpuPathChoice::Best);
+    EXPECT_TRUE(t.attention_by_positions);
+    EXPECT_EQ(t.gpu_expert_prefetch, 4u);
+    EXPECT_EQ(tuning_line(t),
+              "cuda_graphs=true prompt_cublas=true prompt_mmq=experts pdl=at_end qkv_parts=true "
+              "q8_rows_per_warp=2 cpu_path=best attention_by_positions=true "
+              "gpu_expert_prefetch=4");
+}
+
+TEST(Tuning, EveryKeyTakesEachOfItsValuesAndPrintsItBack) {
+    const std::vector<TuningEntry> defaults = tuning_entries(Tuning{});
+    ASSERT_EQ(defaults.size(), 9u);
+    for (size_t i = 0; i < defaults.size(); ++i) {
+        const TuningEntry& d = defaults[i];
+        SCOPED_TRACE(std::string(d.key));
+        EXPECT_FALSE(d.about.empty());
+        const std::vector<std::string> values = listed_values(d.values);
+        ASSERT_GE(values.size(), 2u) << d.values;
+        if (!d.values.ends_with("...")) {
+            EXPECT_NE(std::find(values.begin(), values.end(), d.value), values.end())
+                << "the default " << d.value << " is not among " << d.values;
+        }
+        for (const std::string& v : values) {
+            Tuning t;
+            ASSERT_TRUE(set_tuning(t, d.key, v)) << v;
+            EXPECT_EQ(tuning_entries(t)[i].value, v);
+            EXPECT_EQ(t == Tuning{}, v == d.value) << v;
+            // Only this key changed.
+            for (size_t j = 0; j < defaults.size(); ++j) {
+                if (j != i) {
+                    EXPECT_EQ(tuning_entries(t)[j].value, defaults[j].value);
+                }
+            }
+            // The printed line sets the same value again.
+            Tuning again;
+            for (const TuningEntry& e : tuning_entries(t)) {
+                ASSERT_TRUE(set_tuning(again, std::string(e.key) + "=" + e.value));
+            }
+            EXPECT_TRUE(again == t) << v;
+        }
+    }
+    Tuning t;
+    ASSERT_TRUE(set_tuning(t, "gpu_expert_prefetch", "16"));
+    EXPECT_EQ(t.gpu_expert_prefetch, 16u);
+}
+
+TEST(Tuning, SwitchesTakeTheirOldSpellings) {
+    Tuning t;
+    ASSERT_TRUE(set_tuning(t, "cuda_graphs", "0"));
+    EXPECT_FALSE(t.cuda_graphs);
+    ASSERT_TRUE(set_tuning(t, "cuda_graphs", "1"));
+    EXPECT_TRUE(t.cuda_graphs);
+    ASSERT_TRUE(set_tuning(t, "qkv_parts", "off"));
+    EXPECT_FALSE(t.qkv_parts);
+    ASSERT_TRUE(set_tuning(t, "qkv_parts", "on"));
+    EXPECT_TRUE(t.qkv_parts);
+}
+
+// The error of set_tuning(key, value), which must fail and leave the settings as they were.
+std::string failure(std::string_view key, std::string_view value) {
+    Tuning t;
+    const Result<void> r = set_tuning(t, key, value);
+    EXPECT_FALSE(r) << key << "=" << value;
+    EXPECT_TRUE(t == Tuning{}) << key << "=" << value;
+    return r ? "" : r.error().message;
+}
+
+TEST(Tuning, BadKeysAndValuesSayWhatIsTaken) {
+    const std::string unknown = failure("nonsense", "1");
+    EXPECT_NE(unknown.find("nonsense"), std::string::npos) << unknown;
+    for (const TuningEntry& e : tuning_entries(Tuning{})) {
+        EXPECT_NE(unknown.find(e.key), std::string::npos) << unknown;
+    }
+    const std::string boolean = failure("cuda_graphs", "maybe");
+    EXPECT_NE(boolean.find("cuda_graphs=maybe"), std::string::npos) << boolean;
+    EXPECT_NE(boolean.find("true or false"), std::string::npos) << boolean;
+    const std::string choice = failure("pdl", "sometimes");
+    EXPECT_NE(choice.find("off, at_end, at_start"), std::string::npos) << choice;
+    EXPECT_NE(failure("prompt_mmq", "ALL").find("off, experts, all"), std::string::npos);
+    EXPECT_NE(failure("cpu_path", "neon").find("best, scalar, avx2, avx512"), std::string::npos);
+    EXPECT_NE(failure("q8_rows_per_warp", "3").find("1 or 2"), std::string::npos);
+    for (const char* bad : {"-1", "4x", "", " 4", "99999999999"}) {
+        EXPECT_NE(failure("gpu_expert_prefetch", bad).find("a whole number"), std::string::npos)
+            << bad;
+    }
+    EXPECT_FALSE(failure("cuda_graphs", "").empty());
+    Tuning t;
+    const Result<void> no_value = set_tuning(t, "cuda_graphs");
+    ASSERT_FALSE(no_value);
+    EXPECT_NE(no_value.error().message.find("key=value"), std::string::npos);
+    ASSERT_TRUE(set_tuning(t, "cuda_graphs=false"));
+    EXPECT_FALSE(t.cuda_graphs);
+    EXPECT_FALSE(set_tuning(t, "=false"));
+}
+
+// The logits of a prompt and a few greedy decode steps on the tiny model, with these settings
+// and more threads than it has KV heads (so that decode attention can split over positions).
+std::vector<float> tiny_logits(const Tuning& tuning) {
+    ModelLoadOptions options;
+    options.engine.threads = 4;
+    options.engine.n_ctx = 64;
+    options.engine.tuning = tuning;
+    auto loaded = LoadedModel::load(test::synth_test_model("tiny", TensorType::Q8_0), options);
+    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    if (!loaded) return {};
+    engine::Engine& e = *(*loaded)->engine;
+    std::vector<float> all, logits;
+    const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81};
+    EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::Last, logits));
+    all = logits;
+    for (int i = 0; i < 6; ++i) {
+        const int32_t t = int32_t(200 + 13 * i) % int32_t(e.n_vocab());
+        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
+        all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+}
+
+TEST(EngineTuning, AttentionOverQueryHeadsGivesTheBitsOfAttentionOverPositions) {
+    const std::vector<float> by_positions = tiny_logits(Tuning{});
+    Tuning by_heads;
+    by_heads.attention_by_positions = false;
+    const std::vector<float> other = tiny_logits(by_heads);
+    ASSERT_FALSE(by_positions.empty());
+    ASSERT_EQ(other.size(), by_positions.size());
+    EXPECT_EQ(std::memcmp(other.data(), by_positions.data(), other.size() * sizeof(float)), 0);
+}
+
+TEST(EngineTuning, TheCpuBackendTakesTheKernelPathOfItsSettings) {
+    const cpu::CpuPath before = cpu::active_cpu_path();
+    Tuning scalar;
+    scalar.cpu_path = CpuPathChoice::Scalar;
+    EXPECT_FALSE(tiny_logits(scalar).empty());
+    EXPECT_EQ(cpu::active_cpu_path(), cpu::CpuPath::scalar);
+    // The default leaves the process's path as it is.
+    EXPECT_FALSE(tiny_logits(Tuning{}).empty());
+    EXPECT_EQ(cpu::active_cpu_path(), cpu::CpuPath::scalar);
+    ASSERT_TRUE(cpu::set_cpu_path(before));
+}
+
+}  // namespace
+}  // namespace strata
