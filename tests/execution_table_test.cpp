@@ -16,23 +16,12 @@ namespace {
 constexpr uint64_t GiB = 1ull << 30;
 
 HardwareProfile with_gpu() {
-    HardwareProfile p = test::plan_profile();
-    GpuProfile g;
-    g.name = "Test GPU";
-    g.memory_total = g.memory_free = 80 * GiB;
-    g.read_bandwidth = 3e12;
-    g.device_copy_bandwidth = 5e12;
-    g.host_to_device_pinned_bandwidth = 50e9;
-    p.gpus.push_back(g);
+    HardwareProfile p = test::plan_profile_with_gpu(80 * GiB);
+    p.gpus.front().host_to_device_pinned_bandwidth = 50e9;
     return p;
 }
 
-Budgets budgets(uint64_t ram, uint64_t gpu) {
-    Budgets b;
-    b.ram = ram;
-    b.gpu_mem = gpu;
-    return b;
-}
+Budgets budgets(uint64_t ram, uint64_t gpu) { return test::plan_budgets(ram, gpu); }
 
 TEST(ExecutionTable, ACpuPlanRunsEverythingOnTheCpu) {
     const ModelInfo m = test::synthetic_model_info("1b", "Q4_K_M");

@@ -27,24 +27,9 @@ namespace {
 
 constexpr uint64_t GiB = 1ull << 30;
 
-HardwareProfile with_gpu(uint64_t free_bytes) {
-    HardwareProfile p = test::plan_profile();
-    GpuProfile g;
-    g.name = "Test GPU";
-    g.memory_total = 80 * GiB;
-    g.memory_free = free_bytes;
-    g.read_bandwidth = 3e12;
-    g.device_copy_bandwidth = 5e12;
-    p.gpus.push_back(g);
-    return p;
-}
+HardwareProfile with_gpu(uint64_t free_bytes) { return test::plan_profile_with_gpu(free_bytes); }
 
-Budgets budgets(uint64_t ram, uint64_t gpu) {
-    Budgets b;
-    b.ram = ram;
-    b.gpu_mem = gpu;
-    return b;
-}
+Budgets budgets(uint64_t ram, uint64_t gpu) { return test::plan_budgets(ram, gpu); }
 
 // The largest layer's bytes (a dense split's prompt staging) and the CPU's layers' (what a
 // prompt batch ships).

@@ -9,6 +9,7 @@
 
 #include "gguf/tensor_type.h"
 #include "model/model_info.h"
+#include "plan/budget.h"
 #include "profile/hardware_profile.h"
 #include "synth/generator.h"
 
@@ -35,6 +36,26 @@ inline HardwareProfile plan_profile() {
     d.reads = {{4096, 32, 0.3e9, 73000, 0, 0}, {1u << 20, 8, 1.5e9, 1430, 0, 0}};
     p.disks.push_back(d);
     return p;
+}
+
+// plan_profile() with one 80 GiB GPU, `free_bytes` of it free, read at 3 TB/s.
+inline HardwareProfile plan_profile_with_gpu(uint64_t free_bytes) {
+    HardwareProfile p = plan_profile();
+    GpuProfile g;
+    g.name = "Test GPU";
+    g.memory_total = 80ull << 30;
+    g.memory_free = free_bytes;
+    g.read_bandwidth = 3e12;
+    g.device_copy_bandwidth = 5e12;
+    p.gpus.push_back(g);
+    return p;
+}
+
+inline Budgets plan_budgets(uint64_t ram, uint64_t gpu) {
+    Budgets b;
+    b.ram = ram;
+    b.gpu_mem = gpu;
+    return b;
 }
 
 // The ModelInfo describe_model gives for the file `strata synth PRESET --type TYPE` would write:
