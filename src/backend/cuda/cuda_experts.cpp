@@ -1,0 +1,223 @@
+// The CUDA backend's routed experts: experts the host chose, one by one or (from the expert
+// entries, the GPU level of the expert cache) as one job, and experts routed on the device
+// (router, top-k and the chosen experts recorded as one op of a decode step).
+#include <cassert>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_route.h"
+
+namespace strata::cuda_impl {
+
+void CudaBackend::begin_experts(int64_t n, int k, bool some_slots) {
+    flush();
+    experts_k_ = k;
+    experts_n_ = n;
+    staged_ = 0;
+    // The slot staging is refilled from the start: the copies out of it must be done.
+    STRATA_CUDA(cudaEventSynchronize(staging_free_));
+    // Zeroed before the first expert scatters into it (none may: entries_job's direct sum).
+    zero_slots_ = some_slots;
+    direct_ = 0;
+}
+
+void CudaBackend::zero_slots() {
+    if (!zero_slots_) return;
+    zero_slots_ = false;
+    const int64_t values = experts_n_ * experts_k_ * shapes_.d;
+    STRATA_CUDA(cudaMemsetAsync(slot_out_.data(), 0, bytes(values), stream_));
+}
+
+void CudaBackend::expert(const ExpertView& e, std::span<const int64_t> slots,
+                         std::span<const float> weights, Act in) {
+    const int64_t m = int64_t(slots.size());
+    const int64_t total = experts_n_ * experts_k_;
+    assert(staged_ + m <= total && direct_ == 0);
+    zero_slots();
+    auto* ids_host = reinterpret_cast<int64_t*>(slot_staging_.data());
+    auto* w_host = reinterpret_cast<float*>(ids_host + total);
+    std::memcpy(ids_host + staged_, slots.data(), sizeof(int64_t) * size_t(m));
+    std::memcpy(w_host + staged_, weights.data(), sizeof(float) * size_t(m));
+    auto* ids_dev = reinterpret_cast<int64_t*>(slot_ids_.data()) + staged_;
+    float* w_dev = reinterpret_cast<float*>(slot_weights_.data()) + staged_;
+    STRATA_CUDA(cudaMemcpyAsync(ids_dev, ids_host + staged_, sizeof(int64_t) * size_t(m),
+                                cudaMemcpyHostToDevice, stream_));
+    STRATA_CUDA(cudaMemcpyAsync(w_dev, w_host + staged_, sizeof(float) * size_t(m),
+                                cudaMemcpyHostToDevice, stream_));
+    staged_ += m;
+    const int64_t d = shapes_.d;
+    float* x = dev(x_rows_);
+    float* y = dev(y_rows_);
+    gather_rows(act(in), ids_dev, experts_k_, m, d, x, stream_);
+    profiled("expert", e.gate, m, [&] { ffn(e.gate, e.up, e.down, x, y, m); });
+    scatter_weighted(y, ids_dev, w_dev, m, d, dev(slot_out_), stream_);
+}
+
+void CudaBackend::experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) {
+    beside();  // the host's work first: the GPU's queue needs no thread of its own
+    if (!entries_job(jobs, in)) {
+        for (const ExpertJob& j : jobs) expert(j.expert, j.slots, j.weights, in);
+    }
+}
+
+bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
+    if (jobs.empty() || !entries_.allocated()) return false;
+    const ExpertView& first = jobs.front().expert;
+    const auto same = [&](const TensorView& a, const TensorView& b) {
+        return a.type == b.type && a.ne == b.ne && a.row_bytes == b.row_bytes;
+    };
+    int64_t m = 0;
+    for (const ExpertJob& j : jobs) {
+        const ExpertView& e = j.expert;
+        const int64_t at = entries_.entry_of(e.gate);
+        if (at < 0 || entries_.entry_of(e.up) != at || entries_.entry_of(e.down) != at ||
+            !same(e.gate, first.gate) || !same(e.up, first.up) || !same(e.down, first.down) ||
+            e.up.data - e.gate.data != first.up.data - first.gate.data ||
+            e.down.data - e.gate.data != first.down.data - first.gate.data) {
+            return false;
+        }
+        m += int64_t(j.slots.size());
+    }
+    const ExpertStack stack = entries_.stack(first);
+    const int64_t total = experts_n_ * experts_k_;
+    if (!expert_ffn_supports(stack) || staged_ + m > total || first.gate.rows() > shapes_.ff) {
+        return false;
+    }
+    const int64_t d = shapes_.d;
+    if (experts_n_ == 1 && zero_slots_ && staged_ == 0) {
+        // Some of one token's slots: their weights and entries in one copy (into slot_ids_,
+        // which this path does not otherwise use), the matvecs, and end_experts sums the m
+        // outputs weighted straight into its output: no slots to zero, scatter or sum.
+        auto* w_host = reinterpret_cast<float*>(slot_staging_.data());
+        auto* entry_host = reinterpret_cast<int32_t*>(w_host + m);
+        int64_t u = 0;
+        for (const ExpertJob& j : jobs) {
+            const auto entry = int32_t(entries_.entry_of(j.expert.gate));
+            for (size_t i = 0; i < j.slots.size(); ++i, ++u) {
+                w_host[u] = j.weights[i];
+                entry_host[u] = entry;
+            }
+        }
+        STRATA_CUDA(cudaMemcpyAsync(slot_ids_.data(), w_host, 2 * sizeof(float) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+        const auto* entry_dev =
+            reinterpret_cast<const int32_t*>(reinterpret_cast<const float*>(slot_ids_.data()) + m);
+        const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), act(in), false,
+                                               dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+        assert(taken);  // expert_ffn_supports said so
+        (void)taken;
+        zero_slots_ = false;
+        direct_ = m;
+        staged_ = m;
+        return true;
+    }
+    zero_slots();
+    auto* ids_host = reinterpret_cast<int64_t*>(slot_staging_.data());
+    auto* w_host = reinterpret_cast<float*>(ids_host + total);
+    auto* entry_host = reinterpret_cast<int32_t*>(w_host + total);
+    int64_t u = 0;
+    for (const ExpertJob& j : jobs) {
+        const auto entry = int32_t(entries_.entry_of(j.expert.gate));
+        for (size_t i = 0; i < j.slots.size(); ++i, ++u) {
+            ids_host[staged_ + u] = j.slots[i];
+            w_host[staged_ + u] = j.weights[i];
+            entry_host[u] = entry;
+        }
+    }
+    auto* ids_dev = reinterpret_cast<int64_t*>(slot_ids_.data()) + staged_;
+    float* w_dev = reinterpret_cast<float*>(slot_weights_.data()) + staged_;
+    auto* entry_dev = reinterpret_cast<int32_t*>(grouped_ids_.data());
+    STRATA_CUDA(cudaMemcpyAsync(ids_dev, ids_host + staged_, sizeof(int64_t) * size_t(m),
+                                cudaMemcpyHostToDevice, stream_));
+    STRATA_CUDA(cudaMemcpyAsync(w_dev, w_host + staged_, sizeof(float) * size_t(m),
+                                cudaMemcpyHostToDevice, stream_));
+    STRATA_CUDA(cudaMemcpyAsync(entry_dev, entry_host, sizeof(int32_t) * size_t(m),
+                                cudaMemcpyHostToDevice, stream_));
+    staged_ += m;
+    // A batch: each slot's row gathered first.
+    gather_rows(act(in), ids_dev, experts_k_, m, d, dev(grouped_x_), stream_);
+    const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), dev(grouped_x_), true,
+                                           dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+    assert(taken);  // expert_ffn_supports said so
+    (void)taken;
+    scatter_weighted(dev(moe_y_), ids_dev, w_dev, m, d, dev(slot_out_), stream_);
+    return true;
+}
+
+void CudaBackend::end_experts(Act out, int64_t n) {
+    if (direct_ > 0) {
+        const auto* w = reinterpret_cast<const float*>(slot_ids_.data());
+        sum_weighted_slots(dev(moe_y_), w, int(direct_), 1, shapes_.d, act(out), stream_);
+    } else {
+        zero_slots();  // no expert at all: a sum of zeros
+        sum_slots(dev(slot_out_), experts_k_, n, shapes_.d, act(out), stream_);
+    }
+    STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
+}
+
+bool CudaBackend::takes_routing(const TensorView& router, const ExpertStack& experts, int k,
+                                int64_t n) const {
+    return n >= 1 && hp_.is_moe() && experts.n_expert <= kMaxRoutedExperts && k >= 1 &&
+           k <= kMaxExpertsUsed && k <= experts.n_expert && k <= shapes_.n_expert_used &&
+           n * k <= 65535 && router.rows() == experts.n_expert && linear_supports(router.type) &&
+           expert_ffn_supports(experts) && experts.first.gate.rows() <= shapes_.ff;
+}
+
+bool CudaBackend::routed_experts(const TensorView& router, const ExpertStack& experts, int k,
+                                 bool norm_weights, Act in, Act out, int64_t n) {
+    if (!takes_routing(router, experts, k, n) || !can_read(router.where) ||
+        !can_read(experts.first.gate.where) || !can_read(experts.first.up.where) ||
+        !can_read(experts.first.down.where)) {
+        return false;
+    }
+    for (const TensorView* v :
+         {&router, &experts.first.gate, &experts.first.up, &experts.first.down}) {
+        await_staged(*v);
+    }
+    Record r{OpKind::Experts, in, out, 0, n, router, experts.first.gate, experts.first.up};
+    r.w3 = experts.first.down;
+    r.strides = {experts.gate_stride, experts.up_stride, experts.down_stride};
+    r.n_expert = experts.n_expert;
+    r.k = k;
+    r.norm_weights = norm_weights;
+    run(r);
+    return true;
+}
+
+void CudaBackend::routed(const Record& r) {
+    const int64_t n = r.n, slots = r.n * r.k, d = shapes_.d;
+    float* logits = dev(router_logits_);
+    auto* choice = reinterpret_cast<int32_t*>(choice_.data());
+    float* weight = dev(choice_weights_);
+    matmul_->linear(r.w0, nullptr, act(r.a), logits, n);
+    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_);
+    const ExpertStack stack{
+        {r.w1, r.w2, r.w3}, r.strides[0], r.strides[1], r.strides[2], r.n_expert};
+    bool taken = false;
+    if (n == 1) {
+        taken = matmul_->expert_ffn(stack, choice, r.k, act(r.a), false, dev(moe_h_), dev(moe_y_),
+                                    moe_scratch_.data());
+        sum_weighted_slots(dev(moe_y_), weight, r.k, 1, d, act(r.b), stream_);
+    } else {
+        auto* order = reinterpret_cast<int64_t*>(slot_ids_.data());
+        auto* ids = reinterpret_cast<int32_t*>(grouped_ids_.data());
+        float* grouped_weight = dev(slot_weights_);
+        group_slots_by_expert(choice, weight, slots, r.n_expert, order, ids, grouped_weight,
+                              stream_);
+        gather_rows(act(r.a), order, r.k, slots, d, dev(grouped_x_), stream_);
+        taken = matmul_->expert_ffn_grouped(stack, ids, int(slots), dev(grouped_x_), dev(moe_h_),
+                                            dev(moe_u_), dev(moe_y_), moe_scratch_.data(),
+                                            reinterpret_cast<int32_t*>(moe_tiles_.data()));
+        if (!taken) {
+            taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true, dev(moe_h_),
+                                        dev(moe_y_), moe_scratch_.data());
+        }
+        scatter_weighted(dev(moe_y_), order, grouped_weight, slots, d, dev(slot_out_), stream_);
+        sum_slots(dev(slot_out_), r.k, n, d, act(r.b), stream_);
+    }
+    assert(taken);  // routed_experts checked the same conditions
+    (void)taken;
+}
+
+}  // namespace strata::cuda_impl
