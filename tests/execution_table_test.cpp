@@ -21,7 +21,9 @@ HardwareProfile with_gpu() {
     return p;
 }
 
-Budgets budgets(uint64_t ram, uint64_t gpu) { return test::plan_budgets(ram, gpu); }
+Budgets budgets(uint64_t ram, uint64_t gpu) {
+    return test::plan_budgets(ram, gpu);
+}
 
 TEST(ExecutionTable, ACpuPlanRunsEverythingOnTheCpu) {
     const ModelInfo m = test::synthetic_model_info("1b", "Q4_K_M");

@@ -27,9 +27,13 @@ namespace {
 
 constexpr uint64_t GiB = 1ull << 30;
 
-HardwareProfile with_gpu(uint64_t free_bytes) { return test::plan_profile_with_gpu(free_bytes); }
+HardwareProfile with_gpu(uint64_t free_bytes) {
+    return test::plan_profile_with_gpu(free_bytes);
+}
 
-Budgets budgets(uint64_t ram, uint64_t gpu) { return test::plan_budgets(ram, gpu); }
+Budgets budgets(uint64_t ram, uint64_t gpu) {
+    return test::plan_budgets(ram, gpu);
+}
 
 // The largest layer's bytes (a dense split's prompt staging) and the CPU's layers' (what a
 // prompt batch ships).
