@@ -37,8 +37,9 @@ __device__ __forceinline__ int dot_nibbles(const uint32_t (&q)[4], uint32_t qh, 
 }
 
 // Q8_0 (34 bytes): d, 32 int8 codes.
-struct Q8_0 {
-    static constexpr int kQK = 32, kBytes = 34, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q8_0> : FormatTraits<TensorType::Q8_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[8], d;
     };
@@ -60,8 +61,9 @@ struct Q8_0 {
 };
 
 // Q4_0 (18 bytes): d, 16 nibble bytes; value q - 8, so q . a - 8 * (sum of a).
-struct Q4_0 {
-    static constexpr int kQK = 32, kBytes = 18, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q4_0> : FormatTraits<TensorType::Q4_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], d;
     };
@@ -81,8 +83,9 @@ struct Q4_0 {
 };
 
 // Q5_0 (22 bytes): d, 32 fifth bits, 16 nibble bytes; value q - 16.
-struct Q5_0 {
-    static constexpr int kQK = 32, kBytes = 22, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q5_0> : FormatTraits<TensorType::Q5_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], qh, d;
     };
@@ -103,8 +106,9 @@ struct Q5_0 {
 };
 
 // Q4_1 (20 bytes): d, m, 16 nibble bytes; against Q8_1: d_w d_x (q . a) + m_w s_x.
-struct Q4_1 {
-    static constexpr int kQK = 32, kBytes = 20, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q4_1> : FormatTraits<TensorType::Q4_1> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], dm;
     };
@@ -124,8 +128,9 @@ struct Q4_1 {
 };
 
 // Q5_1 (24 bytes): d, m, 32 fifth bits, 16 nibble bytes; against Q8_1 as Q4_1.
-struct Q5_1 {
-    static constexpr int kQK = 32, kBytes = 24, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q5_1> : FormatTraits<TensorType::Q5_1> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], qh, dm;
     };
