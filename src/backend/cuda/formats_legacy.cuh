@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/formats.cuh"
 
 namespace strata::cuda {
@@ -42,12 +43,6 @@ struct Format32 : FormatTraits<T> {
 // (elements 8k..8k+7), codes 8-15 their high nibbles (elements 16 + 8k..).
 STRATA_HD int nibble_unit_element(int k, int i) {
     return 8 * k + (i & 7) + 16 * (i >> 3);
-}
-
-// Q5 fifth bits of the four codes from element `first` on, as bit 4 of each code byte (bit e of
-// qh is element e's).
-STRATA_HD uint32_t q5_fifth(uint32_t qh, int first) {
-    return spread_bits4((qh >> first) & 0x0f) << 4;
 }
 
 // The codes of nibble unit k from its qs words, with the Q5 fifth bits from qh when kFifth, each

@@ -5,6 +5,7 @@
 // sit at any even offset and load_words realigns them. Members as in matvec_q8_formats_k.cuh.
 #pragma once
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/matvec_q8_kernel.cuh"
 
 namespace strata::cuda::q8k {
@@ -27,9 +28,9 @@ __device__ __forceinline__ int dot_nibbles(const uint32_t (&q)[4], uint32_t qh, 
     int s = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        // Bits 4i..4i+3 of qh spread to bit 4 of bytes 0..3 (the shifted copies do not overlap).
-        const uint32_t hlo = ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
-        const uint32_t hhi = ((((qh >> (16 + 4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
+        // The fifth bits of elements 4i..4i+3 and 16 + 4i..: bits 4i..4i+3 (16 + ...) of qh.
+        const uint32_t hlo = q5_fifth(qh, 4 * i);
+        const uint32_t hhi = q5_fifth(qh, 16 + 4 * i);
         s = __dp4a(int((q[i] & 0x0f0f0f0fu) | hlo), a[i], s);
         s = __dp4a(int(((q[i] >> 4) & 0x0f0f0f0fu) | hhi), a[4 + i], s);
     }

@@ -9,6 +9,7 @@
 // fp32 share of the block's product.
 #pragma once
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/matvec_q8_kernel.cuh"
 
 namespace strata::cuda::q8k {
@@ -70,21 +71,6 @@ __device__ __forceinline__ void load_quad(const Act& a, int t, int64_t ib, int s
 #pragma unroll
     for (int g = 0; g < 4; ++g) x.bs[g] = hl ? hi16(w[g]) : sext16(w[g]);
     x.d = __ldg(a.d + t * (a.cols / 256) + ib);
-}
-
-// Q4_K / Q5_K sub-block j's 6-bit scale and minimum from the 12 packed bytes s0..s2 (blocks.h
-// k4_scale_min).
-__device__ __forceinline__ void k4_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j, int& sc,
-                                             int& m) {
-    const int sh = 8 * (j & 3);
-    if (j < 4) {
-        sc = int((s0 >> sh) & 63);
-        m = int((s1 >> sh) & 63);
-    } else {
-        const uint32_t b = (s2 >> sh) & 0xff;
-        sc = int((b & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
-        m = int((b >> 4) | (((s1 >> sh) >> 6 & 3) << 4));
-    }
 }
 
 // Q4_K (144 bytes = 9 aligned 16-byte lines): 4 lanes per block; lane j loads the 16-byte

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/format_traits.h"
 #include "gguf/tensor_type.h"
 
@@ -60,11 +61,6 @@ __device__ __forceinline__ uint32_t hi_nibbles(uint32_t w) {
 // Byte-wise subtraction (wrapping), so unsigned codes minus an offset become signed bytes.
 __device__ __forceinline__ uint32_t minus(uint32_t w, uint32_t each) {
     return __vsub4(w, each * 0x01010101u);
-}
-
-// Bits b .. b + 3 of `bits` spread to bit 4 of bytes 0..3.
-__device__ __forceinline__ uint32_t bit4_of(uint32_t bits, int b) {
-    return ((((bits >> b) & 15u) * 0x00204081u) & 0x01010101u) << 4;
 }
 
 // ---- 32-element formats (eight blocks per span) ------------------------------------------------
@@ -114,8 +110,8 @@ struct Format<TensorType::Q5_0> : Span256<TensorType::Q5_0> {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = r.u32(kBlockBytes * p + 6 + 4 * i);
-            q[i] = minus(lo_nibbles(w) | bit4_of(qh, 4 * i), 16);
-            q[4 + i] = minus(hi_nibbles(w) | bit4_of(qh, 16 + 4 * i), 16);
+            q[i] = minus(lo_nibbles(w) | q5_fifth(qh, 4 * i), 16);
+            q[4 + i] = minus(hi_nibbles(w) | q5_fifth(qh, 16 + 4 * i), 16);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
@@ -133,8 +129,8 @@ struct Format<TensorType::Q5_1> : Span256<TensorType::Q5_1> {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const uint32_t w = r.u32(kBlockBytes * p + 8 + 4 * i);
-            q[i] = lo_nibbles(w) | bit4_of(qh, 4 * i);
-            q[4 + i] = hi_nibbles(w) | bit4_of(qh, 16 + 4 * i);
+            q[i] = lo_nibbles(w) | q5_fifth(qh, 4 * i);
+            q[4 + i] = hi_nibbles(w) | q5_fifth(qh, 16 + 4 * i);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
@@ -227,15 +223,9 @@ __device__ __forceinline__ void k4_scales(const RawRow& r, int off, int* sc, uin
     const uint32_t s0 = r.u32(off), s1 = r.u32(off + 4), s2 = r.u32(off + 8);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        const int sh = 8 * (j & 3);
-        if (j < 4) {
-            sc[j] = int((s0 >> sh) & 63);
-            mins[j] = uint8_t((s1 >> sh) & 63);
-        } else {
-            const uint32_t b = (s2 >> sh) & 0xff;
-            sc[j] = int((b & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
-            mins[j] = uint8_t((b >> 4) | (((s1 >> sh) >> 6 & 3) << 4));
-        }
+        int m;
+        k4_scale_min(s0, s1, s2, j, sc[j], m);
+        mins[j] = uint8_t(m);
     }
 #pragma unroll
     for (int j = 8; j < 16; ++j) mins[j] = 0;
