@@ -1,5 +1,6 @@
-// How the quantized matrix kernels see a weight format: one struct per GGUF type (formats_*.cuh)
-// with the block geometry and three decoders, all usable on the GPU and on the host:
+// How the quantized matrix kernels see a weight format: one struct per GGUF type, Format<T>
+// (formats_*.cuh), with the block geometry of its traits (format_traits.h) and three decoders,
+// all usable on the GPU and on the host:
 //
 //   dequant8<A>(block, j, out)  elements 8j..8j+7 of a block as floats, exactly the floats of
 //                               quant::dequantize_row (same products and sums, never fused):
@@ -37,11 +38,17 @@
 #include <cstdint>
 
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/format_traits.h"
 #include "backend/cuda/formats_activations.cuh"
 #include "gguf/tensor_type.h"
 #include "quant/blocks.h"
 
 namespace strata::cuda {
+
+// The decoders of format T (FormatTraits<T> says which types have them), specialised in
+// formats_float.cuh, formats_legacy.cuh and formats_k.cuh; each derives from its traits.
+template <TensorType T>
+struct Format;
 
 inline constexpr int kUnitElems = 16;                 // codes of a unit
 inline constexpr int kGroupUnits = 32;                // units of an activation group

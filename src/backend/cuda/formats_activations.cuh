@@ -22,33 +22,17 @@
 #include <cstdint>
 
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/format_traits.h"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda {
 
 // quant::vec_dot_type, usable in device code and constant expressions: the activation type of
-// weights of type t (t itself for the float types).
+// weights of type t (FormatTraits::kActivation; t itself for the float types and for a type the
+// kernels do not take).
 constexpr TensorType activation_type(TensorType t) {
-    switch (t) {
-        case TensorType::Q4_1:
-        case TensorType::Q5_1:
-            return TensorType::Q8_1;
-        case TensorType::Q4_0:
-        case TensorType::Q5_0:
-        case TensorType::Q8_0:
-        case TensorType::IQ4_NL:
-        case TensorType::MXFP4:
-            return TensorType::Q8_0;
-        case TensorType::Q2_K:
-        case TensorType::Q3_K:
-        case TensorType::Q4_K:
-        case TensorType::Q5_K:
-        case TensorType::Q6_K:
-        case TensorType::IQ4_XS:
-            return TensorType::Q8_K;
-        default:
-            return t;  // F32, F16, BF16
-    }
+    const FormatInfo f = format_info(t);
+    return f.known ? f.activation : t;
 }
 
 // Elements of one block of codes of activation type a (Q8_0 / Q8_1: 32, Q8_K: 256).

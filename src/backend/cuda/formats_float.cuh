@@ -7,17 +7,14 @@
 #include <cstdint>
 
 #include "backend/cuda/device_common.cuh"
+#include "backend/cuda/formats.cuh"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda {
 
 template <TensorType T>
-struct FormatFloat {
+struct FormatFloat : FormatTraits<T> {
     static_assert(T == TensorType::F32 || T == TensorType::F16 || T == TensorType::BF16);
-    static constexpr bool kFloat = true;
-    static constexpr TensorType kType = T;
-    static constexpr int kBlockElems = 1;
-    static constexpr int kBlockBytes = T == TensorType::F32 ? 4 : 2;
 
     static STRATA_HD float convert(uint32_t bits) {
         if constexpr (T == TensorType::F32) {
@@ -54,8 +51,11 @@ struct FormatFloat {
     }
 };
 
-using FmtF32 = FormatFloat<TensorType::F32>;
-using FmtF16 = FormatFloat<TensorType::F16>;
-using FmtBF16 = FormatFloat<TensorType::BF16>;
+template <>
+struct Format<TensorType::F32> : FormatFloat<TensorType::F32> {};
+template <>
+struct Format<TensorType::F16> : FormatFloat<TensorType::F16> {};
+template <>
+struct Format<TensorType::BF16> : FormatFloat<TensorType::BF16> {};
 
 }  // namespace strata::cuda

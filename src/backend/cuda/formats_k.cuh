@@ -10,16 +10,16 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "backend/cuda/formats.cuh"
 #include "backend/cuda/formats_legacy.cuh"
 
 namespace strata::cuda {
 
-struct FormatK {
-    static constexpr bool kFloat = false;
-    static constexpr int kBlockElems = quant::kQK_K;
+// What every super-block format shares: its traits.
+template <TensorType T>
+struct FormatK : FormatTraits<T> {
+    static_assert(FormatTraits<T>::kBlockElems == quant::kQK_K);
     static constexpr int kExtraItems = 0;
 };
 
@@ -40,10 +40,8 @@ STRATA_HD K2At k2_at(int j) {
 }
 
 // x = d * sc * q - dmin * m per 16-element sub-block (4-bit sc and m), q 2 bits.
-struct FmtQ2_K : FormatK {
-    using Block = quant::BlockQ2_K;
-    static constexpr TensorType kType = TensorType::Q2_K;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q2_K> : FormatK<TensorType::Q2_K> {
     static constexpr int kExtraItems = 16;  // one minimum per sub-block
     using Codes = UnitCodes<4>;
     static constexpr int kScales = int(offsetof(Block, scales)), kQs = int(offsetof(Block, qs)),
@@ -101,10 +99,8 @@ STRATA_HD int q3k_scale_of(uint32_t t0, uint32_t t1, uint32_t t2, int sb) {
 }
 
 // x = d * (sc - 32) * (q - 4) per 16-element sub-block, q = 2 low bits | hmask bit << 2.
-struct FmtQ3_K : FormatK {
-    using Block = quant::BlockQ3_K;
-    static constexpr TensorType kType = TensorType::Q3_K;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q3_K> : FormatK<TensorType::Q3_K> {
     using Codes = UnitCodes<4>;
     static constexpr int kHmask = int(offsetof(Block, hmask)), kQs = int(offsetof(Block, qs)),
                          kScales = int(offsetof(Block, scales)), kD = int(offsetof(Block, d));
@@ -163,11 +159,11 @@ STRATA_HD ScaleMin6 k4_scale_min_of(uint32_t t0, uint32_t t1, uint32_t t2, int s
 }
 
 // Q4_K and Q5_K: x = d * sc * q - dmin * m per 32-element sub-block; Q5_K adds a fifth bit.
-template <bool kFifthBit>
-struct FormatK4 : FormatK {
-    using Block = std::conditional_t<kFifthBit, quant::BlockQ5_K, quant::BlockQ4_K>;
-    static constexpr TensorType kType = kFifthBit ? TensorType::Q5_K : TensorType::Q4_K;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <TensorType T>
+struct FormatK4 : FormatK<T> {
+    static_assert(T == TensorType::Q4_K || T == TensorType::Q5_K);
+    static constexpr bool kFifthBit = T == TensorType::Q5_K;
+    using Block = typename FormatK<T>::Block;
     static constexpr int kExtraItems = 8;  // one minimum per sub-block
     using Codes = UnitCodes<2>;
     static constexpr int kD = int(offsetof(Block, d)), kDmin = int(offsetof(Block, dmin)),
@@ -234,14 +230,14 @@ struct FormatK4 : FormatK {
         }
     }
 };
-using FmtQ4_K = FormatK4<false>;
-using FmtQ5_K = FormatK4<true>;
+template <>
+struct Format<TensorType::Q4_K> : FormatK4<TensorType::Q4_K> {};
+template <>
+struct Format<TensorType::Q5_K> : FormatK4<TensorType::Q5_K> {};
 
 // x = d * sc * (q - 32) per 16-element sub-block, sc int8, q = 4 bits of ql | 2 bits of qh << 4.
-struct FmtQ6_K : FormatK {
-    using Block = quant::BlockQ6_K;
-    static constexpr TensorType kType = TensorType::Q6_K;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q6_K> : FormatK<TensorType::Q6_K> {
     using Codes = UnitCodes<4>;
     static constexpr int kQl = int(offsetof(Block, ql)), kQh = int(offsetof(Block, qh)),
                          kScales = int(offsetof(Block, scales)), kD = int(offsetof(Block, d));
@@ -291,10 +287,8 @@ struct FmtQ6_K : FormatK {
 
 // x = d * (ls - 32) * kIq4nlValues[q] per 32-element sub-block; within a sub-block the IQ4_NL
 // layout (unit 2s + h = qs bytes 16s + 8h..+7 of sub-block s, in nibble order through the table).
-struct FmtIQ4_XS : FormatK {
-    using Block = quant::BlockIQ4_XS;
-    static constexpr TensorType kType = TensorType::IQ4_XS;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::IQ4_XS> : FormatK<TensorType::IQ4_XS> {
     using Codes = UnitCodes<1>;
     static constexpr int kD = int(offsetof(Block, d)), kScalesH = int(offsetof(Block, scales_h)),
                          kScalesL = int(offsetof(Block, scales_l)), kQs = int(offsetof(Block, qs));

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/formats.cuh"
 
 namespace strata::cuda {
@@ -30,10 +31,10 @@ STRATA_HD Table16 mxfp4_table() {
     return {kMxfp4Word0, kMxfp4Word1, kMxfp4Word2, kMxfp4Word3};
 }
 
-// What every 32-element format shares: two units per block.
-struct Format32 {
-    static constexpr bool kFloat = false;
-    static constexpr int kBlockElems = quant::kQK;
+// What every 32-element format shares: its traits, two units per block.
+template <TensorType T>
+struct Format32 : FormatTraits<T> {
+    static_assert(FormatTraits<T>::kBlockElems == quant::kQK);
     static constexpr int kExtraItems = 0;
     using Codes = UnitCodes<1>;
 };
@@ -42,12 +43,6 @@ struct Format32 {
 // (elements 8k..8k+7), codes 8-15 their high nibbles (elements 16 + 8k..).
 STRATA_HD int nibble_unit_element(int k, int i) {
     return 8 * k + (i & 7) + 16 * (i >> 3);
-}
-
-// Q5 fifth bits of the four codes from element `first` on, as bit 4 of each code byte (bit e of
-// qh is element e's).
-STRATA_HD uint32_t q5_fifth(uint32_t qh, int first) {
-    return spread_bits4((qh >> first) & 0x0f) << 4;
 }
 
 // The codes of nibble unit k from its qs words, with the Q5 fifth bits from qh when kFifth, each
@@ -70,10 +65,8 @@ STRATA_HD UnitCodes<1> nibble_unit(uint32_t w0, uint32_t w1, uint32_t qh, int k,
 }
 
 // x = d * (q - 8)
-struct FmtQ4_0 : Format32 {
-    using Block = quant::BlockQ4_0;
-    static constexpr TensorType kType = TensorType::Q4_0;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q4_0> : Format32<TensorType::Q4_0> {
     static constexpr int kD = int(offsetof(Block, d)), kQs = int(offsetof(Block, qs));
 
     STRATA_HD static int unit_element(int k, int i) { return nibble_unit_element(k, i); }
@@ -98,10 +91,8 @@ struct FmtQ4_0 : Format32 {
 };
 
 // x = d * q + m
-struct FmtQ4_1 : Format32 {
-    using Block = quant::BlockQ4_1;
-    static constexpr TensorType kType = TensorType::Q4_1;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q4_1> : Format32<TensorType::Q4_1> {
     static constexpr int kExtraItems = 1;
     static constexpr int kD = int(offsetof(Block, d)), kM = int(offsetof(Block, m)),
                          kQs = int(offsetof(Block, qs));
@@ -135,10 +126,8 @@ struct FmtQ4_1 : Format32 {
 };
 
 // x = d * (q - 16), q = nibble | fifth bit << 4
-struct FmtQ5_0 : Format32 {
-    using Block = quant::BlockQ5_0;
-    static constexpr TensorType kType = TensorType::Q5_0;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q5_0> : Format32<TensorType::Q5_0> {
     static constexpr int kD = int(offsetof(Block, d)), kQh = int(offsetof(Block, qh)),
                          kQs = int(offsetof(Block, qs));
 
@@ -166,10 +155,8 @@ struct FmtQ5_0 : Format32 {
 };
 
 // x = d * q + m, q = nibble | fifth bit << 4
-struct FmtQ5_1 : Format32 {
-    using Block = quant::BlockQ5_1;
-    static constexpr TensorType kType = TensorType::Q5_1;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q5_1> : Format32<TensorType::Q5_1> {
     static constexpr int kExtraItems = 1;
     static constexpr int kD = int(offsetof(Block, d)), kM = int(offsetof(Block, m)),
                          kQh = int(offsetof(Block, qh)), kQs = int(offsetof(Block, qs));
@@ -204,10 +191,8 @@ struct FmtQ5_1 : Format32 {
 };
 
 // x = d * q, q int8; unit k = elements 16k..16k+15 in order.
-struct FmtQ8_0 : Format32 {
-    using Block = quant::BlockQ8_0;
-    static constexpr TensorType kType = TensorType::Q8_0;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::Q8_0> : Format32<TensorType::Q8_0> {
     static constexpr int kD = int(offsetof(Block, d)), kQs = int(offsetof(Block, qs));
 
     STRATA_HD static int unit_element(int k, int i) { return 16 * k + i; }
@@ -248,10 +233,8 @@ STRATA_HD UnitCodes<1> table_unit(uint32_t w0, uint32_t w1, const Table16& t, fl
 }
 
 // x = d * kIq4nlValues[q]
-struct FmtIQ4_NL : Format32 {
-    using Block = quant::BlockIQ4_NL;
-    static constexpr TensorType kType = TensorType::IQ4_NL;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::IQ4_NL> : Format32<TensorType::IQ4_NL> {
     static constexpr int kD = int(offsetof(Block, d)), kQs = int(offsetof(Block, qs));
 
     STRATA_HD static int unit_element(int k, int i) { return table_unit_element(8 * k, i); }
@@ -276,10 +259,8 @@ struct FmtIQ4_NL : Format32 {
 };
 
 // x = kMxfp4Values[q] * 2^(e - 128); 17-byte blocks, so nothing in them is aligned.
-struct FmtMXFP4 : Format32 {
-    using Block = quant::BlockMXFP4;
-    static constexpr TensorType kType = TensorType::MXFP4;
-    static constexpr int kBlockBytes = int(sizeof(Block));
+template <>
+struct Format<TensorType::MXFP4> : Format32<TensorType::MXFP4> {
     static constexpr int kE = int(offsetof(Block, e)), kQs = int(offsetof(Block, qs));
 
     STRATA_HD static int unit_element(int k, int i) { return table_unit_element(8 * k, i); }

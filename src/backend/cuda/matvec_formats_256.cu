@@ -5,9 +5,12 @@
 namespace strata::cuda {
 
 bool launch_matvec_256(TensorType t, const MatvecArgs& a, cudaStream_t stream) {
-    return with_format_among<FmtQ2_K, FmtQ3_K, FmtQ4_K, FmtQ5_K, FmtQ6_K, FmtIQ4_XS, FmtF32, FmtF16,
-                             FmtBF16>(
-        t, [&](auto format) { launch_format<decltype(format)>(a, stream); });
+    return with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kDequant && Traits::kBlockElems != 32;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(a, stream);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda

@@ -4,8 +4,12 @@
 namespace strata::cuda {
 
 bool launch_matvec_32(TensorType t, const MatvecArgs& a, cudaStream_t stream) {
-    return with_format_among<FmtQ4_0, FmtQ4_1, FmtQ5_0, FmtQ5_1, FmtQ8_0, FmtIQ4_NL, FmtMXFP4>(
-        t, [&](auto format) { launch_format<decltype(format)>(a, stream); });
+    return with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kDequant && Traits::kBlockElems == 32;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(a, stream);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda

@@ -229,12 +229,6 @@ void launch_tokens(const MatvecArgs& a, cudaStream_t stream) {
     STRATA_CUDA_LAUNCHED();
 }
 
-// fn(F{}) for the format F among Fs whose type is t; false when none is.
-template <class... Fs, class Fn>
-bool with_format_among(TensorType t, Fn&& fn) {
-    return ((t == Fs::kType ? (fn(Fs{}), true) : false) || ...);
-}
-
 // The activation rounding (all but F32) and the matvec with N >= a.n.
 template <class F>
 void launch_format(const MatvecArgs& a, cudaStream_t stream) {

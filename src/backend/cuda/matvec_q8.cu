@@ -7,34 +7,22 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/format_traits.h"
 #include "backend/cuda/matvec_q8_act.h"
 #include "backend/cuda/matvec_q8_kernel.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quantize_q8.cuh"
-#include "quant/quant.h"
 
 namespace strata::cuda {
 
 namespace {
 
 // The activation type the CPU backend pairs with weights of type t (quant::vec_dot_type), or
-// F32 when matvec_q8 does not handle t (float weights, IQ4_NL, IQ4_XS, MXFP4).
+// F32 when matvec_q8 does not handle t (FormatTraits::kQ8Matvec: float weights, IQ4_NL, IQ4_XS
+// and MXFP4 have no int8 matvec).
 TensorType act_type_for(TensorType t) {
-    switch (t) {
-        case TensorType::Q4_0:
-        case TensorType::Q4_1:
-        case TensorType::Q5_0:
-        case TensorType::Q5_1:
-        case TensorType::Q8_0:
-        case TensorType::Q2_K:
-        case TensorType::Q3_K:
-        case TensorType::Q4_K:
-        case TensorType::Q5_K:
-        case TensorType::Q6_K:
-            return quant::vec_dot_type(t);
-        default:
-            return TensorType::F32;
-    }
+    const FormatInfo f = format_info(t);
+    return f.q8_matvec ? f.activation : TensorType::F32;
 }
 
 size_t align16(size_t v) {
@@ -121,7 +109,7 @@ void launch_quantize_activations(TensorType act_type, const float* x, int n, int
 }  // namespace q8detail
 
 bool matvec_q8_supports(TensorType t) {
-    return act_type_for(t) != TensorType::F32;
+    return format_info(t).q8_matvec;
 }
 
 size_t matvec_q8_scratch_bytes(int64_t max_cols, int max_tokens) {

@@ -24,7 +24,7 @@ namespace strata::cuda {
 // The most tokens one launch_matvec_q8 takes.
 inline constexpr int kMaxQ8Tokens = 4;
 
-// True when launch_matvec_q8 handles weights of type t.
+// True when launch_matvec_q8 handles weights of type t (FormatTraits::kQ8Matvec).
 bool matvec_q8_supports(TensorType t);
 
 // Device bytes of the quantized-activation scratch for rows of up to max_cols columns and up to

@@ -4,20 +4,13 @@
 namespace strata::cuda::q8k {
 
 void launch_32(TensorType t, const Args& args, int n, cudaStream_t stream, const Tuning& tuning) {
-    switch (t) {
-        case TensorType::Q4_0:
-            return launch_format<Q4_0>(args, n, stream, tuning);
-        case TensorType::Q4_1:
-            return launch_format<Q4_1>(args, n, stream, tuning);
-        case TensorType::Q5_0:
-            return launch_format<Q5_0>(args, n, stream, tuning);
-        case TensorType::Q5_1:
-            return launch_format<Q5_1>(args, n, stream, tuning);
-        case TensorType::Q8_0:
-            return launch_format<Q8_0>(args, n, stream, tuning);
-        default:
-            return;  // not reached: matvec_q8_supports() said no
-    }
+    // Another type is not reached: matvec_q8_supports() said no.
+    with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kQ8Matvec && Traits::kBlockElems == 32;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(args, n, stream, tuning);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda::q8k

@@ -5,6 +5,7 @@
 // sit at any even offset and load_words realigns them. Members as in matvec_q8_formats_k.cuh.
 #pragma once
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/matvec_q8_kernel.cuh"
 
 namespace strata::cuda::q8k {
@@ -27,9 +28,9 @@ __device__ __forceinline__ int dot_nibbles(const uint32_t (&q)[4], uint32_t qh, 
     int s = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        // Bits 4i..4i+3 of qh spread to bit 4 of bytes 0..3 (the shifted copies do not overlap).
-        const uint32_t hlo = ((((qh >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
-        const uint32_t hhi = ((((qh >> (16 + 4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 4;
+        // The fifth bits of elements 4i..4i+3 and 16 + 4i..: bits 4i..4i+3 (16 + ...) of qh.
+        const uint32_t hlo = q5_fifth(qh, 4 * i);
+        const uint32_t hhi = q5_fifth(qh, 16 + 4 * i);
         s = __dp4a(int((q[i] & 0x0f0f0f0fu) | hlo), a[i], s);
         s = __dp4a(int(((q[i] >> 4) & 0x0f0f0f0fu) | hhi), a[4 + i], s);
     }
@@ -37,8 +38,9 @@ __device__ __forceinline__ int dot_nibbles(const uint32_t (&q)[4], uint32_t qh, 
 }
 
 // Q8_0 (34 bytes): d, 32 int8 codes.
-struct Q8_0 {
-    static constexpr int kQK = 32, kBytes = 34, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q8_0> : FormatTraits<TensorType::Q8_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[8], d;
     };
@@ -60,8 +62,9 @@ struct Q8_0 {
 };
 
 // Q4_0 (18 bytes): d, 16 nibble bytes; value q - 8, so q . a - 8 * (sum of a).
-struct Q4_0 {
-    static constexpr int kQK = 32, kBytes = 18, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q4_0> : FormatTraits<TensorType::Q4_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], d;
     };
@@ -81,8 +84,9 @@ struct Q4_0 {
 };
 
 // Q5_0 (22 bytes): d, 32 fifth bits, 16 nibble bytes; value q - 16.
-struct Q5_0 {
-    static constexpr int kQK = 32, kBytes = 22, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q5_0> : FormatTraits<TensorType::Q5_0> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], qh, d;
     };
@@ -103,8 +107,9 @@ struct Q5_0 {
 };
 
 // Q4_1 (20 bytes): d, m, 16 nibble bytes; against Q8_1: d_w d_x (q . a) + m_w s_x.
-struct Q4_1 {
-    static constexpr int kQK = 32, kBytes = 20, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q4_1> : FormatTraits<TensorType::Q4_1> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], dm;
     };
@@ -124,8 +129,9 @@ struct Q4_1 {
 };
 
 // Q5_1 (24 bytes): d, m, 32 fifth bits, 16 nibble bytes; against Q8_1 as Q4_1.
-struct Q5_1 {
-    static constexpr int kQK = 32, kBytes = 24, kLanes = 1, kUnroll = 4;
+template <>
+struct Format<TensorType::Q5_1> : FormatTraits<TensorType::Q5_1> {
+    static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
         uint32_t q[4], qh, dm;
     };

@@ -3,11 +3,13 @@
 // weighted by the integer sub-block scale, summed in int32 over the lane's part of a block;
 // then y.d * x.d (and y.d * x.dmin against the activation sums of the minimum terms) in fp32.
 //
-// Each format: kQK, kBytes, kLanes (lanes per block; `sub` names the lane's part), kUnroll,
-// W (the lane's weight registers) loaded by load<A16>, A (its activation registers of one
-// token) loaded by load_act, dot() -> the lane's fp32 share of the block's product.
+// Each format, Format<T>: its traits (kBlockElems, kBlockBytes: format_traits.h), kLanes (lanes
+// per block; `sub` names the lane's part), kUnroll, W (the lane's weight registers) loaded by
+// load<A16>, A (its activation registers of one token) loaded by load_act, dot() -> the lane's
+// fp32 share of the block's product.
 #pragma once
 
+#include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/matvec_q8_kernel.cuh"
 
 namespace strata::cuda::q8k {
@@ -71,26 +73,12 @@ __device__ __forceinline__ void load_quad(const Act& a, int t, int64_t ib, int s
     x.d = __ldg(a.d + t * (a.cols / 256) + ib);
 }
 
-// Q4_K / Q5_K sub-block j's 6-bit scale and minimum from the 12 packed bytes s0..s2 (blocks.h
-// k4_scale_min).
-__device__ __forceinline__ void k4_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int j, int& sc,
-                                             int& m) {
-    const int sh = 8 * (j & 3);
-    if (j < 4) {
-        sc = int((s0 >> sh) & 63);
-        m = int((s1 >> sh) & 63);
-    } else {
-        const uint32_t b = (s2 >> sh) & 0xff;
-        sc = int((b & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
-        m = int((b >> 4) | (((s1 >> sh) >> 6 & 3) << 4));
-    }
-}
-
 // Q4_K (144 bytes = 9 aligned 16-byte lines): 4 lanes per block; lane j loads the 16-byte
 // header (d, dmin, scales: one load shared by the 4 lanes) and the 32 bytes of sub-blocks
 // 2j (low nibbles) and 2j + 1 (high nibbles).
-struct Q4K {
-    static constexpr int kQK = 256, kBytes = 144, kLanes = 4, kUnroll = 2;
+template <>
+struct Format<TensorType::Q4_K> : FormatTraits<TensorType::Q4_K> {
+    static constexpr int kLanes = 4, kUnroll = 2;
     struct W {
         uint32_t h[4], q[8];
     };
@@ -123,8 +111,9 @@ struct Q4K {
 
 // Q5_K (176 bytes = 11 aligned lines): as Q4_K, plus the 32 high-bit bytes (two more loads
 // shared by the block's 4 lanes; lane j takes bits 2j and 2j + 1).
-struct Q5K {
-    static constexpr int kQK = 256, kBytes = 176, kLanes = 4, kUnroll = 2;
+template <>
+struct Format<TensorType::Q5_K> : FormatTraits<TensorType::Q5_K> {
+    static constexpr int kLanes = 4, kUnroll = 2;
     struct W {
         uint32_t h[4], qh[8], q[8];
     };
@@ -164,8 +153,9 @@ struct Q5K {
 // 16 (sub % 2)) loads ql[64h + l0], ql[64h + 32 + l0], qh[32h + l0] (16 bytes each), which
 // hold elements 128h + 32g + l0 + (0..15) for g < 4 (sub-block 8h + 2g + sub % 2), plus the
 // 8 scales of half h and d.
-struct Q6K {
-    static constexpr int kQK = 256, kBytes = 210, kLanes = 4, kUnroll = 2;
+template <>
+struct Format<TensorType::Q6_K> : FormatTraits<TensorType::Q6_K> {
+    static constexpr int kLanes = 4, kUnroll = 2;
     struct W {
         uint32_t qla[4], qlb[4], qh[4], sc[2], d;
     };
@@ -206,8 +196,9 @@ struct Q6K {
 
 // Q2_K (84 bytes): 4 lanes per block; lane (h, l0) loads qs[32h + l0] (16 bytes: elements
 // 128h + 32g + l0 + (0..15), g < 4, in bits 2g) and the scale bytes of half h.
-struct Q2K {
-    static constexpr int kQK = 256, kBytes = 84, kLanes = 4, kUnroll = 2;
+template <>
+struct Format<TensorType::Q2_K> : FormatTraits<TensorType::Q2_K> {
+    static constexpr int kLanes = 4, kUnroll = 2;
     struct W {
         uint32_t qs[4], sc[2], d;
     };
@@ -241,8 +232,9 @@ struct Q2K {
 
 // Q3_K (110 bytes): lanes as Q2_K; lane (h, l0) also loads hmask[l0] (bit 4h + g: the third
 // bit) and the 12 packed scale bytes.
-struct Q3K {
-    static constexpr int kQK = 256, kBytes = 110, kLanes = 4, kUnroll = 2;
+template <>
+struct Format<TensorType::Q3_K> : FormatTraits<TensorType::Q3_K> {
+    static constexpr int kLanes = 4, kUnroll = 2;
     struct W {
         uint32_t qs[4], hm[4], sc[3], d;
     };

@@ -5,20 +5,13 @@
 namespace strata::cuda::q8k {
 
 void launch_k(TensorType t, const Args& args, int n, cudaStream_t stream, const Tuning& tuning) {
-    switch (t) {
-        case TensorType::Q2_K:
-            return launch_format<Q2K>(args, n, stream, tuning);
-        case TensorType::Q3_K:
-            return launch_format<Q3K>(args, n, stream, tuning);
-        case TensorType::Q4_K:
-            return launch_format<Q4K>(args, n, stream, tuning);
-        case TensorType::Q5_K:
-            return launch_format<Q5K>(args, n, stream, tuning);
-        case TensorType::Q6_K:
-            return launch_format<Q6K>(args, n, stream, tuning);
-        default:
-            return;  // not reached: matvec_q8_supports() said no
-    }
+    // Another type is not reached: matvec_q8_supports() said no.
+    with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kQ8Matvec && Traits::kBlockElems == 256;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(args, n, stream, tuning);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda::q8k

@@ -26,12 +26,19 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/format_traits.h"
 #include "backend/cuda/pdl.cuh"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda::q8k {
 
 inline constexpr int kThreads = 128;  // 4 warps per block
+
+// How the kernel reads weights of format T (FormatTraits<T>::kQ8Matvec says which types have
+// it), specialised in matvec_q8_formats_32.cuh and matvec_q8_formats_k.cuh; each derives from its
+// traits (kBlockElems, kBlockBytes).
+template <TensorType T>
+struct Format;
 
 // ---- loads -------------------------------------------------------------------------------------
 
@@ -183,7 +190,7 @@ __device__ __forceinline__ float swiglu_value(float g, float u) {
     return g / (1.0f + expf(-g)) * u;
 }
 
-// F: the weight format (matvec_q8_formats.cuh). NT tokens, R rows per warp, A16: rows 16-byte
+// F: the weight format (Format<T>). NT tokens, R rows per warp, A16: rows 16-byte
 // aligned (only matters for formats whose blocks are a multiple of 16 bytes). kSwiGlu: the
 // warp's two "rows" are row r of the gate (args.w) and row r of the up matrix (args.w2), and it
 // writes silu(gate . x) * (up . x) to y[t * rows + r] (R == 2; no bias).
@@ -201,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
     constexpr int kUnroll = F::kUnroll;
     const int lane = int(threadIdx.x) & 31;
     const int sub = lane % kLanes;
-    const int64_t nb = args.cols / F::kQK;
+    const int64_t nb = args.cols / F::kBlockElems;
     const int64_t warp = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
     const int64_t nwarps = (int64_t(gridDim.x) * kThreads) >> 5;
     const uint8_t* wbase = args.w;
@@ -253,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
                 if (ib < nb) {
 #pragma unroll
                     for (int r = 0; r < R; ++r)
-                        F::template load<A16>(rp[r] + ib * F::kBytes, sub, w[u][r]);
+                        F::template load<A16>(rp[r] + ib * F::kBlockBytes, sub, w[u][r]);
                 }
             }
             if (!waited) {  // the weights are in flight; now the activations
@@ -340,7 +347,7 @@ template <class F>
 void launch_format(const Args& args, int n, cudaStream_t stream, const Tuning& tuning) {
     const Pdl pdl = tuning.pdl;
     bool a16 = false;
-    if constexpr (F::kBytes % 16 == 0) {
+    if constexpr (F::kBlockBytes % 16 == 0) {
         a16 = reinterpret_cast<uintptr_t>(args.w) % 16 == 0 && args.stride % 16 == 0 &&
               args.expert_stride % 16 == 0;
         for (int p = 0; p < args.n_parts; ++p) {
@@ -349,7 +356,7 @@ void launch_format(const Args& args, int n, cudaStream_t stream, const Tuning& t
         }
     }
     if (args.w2) {  // a SwiGLU pair, one token (launch_swiglu_q8's precondition)
-        if constexpr (F::kBytes % 16 == 0) {
+        if constexpr (F::kBlockBytes % 16 == 0) {
             if (a16 && reinterpret_cast<uintptr_t>(args.w2) % 16 == 0 && args.stride2 % 16 == 0 &&
                 args.expert_stride2 % 16 == 0) {
                 return launch_instance<F, 1, 2, true, true>(args, stream, pdl);
@@ -358,7 +365,7 @@ void launch_format(const Args& args, int n, cudaStream_t stream, const Tuning& t
         return launch_instance<F, 1, 2, false, true>(args, stream, pdl);
     }
     const auto go = [&]<int NT, int R>() {
-        if constexpr (F::kBytes % 16 == 0) {
+        if constexpr (F::kBlockBytes % 16 == 0) {
             if (a16) return launch_instance<F, NT, R, true>(args, stream, pdl);
         }
         launch_instance<F, NT, R, false>(args, stream, pdl);

@@ -2,13 +2,14 @@
 // activations' scratch (matvec_q8.h's layout).
 #include "backend/cuda/mmq.h"
 
+#include "backend/cuda/format_traits.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq_kernel.cuh"
 
 namespace strata::cuda {
 
 bool mmq_supports(TensorType t, int64_t cols) {
-    return matvec_q8_supports(t) && cols > 0 && cols % mmq::kStep == 0;
+    return format_info(t).mmq && cols > 0 && cols % mmq::kStep == 0;
 }
 
 namespace {

@@ -24,8 +24,8 @@
 
 namespace strata::cuda {
 
-// True when launch_mmq takes weights of type t with `cols` columns (Q4_0..Q8_0 and
-// Q2_K..Q6_K, cols a multiple of 256).
+// True when launch_mmq takes weights of type t with `cols` columns (FormatTraits::kMmq:
+// Q4_0..Q8_0 and Q2_K..Q6_K; cols a multiple of 256).
 bool mmq_supports(TensorType t, int64_t cols);
 
 // y[t * w.rows + r] = W[r] . x[t] (+ bias[r] when bias is not null) for t < n, r < w.rows, where

@@ -4,20 +4,13 @@
 namespace strata::cuda::mmq {
 
 void launch_32(TensorType t, const Args& a, cudaStream_t stream) {
-    switch (t) {
-        case TensorType::Q4_0:
-            return launch_format<Q4_0>(a, stream);
-        case TensorType::Q4_1:
-            return launch_format<Q4_1>(a, stream);
-        case TensorType::Q5_0:
-            return launch_format<Q5_0>(a, stream);
-        case TensorType::Q5_1:
-            return launch_format<Q5_1>(a, stream);
-        case TensorType::Q8_0:
-            return launch_format<Q8_0>(a, stream);
-        default:
-            return;  // not reached: mmq_supports() said no
-    }
+    // Another type is not reached: mmq_supports() said no.
+    with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kMmq && Traits::kBlockElems == 32;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(a, stream);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda::mmq

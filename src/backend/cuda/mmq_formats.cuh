@@ -1,7 +1,8 @@
 // The weight formats of the int8 tensor-core GEMM (mmq.h): how one row's 256 columns (one
 // K-quant block, or eight 32-element blocks) turn into signed int8 codes and integer scales.
 //
-// Each format: kBytes (bytes of 256 columns), kSub (columns per integer scale: 32, or 16 for
+// Each format, Format<T>: its traits (format_traits.h), kBytes (bytes of 256 columns: Span256),
+// kSub (columns per integer scale: 32, or 16 for
 // Q2_K / Q3_K / Q6_K), kMin (a minimum term: Q2_K, Q4_K, Q5_K), kLegacy (32-element blocks
 // with fp16 scales: the fp32 scale of every block is applied to its own integer product, as
 // ggml's vec_dot_<type>_q8_0/1 does), kHasM (Q4_1 / Q5_1: + m * s of the activations).
@@ -18,6 +19,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+
+#include "backend/cuda/format_bits.cuh"
+#include "backend/cuda/format_traits.h"
+#include "gguf/tensor_type.h"
 
 namespace strata::cuda::mmq {
 
@@ -36,6 +41,17 @@ struct RawRow {
     }
 };
 
+// How the GEMM reads weights of format T (FormatTraits<T>::kMmq says which types have it),
+// specialised below; each derives from Span256<T>.
+template <TensorType T>
+struct Format;
+
+// A format's traits and kBytes, the bytes of one row's 256 columns: the span a step reads.
+template <TensorType T>
+struct Span256 : FormatTraits<T> {
+    static constexpr int kBytes = 256 / FormatTraits<T>::kBlockElems * FormatTraits<T>::kBlockBytes;
+};
+
 __device__ __forceinline__ uint32_t lo_nibbles(uint32_t w) {
     return w & 0x0f0f0f0fu;
 }
@@ -46,92 +62,93 @@ __device__ __forceinline__ uint32_t hi_nibbles(uint32_t w) {
 __device__ __forceinline__ uint32_t minus(uint32_t w, uint32_t each) {
     return __vsub4(w, each * 0x01010101u);
 }
-// Bits b .. b + 3 of `bits` spread to bit 4 of bytes 0..3.
-__device__ __forceinline__ uint32_t bit4_of(uint32_t bits, int b) {
-    return ((((bits >> b) & 15u) * 0x00204081u) & 0x01010101u) << 4;
-}
 
 // ---- 32-element formats (eight blocks per span) ------------------------------------------------
 
-struct Q4_0 {
-    static constexpr int kBlock = 18, kBytes = 8 * kBlock, kSub = 32;
+template <>
+struct Format<TensorType::Q4_0> : Span256<TensorType::Q4_0> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = false, kLegacy = true, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const uint32_t w = r.u32(kBlock * p + 2 + 4 * i);
+            const uint32_t w = r.u32(kBlockBytes * p + 2 + 4 * i);
             q[i] = minus(lo_nibbles(w), 8);
             q[4 + i] = minus(hi_nibbles(w), 8);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
-        d = r.f16(kBlock * p);
+        d = r.f16(kBlockBytes * p);
         m = 0;
     }
 };
 
-struct Q4_1 {
-    static constexpr int kBlock = 20, kBytes = 8 * kBlock, kSub = 32;
+template <>
+struct Format<TensorType::Q4_1> : Span256<TensorType::Q4_1> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = false, kLegacy = true, kHasM = true;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const uint32_t w = r.u32(kBlock * p + 4 + 4 * i);
+            const uint32_t w = r.u32(kBlockBytes * p + 4 + 4 * i);
             q[i] = lo_nibbles(w);
             q[4 + i] = hi_nibbles(w);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
-        d = r.f16(kBlock * p);
-        m = r.f16(kBlock * p + 2);
+        d = r.f16(kBlockBytes * p);
+        m = r.f16(kBlockBytes * p + 2);
     }
 };
 
-struct Q5_0 {
-    static constexpr int kBlock = 22, kBytes = 8 * kBlock, kSub = 32;
+template <>
+struct Format<TensorType::Q5_0> : Span256<TensorType::Q5_0> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = false, kLegacy = true, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
-        const uint32_t qh = r.u32(kBlock * p + 2);
+        const uint32_t qh = r.u32(kBlockBytes * p + 2);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const uint32_t w = r.u32(kBlock * p + 6 + 4 * i);
-            q[i] = minus(lo_nibbles(w) | bit4_of(qh, 4 * i), 16);
-            q[4 + i] = minus(hi_nibbles(w) | bit4_of(qh, 16 + 4 * i), 16);
+            const uint32_t w = r.u32(kBlockBytes * p + 6 + 4 * i);
+            q[i] = minus(lo_nibbles(w) | q5_fifth(qh, 4 * i), 16);
+            q[4 + i] = minus(hi_nibbles(w) | q5_fifth(qh, 16 + 4 * i), 16);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
-        d = r.f16(kBlock * p);
+        d = r.f16(kBlockBytes * p);
         m = 0;
     }
 };
 
-struct Q5_1 {
-    static constexpr int kBlock = 24, kBytes = 8 * kBlock, kSub = 32;
+template <>
+struct Format<TensorType::Q5_1> : Span256<TensorType::Q5_1> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = false, kLegacy = true, kHasM = true;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
-        const uint32_t qh = r.u32(kBlock * p + 4);
+        const uint32_t qh = r.u32(kBlockBytes * p + 4);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const uint32_t w = r.u32(kBlock * p + 8 + 4 * i);
-            q[i] = lo_nibbles(w) | bit4_of(qh, 4 * i);
-            q[4 + i] = hi_nibbles(w) | bit4_of(qh, 16 + 4 * i);
+            const uint32_t w = r.u32(kBlockBytes * p + 8 + 4 * i);
+            q[i] = lo_nibbles(w) | q5_fifth(qh, 4 * i);
+            q[4 + i] = hi_nibbles(w) | q5_fifth(qh, 16 + 4 * i);
         }
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
-        d = r.f16(kBlock * p);
-        m = r.f16(kBlock * p + 2);
+        d = r.f16(kBlockBytes * p);
+        m = r.f16(kBlockBytes * p + 2);
     }
 };
 
-struct Q8_0 {
-    static constexpr int kBlock = 34, kBytes = 8 * kBlock, kSub = 32;
+template <>
+struct Format<TensorType::Q8_0> : Span256<TensorType::Q8_0> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = false, kLegacy = true, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) q[i] = r.u32(kBlock * p + 2 + 4 * i);
+        for (int i = 0; i < 8; ++i) q[i] = r.u32(kBlockBytes * p + 2 + 4 * i);
     }
     static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
-        d = r.f16(kBlock * p);
+        d = r.f16(kBlockBytes * p);
         m = 0;
     }
 };
@@ -140,8 +157,9 @@ struct Q8_0 {
 
 // Q2_K (84 bytes): scales[16] (low nibble scale, high nibble minimum), qs[64], d, dmin. Column
 // 128h + 32j + l is bits 2j of qs[32h + l]: piece p = 4h + j.
-struct Q2K {
-    static constexpr int kBytes = 84, kSub = 16;
+template <>
+struct Format<TensorType::Q2_K> : Span256<TensorType::Q2_K> {
+    static constexpr int kSub = 16;
     static constexpr bool kMin = true, kLegacy = false, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
         const int h = p >> 2, j = p & 3;
@@ -167,8 +185,9 @@ struct Q2K {
 
 // Q3_K (110 bytes): hmask[32], qs[64], scales[12], d. Column 128h + 32j + l: bits 2j of
 // qs[32h + l], plus 4 when bit 4h + j of hmask[l] is set, minus 4.
-struct Q3K {
-    static constexpr int kBytes = 110, kSub = 16;
+template <>
+struct Format<TensorType::Q3_K> : Span256<TensorType::Q3_K> {
+    static constexpr int kSub = 16;
     static constexpr bool kMin = false, kLegacy = false, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
         const int h = p >> 2, j = p & 3;
@@ -204,15 +223,9 @@ __device__ __forceinline__ void k4_scales(const RawRow& r, int off, int* sc, uin
     const uint32_t s0 = r.u32(off), s1 = r.u32(off + 4), s2 = r.u32(off + 8);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-        const int sh = 8 * (j & 3);
-        if (j < 4) {
-            sc[j] = int((s0 >> sh) & 63);
-            mins[j] = uint8_t((s1 >> sh) & 63);
-        } else {
-            const uint32_t b = (s2 >> sh) & 0xff;
-            sc[j] = int((b & 0x0f) | (((s0 >> sh) >> 6 & 3) << 4));
-            mins[j] = uint8_t((b >> 4) | (((s1 >> sh) >> 6 & 3) << 4));
-        }
+        int m;
+        k4_scale_min(s0, s1, s2, j, sc[j], m);
+        mins[j] = uint8_t(m);
     }
 #pragma unroll
     for (int j = 8; j < 16; ++j) mins[j] = 0;
@@ -220,8 +233,9 @@ __device__ __forceinline__ void k4_scales(const RawRow& r, int off, int* sc, uin
 
 // Q4_K (144 bytes): d, dmin, scales[12], qs[128]. Sub-block p: low (p even) or high nibbles of
 // qs[32 (p / 2) ..].
-struct Q4K {
-    static constexpr int kBytes = 144, kSub = 32;
+template <>
+struct Format<TensorType::Q4_K> : Span256<TensorType::Q4_K> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = true, kLegacy = false, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
 #pragma unroll
@@ -240,8 +254,9 @@ struct Q4K {
 
 // Q5_K (176 bytes): d, dmin, scales[12], qh[32], qs[128]; bit p of qh[l] is bit 4 of column
 // 32p + l.
-struct Q5K {
-    static constexpr int kBytes = 176, kSub = 32;
+template <>
+struct Format<TensorType::Q5_K> : Span256<TensorType::Q5_K> {
+    static constexpr int kSub = 32;
     static constexpr bool kMin = true, kLegacy = false, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
 #pragma unroll
@@ -261,8 +276,9 @@ struct Q5K {
 
 // Q6_K (210 bytes): ql[128], qh[64], scales[16] (int8), d. Column 128h + 32g + l: the low
 // (g < 2) or high nibble of ql[64h + 32 (g % 2) + l], bits 2g of qh[32h + l] on top, minus 32.
-struct Q6K {
-    static constexpr int kBytes = 210, kSub = 16;
+template <>
+struct Format<TensorType::Q6_K> : Span256<TensorType::Q6_K> {
+    static constexpr int kSub = 16;
     static constexpr bool kMin = false, kLegacy = false, kHasM = false;
     static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
         const int h = p >> 2, g = p & 3;

@@ -5,20 +5,13 @@
 namespace strata::cuda::mmq {
 
 void launch_k(TensorType t, const Args& a, cudaStream_t stream) {
-    switch (t) {
-        case TensorType::Q2_K:
-            return launch_format<Q2K>(a, stream);
-        case TensorType::Q3_K:
-            return launch_format<Q3K>(a, stream);
-        case TensorType::Q4_K:
-            return launch_format<Q4K>(a, stream);
-        case TensorType::Q5_K:
-            return launch_format<Q5K>(a, stream);
-        case TensorType::Q6_K:
-            return launch_format<Q6K>(a, stream);
-        default:
-            return;  // not reached: mmq_supports() said no
-    }
+    // Another type is not reached: mmq_supports() said no.
+    with_format_type(t, [&](auto tag) {
+        using Traits = FormatTraits<decltype(tag)::value>;
+        constexpr bool kTakes = Traits::kMmq && Traits::kBlockElems == 256;
+        if constexpr (kTakes) launch_format<Format<Traits::kType>>(a, stream);
+        return kTakes;
+    });
 }
 
 }  // namespace strata::cuda::mmq

@@ -37,6 +37,7 @@
 #include "backend/cuda/cublas_loader.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/elementwise.h"
+#include "backend/cuda/format_traits.h"
 #include "backend/cuda/matmul_kernels.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq.h"
@@ -70,7 +71,7 @@ WeightRows weight_rows(const TensorView& w, const char* op) {
     }
     const auto info = tensor_type_info(w.type);
     const int64_t cols = w.ne[0];
-    const size_t align = w.type == TensorType::F32 ? 4 : (w.type == TensorType::MXFP4 ? 1 : 2);
+    const auto align = size_t(format_info(w.type).row_align);
     const uint64_t data_bytes = uint64_t(cols / info->block_size) * info->type_size;
     if (cols <= 0 || cols % info->block_size != 0 || cols >= (int64_t(1) << 28) ||
         w.row_bytes < data_bytes || reinterpret_cast<uintptr_t>(w.data) % align != 0 ||
@@ -380,27 +381,7 @@ bool expert_ffn_supports(const ExpertStack& s) {
 }
 
 bool linear_supports(TensorType t) {
-    switch (t) {
-        case TensorType::F32:
-        case TensorType::F16:
-        case TensorType::BF16:
-        case TensorType::Q4_0:
-        case TensorType::Q4_1:
-        case TensorType::Q5_0:
-        case TensorType::Q5_1:
-        case TensorType::Q8_0:
-        case TensorType::Q2_K:
-        case TensorType::Q3_K:
-        case TensorType::Q4_K:
-        case TensorType::Q5_K:
-        case TensorType::Q6_K:
-        case TensorType::IQ4_NL:
-        case TensorType::IQ4_XS:
-        case TensorType::MXFP4:
-            return true;
-        default:
-            return false;
-    }
+    return format_info(t).dequant;
 }
 
 Result<std::unique_ptr<Matmul>> Matmul::create(int64_t max_weight_elements, int64_t max_batch,

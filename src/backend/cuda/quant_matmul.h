@@ -40,7 +40,7 @@
 
 namespace strata::cuda {
 
-// True for the weight types linear() and embed_rows() accept.
+// True for the weight types linear() and embed_rows() accept (FormatTraits::kDequant).
 bool linear_supports(TensorType t);
 
 // State and scratch of the matrix products on one stream: the cuBLAS handle (bound to that
