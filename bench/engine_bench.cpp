@@ -28,7 +28,7 @@
 #include "io/aligned_buffer.h"
 #include "model/hparams.h"
 #include "profile/memory_bandwidth.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "synth/weight_format.h"

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "engine/routing.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "synth/generator.h"
 #include "test_support.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
-#include "session/sequence_batcher.h"
+#include "runtime/loaded_model.h"
+#include "runtime/sequence_batcher.h"
 #include "test_support.h"
 
 namespace strata {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/plan_flags.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "session/sampler.h"
 
 namespace strata::cli {

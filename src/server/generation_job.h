@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "reply/reply_parser.h"
+#include "runtime/model_host.h"
 #include "server/api_request.h"
-#include "server/model_host.h"
+#include "server/model_catalog.h"
 
 namespace strata::server {
 

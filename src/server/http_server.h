@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model_host.h"
 #include "server/api_request.h"
 #include "server/generation_job.h"
 #include "server/model_catalog.h"
-#include "server/model_host.h"
 #include "server/response_channel.h"
 #include "server/work_queue.h"
 

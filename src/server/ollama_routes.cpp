@@ -86,7 +86,10 @@ void HttpServer::install_ollama_routes() {
     });
     s.Get("/api/ps", [this](const httplib::Request&, httplib::Response& res) {
         json models = json::array();
-        for (const auto& l : host_.loaded_models()) models.push_back(ps_entry(l));
+        for (const auto& l : host_.loaded_models()) {
+            if (const ServedModelInfo* m = catalog_.entry(l.served))
+                models.push_back(ps_entry(*m, l));
+        }
         res.set_content(to_text(json({{"models", models}})), kJson);
     });
     s.Get("/api/status", [](const httplib::Request&, httplib::Response& res) {

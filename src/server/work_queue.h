@@ -1,6 +1,6 @@
 // The worker threads that run the requests needing a model, in arrival order. A request runs
 // alone, except that generations on the same model run side by side up to the model's sequence
-// count: they decode together (session/sequence_batcher.h), every weight read serving them all.
+// count: they decode together (runtime/sequence_batcher.h), every weight read serving them all.
 // Anything else (another model, a load, an embedding) waits until what runs has finished, and
 // nothing overtakes the request at the head of the queue: FIFO is fair, and two models never
 // compete for the cores and the RAM at once. The queue is bounded so that a flood of requests

@@ -1,4 +1,4 @@
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 
 #include <chrono>
 #include <cstdlib>

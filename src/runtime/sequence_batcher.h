@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "session/sequence_evaluator.h"
 
 namespace strata {
 
@@ -31,12 +32,6 @@ namespace strata {
 constexpr size_t prompt_tokens_beside_decode(size_t max_batch) {
     return max_batch / 4 > 32 ? max_batch / 4 : (max_batch < 32 ? max_batch : 32);
 }
-
-// Bytes read on a sequence's behalf: its share of every step it was in.
-struct SequenceReads {
-    double weight_bytes = 0;
-    double disk_bytes = 0;
-};
 
 // What the batcher did since it started.
 struct BatcherStats {
@@ -47,22 +42,18 @@ struct BatcherStats {
     uint64_t sequence_steps = 0;  // sum over steps of the sequences in each
 };
 
-class SequenceBatcher {
+class SequenceBatcher final : public SequenceEvaluator {
   public:
     explicit SequenceBatcher(engine::Engine& engine);
-    ~SequenceBatcher();  // waits for the step in flight; no sequence may still be joined
+    ~SequenceBatcher() override;  // waits for the step in flight; no sequence may still be joined
     SequenceBatcher(const SequenceBatcher&) = delete;
     SequenceBatcher& operator=(const SequenceBatcher&) = delete;
 
-    // Sequence `seq` takes part in steps from now on: steps wait for its inputs.
-    void join(int seq);
-    // It no longer does (its generation ended, or failed).
-    void leave(int seq);
-    // Evaluates `tokens` for joined sequence `seq` in the coming steps and returns once they are
-    // in its context, with the logits of the last one. `reads` (may be null) accumulates its
-    // share of what the steps read.
+    // session/sequence_evaluator.h says what these do.
+    void join(int seq) override;
+    void leave(int seq) override;
     Result<void> eval(int seq, std::span<const int32_t> tokens, std::vector<float>& logits,
-                      SequenceReads* reads);
+                      SequenceReads* reads) override;
 
     BatcherStats stats() const;
 

@@ -1,4 +1,4 @@
-#include "session/sequence_batcher.h"
+#include "runtime/sequence_batcher.h"
 
 #include <algorithm>
 #include <cassert>
