@@ -94,8 +94,9 @@ class ModelHost {
     // request using it is done.
     void release(HostedModel& h, const KeepAlive& keep_alive);
     // A free sequence of the model for a generation of `prompt`: the one whose cached tokens
-    // share the longest prefix with it (the least recently used among equals). The caller runs
-    // at most as many generations on a model as it has sequences (strata serve's WorkQueue
+    // share the longest prefix with it (the least recently used among equals; for an embedding,
+    // which reuses no cached tokens, an empty prompt picks the least recently used). The caller
+    // runs at most as many requests on a model as it has sequences (strata serve's WorkQueue
     // does), so one is always free.
     int lease_sequence(HostedModel& h, const std::vector<TokenId>& prompt);
     void return_sequence(HostedModel& h, int seq);
@@ -121,6 +122,28 @@ class ModelHost {
     mutable std::mutex mu_;  // guards hosted_ against loaded_models()
     std::vector<std::unique_ptr<HostedModel>> hosted_;
     HostTotals gone_;  // loads, unloads, and the store work of unloaded models
+};
+
+// A sequence of a hosted model leased for one request (ModelHost::lease_sequence), returned when
+// this goes. A generation or an embedding runs in it while others run in the model's other
+// sequences, evaluated in the same steps.
+class SequenceLease {
+  public:
+    SequenceLease(ModelHost& host, HostedModel& h, const std::vector<TokenId>& prompt)
+        : host_(host), h_(h), seq_(host.lease_sequence(h, prompt)) {}
+    ~SequenceLease() {
+        if (seq_ >= 0) host_.return_sequence(h_, seq_);
+    }
+    SequenceLease(const SequenceLease&) = delete;
+    SequenceLease& operator=(const SequenceLease&) = delete;
+
+    int seq() const { return seq_; }  // -1: every sequence was taken
+    GenerationSession& session() const { return *h_.sessions[size_t(seq_)]; }
+
+  private:
+    ModelHost& host_;
+    HostedModel& h_;
+    int seq_;
 };
 
 }  // namespace strata

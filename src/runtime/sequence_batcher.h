@@ -3,14 +3,16 @@
 // all of them.
 //
 // Each generation runs on its own thread, as it would alone, and hands its tokens to eval()
-// instead of the engine. One step thread owns the engine: a step starts once every sequence that
-// has joined has handed in its next input (a sampled token, or a prompt), and evaluates them as
-// one batch (Engine::eval_sequences): first the decoding sequences' tokens, then the waiting
-// prompts, first come first: a whole batch of them when nobody decodes, a quarter batch beside
-// decoding sequences. A long prompt is thus cut into chunks that ride along with the others'
-// decode steps instead of stalling them, and a new request joins at the
-// next step; a finished one leaves. Each sequence gets the logits it would get alone, bit for
-// bit (the engine's rows never depend on the rest of the batch).
+// instead of the engine. An embedding does the same with its whole input, asking for the hidden
+// state of every token instead of the last one's logits (SeqTokens::hidden): it rides along as
+// a prompt does, and each of its chunks' hidden states is written where it belongs. One step thread
+// owns the engine: a step starts once every sequence that has joined has handed in its next input
+// (a sampled token, or a prompt), and evaluates them as one batch (Engine::eval_sequences): first
+// the decoding sequences' tokens, then the waiting prompts, first come first: a whole batch of them
+// when nobody decodes, a quarter batch beside decoding sequences. A long prompt is thus cut into
+// chunks that ride along with the others' decode steps instead of stalling them, and a new request
+// joins at the next step; a finished one leaves. Each sequence gets the logits it would get alone,
+// bit for bit (the engine's rows never depend on the rest of the batch).
 //
 // What a step reads is shared out among the sequences in it by their token counts, so that each
 // generation reports its own share of weight and disk bytes.
@@ -52,8 +54,9 @@ class SequenceBatcher final : public SequenceEvaluator {
     // session/sequence_evaluator.h says what these do.
     void join(int seq) override;
     void leave(int seq) override;
-    Result<void> eval(int seq, std::span<const int32_t> tokens, std::vector<float>& logits,
-                      SequenceReads* reads) override;
+    // Last or Hidden only: a prompt's every logits (All) are no step's business.
+    Result<void> eval(int seq, std::span<const int32_t> tokens, engine::LogitsWanted wanted,
+                      std::vector<float>& out, SequenceReads* reads) override;
 
     BatcherStats stats() const;
 
@@ -61,10 +64,12 @@ class SequenceBatcher final : public SequenceEvaluator {
     struct Slot {
         bool joined = false;
         std::span<const int32_t> pending;  // tokens not yet evaluated
+        size_t evaluated = 0;              // tokens of its eval() evaluated before `pending`
         bool waiting = false;              // an eval() is in progress
         bool done = false;                 // its eval() has its answer
         uint64_t order = 0;                // when its eval() began (prompts go first come)
-        std::vector<float>* logits = nullptr;
+        engine::LogitsWanted wanted = engine::LogitsWanted::Last;
+        std::vector<float>* out = nullptr;  // the last token's logits, or every hidden state
         SequenceReads* reads = nullptr;
         Result<void> result;
     };

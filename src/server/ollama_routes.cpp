@@ -273,7 +273,8 @@ void HttpServer::install_ollama_routes() {
                     out["prompt_eval_count"] = vectors.tokens;
                 }
                 ch.push_last(to_text(out));
-            });
+            },
+            embedding_tag(job));
     };
     s.Post("/api/embed",
            [embed](const httplib::Request& q, httplib::Response& r) { embed(q, r, false); });

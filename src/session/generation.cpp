@@ -45,7 +45,9 @@ void GenerationSession::reset() {
 }
 
 Result<void> GenerationSession::eval(std::span<const TokenId> tokens) {
-    if (batcher_) return batcher_->eval(seq_, tokens, logits_, &batched_reads_);
+    if (batcher_) {
+        return batcher_->eval(seq_, tokens, engine::LogitsWanted::Last, logits_, &batched_reads_);
+    }
     return engine_.eval(tokens, engine::LogitsWanted::Last, logits_, seq_);
 }
 

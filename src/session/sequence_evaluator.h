@@ -1,8 +1,9 @@
 // How one sequence's evaluations reach an engine that several sequences share. The runtime's
 // SequenceBatcher (runtime/sequence_batcher.h) is one: it evaluates the inputs of every sequence
-// that has joined in one step, so that each weight read serves them all. A generation joins while
-// it has work (steps then wait for its inputs) and hands each input to eval() instead of the
-// engine; the engine may be busy with the others' steps whenever it is not evaluating.
+// that has joined in one step, so that each weight read serves them all. A generation or an
+// embedding joins while it has work (steps then wait for its inputs) and hands each input to
+// eval() instead of the engine; the engine may be busy with the others' steps whenever it is not
+// evaluating.
 #pragma once
 
 #include <cstdint>
@@ -29,14 +30,16 @@ class SequenceEvaluator {
     // It no longer does (its work ended, or failed).
     virtual void leave(int seq) = 0;
     // Evaluates `tokens` for joined sequence `seq` in the coming steps and returns once they are
-    // in its context, with the logits of the last one. `reads` (may be null) accumulates its
-    // share of what the steps read.
-    virtual Result<void> eval(int seq, std::span<const int32_t> tokens, std::vector<float>& logits,
-                              SequenceReads* reads) = 0;
+    // in its context, with in `out` the logits of the last one (LogitsWanted::Last: what the next
+    // token is drawn from) or the final hidden state of every one (LogitsWanted::Hidden, n_embd
+    // floats a token: what an embedding pools). `reads` (may be null) accumulates its share of
+    // what the steps read.
+    virtual Result<void> eval(int seq, std::span<const int32_t> tokens, engine::LogitsWanted wanted,
+                              std::vector<float>& out, SequenceReads* reads) = 0;
 };
 
 // Sequence `seq` joined to `evaluator` while this lives (with no evaluator, nothing happens): a
-// generation's steps wait for its inputs from its first one to its end.
+// generation's or an embedding's steps wait for its inputs from its first one to its end.
 class JoinedSequence {
   public:
     JoinedSequence(SequenceEvaluator* evaluator, int seq) : evaluator_(evaluator), seq_(seq) {
