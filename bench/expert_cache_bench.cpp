@@ -17,7 +17,7 @@
 #include "engine/engine.h"
 #include "engine/routing_trace.h"
 #include "gguf/reader.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "store/expert_cache_policy.h"
 #include "store/model_store.h"
 #include "util/table.h"

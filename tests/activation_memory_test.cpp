@@ -13,7 +13,7 @@
 #include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "model/activation_memory.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "store/model_store.h"
 #include "store/store_layout.h"
 

@@ -13,7 +13,7 @@
 
 #include "allocation_counter.h"
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"

@@ -10,7 +10,7 @@
 #include <map>
 #include <sstream>
 
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

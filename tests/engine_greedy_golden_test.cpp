@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

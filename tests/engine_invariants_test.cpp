@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "engine/routing.h"
-#include "session/backend_factory.h"
-#include "session/loaded_model.h"
+#include "runtime/backend_factory.h"
+#include "runtime/loaded_model.h"
 #include "synth/generator.h"
 #include "test_support.h"
 

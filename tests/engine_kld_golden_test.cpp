@@ -23,7 +23,7 @@
 
 #include "engine_test_support.h"
 #include "eval/perplexity.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

@@ -25,7 +25,7 @@
 #include "backend/cpu/cpu_path.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

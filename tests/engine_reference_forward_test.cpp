@@ -41,7 +41,7 @@
 
 #include "engine_test_support.h"
 #include "reference_forward.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "synth/generator.h"
 #include "test_support.h"
 

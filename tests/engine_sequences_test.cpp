@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

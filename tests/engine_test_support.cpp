@@ -9,7 +9,7 @@
 
 #include "engine/engine.h"
 #include "gguf/reader.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"

@@ -10,7 +10,7 @@
 
 #include "gguf/tensor_type.h"
 #include "model/model_info.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "store/weight_store.h"
 
 namespace strata::test {

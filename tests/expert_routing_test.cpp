@@ -11,7 +11,7 @@
 #include "engine/routing_trace.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "store/expert_cache_policy.h"
 #include "store/model_store.h"
 #include "test_support.h"

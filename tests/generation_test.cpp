@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "engine_test_support.h"
+#include "runtime/loaded_model.h"
 #include "session/generation.h"
-#include "session/loaded_model.h"
 #include "session/prompt.h"
 #include "test_support.h"
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
-#include "session/sequence_batcher.h"
+#include "runtime/loaded_model.h"
+#include "runtime/sequence_batcher.h"
 #include "test_support.h"
 
 namespace strata {
@@ -69,9 +69,11 @@ TEST(SequenceBatcher, ThreadsGetWhatTheyGetAlone) {
     for (size_t q = 0; q < prompts.size(); ++q) {
         threads.emplace_back([&, q] {
             batcher.join(int(q));
-            got[q] = run([&](std::span<const int32_t> t,
-                             std::vector<float>& l) { return batcher.eval(int(q), t, l, nullptr); },
-                         prompts[q], kSteps);
+            got[q] = run(
+                [&](std::span<const int32_t> t, std::vector<float>& l) {
+                    return batcher.eval(int(q), t, engine::LogitsWanted::Last, l, nullptr);
+                },
+                prompts[q], kSteps);
             batcher.leave(int(q));
         });
     }
@@ -100,13 +102,15 @@ TEST(SequenceBatcher, AnInputThatCannotGoInFailsAloneAndLeavingStopsTheWait) {
     std::vector<float> logits;
     std::vector<std::vector<float>> good;
     std::thread other([&] {
-        good = run([&](std::span<const int32_t> t,
-                       std::vector<float>& l) { return batcher.eval(0, t, l, nullptr); },
-                   {1, 2, 3}, 4);
+        good = run(
+            [&](std::span<const int32_t> t, std::vector<float>& l) {
+                return batcher.eval(0, t, engine::LogitsWanted::Last, l, nullptr);
+            },
+            {1, 2, 3}, 4);
         batcher.leave(0);
     });
     // Sequence 1 fails at once; sequence 0's steps wait for it until it leaves.
-    auto r = batcher.eval(1, {&bad, 1}, logits, nullptr);
+    auto r = batcher.eval(1, {&bad, 1}, engine::LogitsWanted::Last, logits, nullptr);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("outside the vocabulary"), std::string::npos)
         << r.error().message;

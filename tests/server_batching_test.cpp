@@ -1,7 +1,7 @@
 // Continuous batching in strata serve: a model planned for several sequences decodes concurrent
 // requests together, and each answer is still exactly what `strata run` gives alone with the
 // same seed (sampling, stop conditions and all); a long prompt joins while others decode; more
-// requests than sequences wait their turn.
+// requests than sequences wait their turn; an embedding runs beside a generation.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -157,6 +157,59 @@ TEST(ServerBatching, HangUpsAndRefusalsDoNotDisturbTheOthers) {
         EXPECT_EQ(json::parse(r->body)["response"], together[size_t(i)]["response"]) << i;
     }
     EXPECT_EQ(srv.server().stats().client_gone, 4u);
+}
+
+// An embedding asked for while a generation streams on the same model (planned for two
+// sequences) runs beside it, in the same steps, and is answered before the generation ends; the
+// embedding and the generation are each the answer it gets alone.
+TEST(ServerBatching, AnEmbeddingRunsBesideAGenerationAndBothAnswersAreRight) {
+    TestServer srv(server::ServerOptions{}, {server_models().tiny}, {}, 0,
+                   {plan_with_sequences(2)});
+    const json embed = {{"model", "tiny"},
+                        {"input", {"the river runs past the old mill", "hello"}}};
+    json generate = {{"model", "tiny"},
+                     {"prompt", "Once upon a time"},
+                     {"stream", false},
+                     {"options", {{"temperature", 0}, {"num_predict", 600}}}};
+    auto r = srv.post("/api/embed", embed);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json embedding_alone = json::parse(r->body);
+    r = srv.post("/api/generate", generate);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json generation_alone = json::parse(r->body);
+    // Long enough that the embedding comes while it runs.
+    ASSERT_GE(generation_alone["eval_count"].get<int>(), 300);
+
+    const uint64_t generations_before = srv.server().stats().generations;
+    generate["stream"] = true;
+    httplib::Client c = srv.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/api/generate";
+    req.body = generate.dump();
+    std::string streamed;
+    json embedding_beside;
+    bool generation_running = false;
+    // At the generation's first chunk, this client asks for the embedding and waits for it.
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        streamed.append(data, n);
+        if (embedding_beside.is_null()) {
+            auto e = srv.post("/api/embed", embed);
+            EXPECT_EQ(e->status, 200) << e->body;
+            embedding_beside = json::parse(e->body);
+            generation_running = srv.server().stats().generations == generations_before;
+        }
+        return true;
+    };
+    httplib::Response res;
+    httplib::Error error = httplib::Error::Success;
+    ASSERT_TRUE(c.send(req, res, error));
+    EXPECT_TRUE(generation_running) << "the embedding waited for the generation to end";
+    EXPECT_EQ(embedding_beside["embeddings"], embedding_alone["embeddings"]);
+    std::string text;
+    for (const json& line : ndjson_lines(streamed)) text += line.value("response", "");
+    EXPECT_EQ(text, generation_alone["response"]);
+    EXPECT_GE(metric(srv, "strata_batch_widest"), 2);
 }
 
 }  // namespace

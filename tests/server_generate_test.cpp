@@ -530,6 +530,28 @@ TEST_F(ServerGenerate, EmbeddingsAreNormalizedAndOrdered) {
     EXPECT_EQ(f["data"][0]["embedding"].size(), 256u);
 }
 
+// An embedding input longer than the served context, when it may not be cut, is the request's
+// fault: 400 with both lengths, in Ollama's words, from every embeddings endpoint. Allowed to cut
+// (the default), the server embeds the tokens that fit.
+TEST_F(ServerGenerate, AnEmbeddingInputLongerThanTheContextIs400WithBothLengths) {
+    std::string long_text;
+    for (int i = 0; i < 1500; ++i) long_text += " river";
+    const std::vector<std::pair<std::string, json>> asks = {
+        {"/api/embed", {{"model", "tiny"}, {"input", long_text}, {"truncate", false}}},
+        {"/api/embeddings", {{"model", "tiny"}, {"prompt", long_text}, {"truncate", false}}},
+        {"/v1/embeddings", {{"model", "tiny"}, {"input", long_text}, {"truncate", false}}}};
+    for (const auto& [path, body] : asks) {
+        auto r = srv_->post(path, body);
+        EXPECT_EQ(r->status, 400) << path << ": " << r->body;
+        EXPECT_NE(r->body.find("the input length exceeds the context length ("), std::string::npos)
+            << r->body;
+        EXPECT_NE(r->body.find(" tokens, the context holds 1024)"), std::string::npos) << r->body;
+    }
+    json cut = post_json("/api/embed", {{"model", "tiny"}, {"input", long_text}});
+    EXPECT_EQ(cut["prompt_eval_count"], 1024);
+    EXPECT_EQ(cut["embeddings"][0].size(), 256u);
+}
+
 // /metrics answers in Prometheus's text format and counts what the server did.
 TEST_F(ServerGenerate, MetricsCountRequestsTokensAndLoads) {
     post_json("/api/generate", {{"model", "tiny"},

@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "engine_test_support.h"
 #include "gguf/reader.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "store/model_store.h"
 #include "test_support.h"
 

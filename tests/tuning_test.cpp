@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_path.h"
 #include "backend/tuning.h"
 #include "engine_test_support.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 
 namespace strata {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "model/model_info.h"
 #include "plan/plan.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "util/result.h"
 
 namespace strata::cli {

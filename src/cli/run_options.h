@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/plan_flags.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "session/sampler.h"
 
 namespace strata::cli {

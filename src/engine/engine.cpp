@@ -224,10 +224,13 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
     // rows whose logits are handed out are the last rows of entries that ask for them.
     size_t entry = 0, done = 0;  // the next entry and how many of its tokens are in batches
     std::vector<int64_t>& logit_rows = logit_rows_;
+    std::vector<HiddenRows>& hidden_rows = hidden_rows_;
+    const TensorView& norm = store_.globals().weight(TensorRole::OutputNorm);
     while (entry < inputs.size()) {
         batch_tokens_.clear();
         batch_runs_.clear();
         logit_rows.clear();
+        hidden_rows.clear();
         while (entry < inputs.size() && batch_tokens_.size() < max_batch_) {
             const SeqTokens& in = inputs[entry];
             const size_t take =
@@ -237,6 +240,9 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
                 SeqRun{in.seq, row0, int64_t(take), int64_t(n_past_[size_t(in.seq)])});
             batch_tokens_.insert(batch_tokens_.end(), in.tokens.begin() + long(done),
                                  in.tokens.begin() + long(done + take));
+            if (in.hidden) {
+                hidden_rows.push_back({row0, int64_t(take), in.hidden + done * size_t(hp_.n_embd)});
+            }
             done += take;
             if (done == in.tokens.size()) {
                 if (in.logits) logit_rows.push_back(row0 + int64_t(take) - 1);
@@ -252,11 +258,16 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
         for (size_t i = 0; r && i < logit_rows.size();) {
             size_t j = i + 1;  // rows i..j-1 are consecutive: one pass over the head
             while (j < logit_rows.size() && logit_rows[j] == logit_rows[j - 1] + 1) ++j;
-            r = output_head(store_.globals().weight(TensorRole::OutputNorm), logit_rows[i],
-                            int64_t(j - i), out);
+            r = output_head(norm, logit_rows[i], int64_t(j - i), out);
             out += (j - i) * n_vocab_;
             ++heads;
             i = j;
+        }
+        if (r) {
+            for (const HiddenRows& h : hidden_rows) {
+                timed(Op::Elementwise,
+                      [&] { be_->output_norm(norm, h.first, h.rows, h.out, hp_.n_embd); });
+            }
         }
         if (!r) {
             for (const auto& [seq, past] : start) n_past_[size_t(seq)] = past;

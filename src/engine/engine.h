@@ -112,6 +112,9 @@ struct SeqTokens {
     int seq = 0;
     std::span<const int32_t> tokens;
     bool logits = false;  // hand out the logits of its last token
+    // Set: the final hidden state of each of its tokens (after the output norm, n_embd floats a
+    // token, as LogitsWanted::Hidden gives) is written here in order: what an embedding pools.
+    float* hidden = nullptr;
 };
 using LayerFn = Result<void> (*)(Engine&, const LayerArgs&);
 
@@ -136,8 +139,9 @@ class Engine {
                       std::vector<float>& logits, int seq = 0);
     // Evaluates several sequences' tokens together (at most one entry per sequence), each
     // appended to its own context; `logits` receives n_vocab floats for each entry that asks, in
-    // entry order. More than max_batch tokens in all are evaluated in several passes, in entry
-    // order. An error (a full context, a bad id) evaluates nothing and changes no context.
+    // entry order, and an entry's `hidden` its tokens' hidden states. More than max_batch tokens
+    // in all are evaluated in several passes, in entry order. An error (a full context, a bad id)
+    // evaluates nothing and changes no context.
     Result<void> eval_sequences(std::span<const SeqTokens> inputs, std::vector<float>& logits);
 
     // Whether sequence `seq` can take `tokens` now (it exists, its context has room, the ids are
@@ -257,6 +261,11 @@ class Engine {
     std::vector<char> seen_;
     std::vector<std::pair<int, uint32_t>> start_;
     std::vector<int64_t> logit_rows_;
+    struct HiddenRows {
+        int64_t first, rows;  // of the batch
+        float* out;
+    };
+    std::vector<HiddenRows> hidden_rows_;  // a batch's rows whose hidden states go out
     int threads_ = 0;
     std::shared_ptr<const RoutingTrace> forced_routing_;
     EngineStats stats_;

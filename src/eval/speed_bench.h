@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "store/weight_store.h"
 #include "util/result.h"
 

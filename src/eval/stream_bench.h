@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "util/result.h"
 
 namespace strata {

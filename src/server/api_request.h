@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/model_host.h"
+#include "runtime/model_host.h"
 #include "session/generation.h"
 
 namespace strata::server {

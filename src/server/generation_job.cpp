@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "server/fill_in_middle.h"
+#include "session/embedding.h"
 #include "session/json_token_constraint.h"
 #include "session/prompt.h"
 
@@ -16,6 +17,14 @@ using SteadyClock = std::chrono::steady_clock;
 double seconds_since(SteadyClock::time_point t0) {
     return std::chrono::duration<double>(SteadyClock::now() - t0).count();
 }
+
+// Hands the model back to the host when the request is done with it.
+struct ReleaseModel {
+    ModelHost& host;
+    HostedModel& h;
+    const KeepAlive& keep_alive;
+    ~ReleaseModel() { host.release(h, keep_alive); }
+};
 
 bool thinking_on(const GenerationJob& job) {
     if (!job.model->has_capability("thinking") || job.format) return false;
@@ -258,12 +267,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
     auto acquired = host.acquire(*job.model, out.load_seconds);
     if (!acquired) throw ApiError(500, acquired.error().message);
     HostedModel& h = **acquired;
-    struct Release {
-        ModelHost& host;
-        HostedModel& h;
-        const GenerationJob& job;
-        ~Release() { host.release(h, job.keep_alive); }
-    } release{host, h, job};
+    const ReleaseModel release{host, h, job.keep_alive};
     if (load_only) {
         out.load_only_reason = "load";
         out.total_seconds = seconds_since(job.received);
@@ -327,16 +331,9 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
     };
     // The sequence whose cache holds the most of this prompt; others may be generating in the
     // rest meanwhile, decoded together with this one.
-    struct Lease {
-        ModelHost& host;
-        HostedModel& h;
-        int seq;
-        ~Lease() {
-            if (seq >= 0) host.return_sequence(h, seq);
-        }
-    } lease{host, h, host.lease_sequence(h, ids)};
-    if (lease.seq < 0) throw ApiError(503, "every sequence of the model is busy");
-    auto r = h.sessions[size_t(lease.seq)]->generate(ids, opts, text_sink);
+    const SequenceLease lease(host, h, ids);
+    if (lease.seq() < 0) throw ApiError(503, "every sequence of the model is busy");
+    auto r = lease.session().generate(ids, opts, text_sink);
     if (!r) throw ApiError(500, r.error().message);
     if (injected_failure) throw ApiError(500, "generation failed part way through (test hook)");
     deliver(parser.finish());
@@ -349,12 +346,6 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
     return out;
 }
 
-}  // namespace strata::server
-
-#include "session/embedding.h"
-
-namespace strata::server {
-
 EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
                              const std::vector<std::string>& inputs, bool normalize, size_t dims) {
     EmbeddingBatch out;
@@ -365,33 +356,33 @@ EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
     auto acquired = host.acquire(*job.model, out.load_seconds);
     if (!acquired) throw ApiError(500, acquired.error().message);
     HostedModel& h = **acquired;
-    // The KV cache of sequence 0 will hold the input now, not the last conversation. (An
-    // embedding runs alone: no generation uses the engine meanwhile.)
-    GenerationSession& session = *h.sessions.front();
-    session.reset();
+    const ReleaseModel release{host, h, job.keep_alive};
+    // The least recently used sequence holds the inputs now, not its last conversation (an
+    // embedding evaluates every token for its hidden state, so no cached prefix serves it); the
+    // model's other sequences may be generating meanwhile, evaluated in the same steps.
+    const SequenceLease lease(host, h, {});
+    if (lease.seq() < 0) throw ApiError(503, "every sequence of the model is busy");
+    lease.session().reset();
     for (const std::string& text : inputs) {
         const auto ids = tokenize_prompt(h.model->tokenizer, text);
         if (ids.empty()) {  // "" in a vocabulary without BOS: nothing to pool
             out.vectors.emplace_back(h.model->engine->hparams().n_embd, 0.0f);
             continue;
         }
-        auto e = embed_tokens(*h.model->engine, ids, job.truncate);
-        if (!e) {
-            const bool overflow = e.error().message.find("context length") != std::string::npos;
-            session.reset();
-            host.release(h, job.keep_alive);
-            throw ApiError(overflow ? 400 : 500, e.error().message);
+        EmbedResult r =
+            embed_tokens(*h.model->engine, ids, job.truncate, lease.seq(), h.batcher.get());
+        if (const EmbedFailure* f = std::get_if<EmbedFailure>(&r)) {
+            throw ApiError(f->kind == EmbedError::ContextOverflow ? 400 : 500, f->message);
         }
-        out.tokens += e->tokens;
-        if (normalize) l2_normalize(e->vector);
-        if (dims > 0 && dims < e->vector.size()) {
-            e->vector.resize(dims);
-            l2_normalize(e->vector);
+        Embedding& e = std::get<Embedding>(r);
+        out.tokens += e.tokens;
+        if (normalize) l2_normalize(e.vector);
+        if (dims > 0 && dims < e.vector.size()) {
+            e.vector.resize(dims);
+            l2_normalize(e.vector);
         }
-        out.vectors.push_back(std::move(e->vector));
+        out.vectors.push_back(std::move(e.vector));
     }
-    session.reset();
-    host.release(h, job.keep_alive);
     out.total_seconds = seconds_since(job.received);
     return out;
 }

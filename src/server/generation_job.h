@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "reply/reply_parser.h"
+#include "runtime/model_host.h"
 #include "server/api_request.h"
-#include "server/model_host.h"
+#include "server/model_catalog.h"
 
 namespace strata::server {
 
@@ -78,10 +79,6 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
 // request is queued so that they answer with a proper status.
 void check_capabilities(const GenerationJob& job);
 
-}  // namespace strata::server
-
-namespace strata::server {
-
 struct EmbeddingBatch {
     std::vector<std::vector<float>> vectors;  // one per input, in order
     uint32_t tokens = 0;                      // evaluated, all inputs together
@@ -90,7 +87,9 @@ struct EmbeddingBatch {
 
 // Mean-pooled embeddings (session/embedding.h) of each input. `normalize`: unit length;
 // `dims` > 0 and smaller than the model's width: cut to that many and normalized again.
-// Runs on the worker thread; errors are ApiError.
+// Runs on a worker thread, in a sequence of the model beside the generations on it (the
+// SequenceBatcher evaluates them together); errors are ApiError, 400 for an input longer than
+// the context when it may not be cut.
 EmbeddingBatch run_embedding(ModelHost& host, const GenerationJob& job,
                              const std::vector<std::string>& inputs, bool normalize, size_t dims);
 

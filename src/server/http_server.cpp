@@ -277,7 +277,12 @@ const ServedModelInfo& HttpServer::require_model(const json& body, ApiFlavor fla
 JobTag HttpServer::generation_tag(const GenerationJob& job) {
     const bool load_only =
         job.chat ? job.messages.empty() : job.prompt.empty() && job.suffix.empty();
-    if (load_only || !job.model->plan) return {};
+    if (load_only) return {};
+    return embedding_tag(job);
+}
+
+JobTag HttpServer::embedding_tag(const GenerationJob& job) {
+    if (!job.model->plan) return {};
     return {job.model, job.model->plan->n_seq};
 }
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model_host.h"
 #include "server/api_request.h"
 #include "server/generation_job.h"
 #include "server/model_catalog.h"
-#include "server/model_host.h"
 #include "server/response_channel.h"
 #include "server/work_queue.h"
 
@@ -94,9 +94,11 @@ class HttpServer {
     void respond_queued(httplib::Response& res, ApiFlavor flavor, bool stream,
                         const std::string& content_type, std::function<void(ResponseChannel&)> work,
                         JobTag tag = {});
-    // A generation runs beside the other generations on its model, up to its sequence count; a
-    // request that only loads or unloads the model runs alone.
+    // A generation runs beside the other generations and embeddings on its model, up to its
+    // sequence count; a request that only loads or unloads the model runs alone.
     static JobTag generation_tag(const GenerationJob& job);
+    // An embedding runs beside them too: it takes a sequence like a generation.
+    static JobTag embedding_tag(const GenerationJob& job);
     void send_error(httplib::Response& res, ApiFlavor flavor, int status,
                     const std::string& message) const;
     const ServedModelInfo& require_model(const json& body, ApiFlavor flavor,

@@ -165,4 +165,11 @@ const ServedModelInfo* ModelCatalog::find(std::string_view requested) const {
     return nullptr;
 }
 
+const ServedModelInfo* ModelCatalog::entry(const ModelSpec* spec) const {
+    for (const ServedModelInfo& m : models_) {
+        if (&m == spec) return &m;
+    }
+    return nullptr;
+}
+
 }  // namespace strata::server

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "model/model_info.h"
 #include "plan/plan.h"
 #include "reply/reply_parser.h"
+#include "runtime/model_host.h"
 #include "util/result.h"
 
 namespace strata::server {
@@ -25,21 +25,16 @@ std::string normalize_model_name(std::string_view name);
 // The default name of a file: its base name without `.gguf`, as `name:latest`.
 std::string default_model_name(std::string_view path);
 
-struct ServedModelInfo {
-    std::string name;                  // canonical `name:tag`
+// What the ModelHost loads it from (name: the canonical `name:tag`; info, file_bytes,
+// served_context, plan), and what the API tells of it.
+struct ServedModelInfo : ModelSpec {
     std::vector<std::string> aliases;  // normalized extra names
     std::string path;
-    uint64_t file_bytes = 0;
     int64_t modified_unix = 0;              // file mtime, seconds
     std::string digest;                     // 64 hex digits, stable while the file is unchanged
-    ModelInfo info;                         // header, hyper-parameters and tensor table
     std::string chat_template;              // tokenizer.chat_template, or "" when the file has none
     std::vector<std::string> capabilities;  // completion / embedding, tools, insert, thinking
     TemplateCapabilities template_caps;     // tool-call and thinking markup of its template
-    uint32_t served_context = 0;            // what the server allocates for it
-    // The placement plan it loads with, made by the front end for served_context against the RAM
-    // budget every model shares; nullopt: loaded whole (or as the load options say).
-    std::optional<Plan> plan;
 
     // The six `details` keys of /api/tags, /api/ps and /api/show.
     nlohmann::ordered_json details() const;
@@ -55,6 +50,8 @@ class ModelCatalog {
 
     // The model a request names, or nullptr.
     const ServedModelInfo* find(std::string_view requested) const;
+    // The entry whose ModelSpec the host was given (a LoadedModelStatus's), or nullptr.
+    const ServedModelInfo* entry(const ModelSpec* spec) const;
     const std::vector<ServedModelInfo>& models() const { return models_; }
     void set_plan(size_t index, Plan plan) { models_.at(index).plan = std::move(plan); }
     // Serves every model with its trained context length, at most `cap` positions.

@@ -92,14 +92,14 @@ json tags_entry(const ServedModelInfo& m) {
             {"capabilities", m.capabilities}};
 }
 
-json ps_entry(const LoadedModelStatus& s) {
+json ps_entry(const ServedModelInfo& m, const LoadedModelStatus& s) {
     // "Never" is shown as a date far ahead, as Ollama does.
     const std::string expires =
         s.expires ? rfc3339(*s.expires) : std::string("2318-01-01T00:00:00Z");
-    return {{"name", s.served->name},         {"model", s.served->name},
-            {"size", s.resident_bytes},       {"digest", s.served->digest},
-            {"details", s.served->details()}, {"expires_at", expires},
-            {"size_vram", s.gpu_bytes},       {"context_length", s.context}};
+    return {{"name", m.name},           {"model", m.name},
+            {"size", s.resident_bytes}, {"digest", m.digest},
+            {"details", m.details()},   {"expires_at", expires},
+            {"size_vram", s.gpu_bytes}, {"context_length", s.context}};
 }
 
 json show_response(const ServedModelInfo& m, bool verbose) {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model_host.h"
 #include "server/api_request.h"
 #include "server/generation_job.h"
 #include "server/model_catalog.h"
-#include "server/model_host.h"
 
 namespace strata::server {
 
@@ -28,8 +28,8 @@ void add_metrics(json& j, const GenerationOutcome& o);
 
 // One /api/tags entry.
 json tags_entry(const ServedModelInfo& m);
-// One /api/ps entry.
-json ps_entry(const LoadedModelStatus& s);
+// One /api/ps entry: model m, loaded as `s` says.
+json ps_entry(const ServedModelInfo& m, const LoadedModelStatus& s);
 // The whole /api/show answer.
 json show_response(const ServedModelInfo& m, bool verbose);
 

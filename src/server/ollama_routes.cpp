@@ -86,7 +86,10 @@ void HttpServer::install_ollama_routes() {
     });
     s.Get("/api/ps", [this](const httplib::Request&, httplib::Response& res) {
         json models = json::array();
-        for (const auto& l : host_.loaded_models()) models.push_back(ps_entry(l));
+        for (const auto& l : host_.loaded_models()) {
+            if (const ServedModelInfo* m = catalog_.entry(l.served))
+                models.push_back(ps_entry(*m, l));
+        }
         res.set_content(to_text(json({{"models", models}})), kJson);
     });
     s.Get("/api/status", [](const httplib::Request&, httplib::Response& res) {
@@ -270,7 +273,8 @@ void HttpServer::install_ollama_routes() {
                     out["prompt_eval_count"] = vectors.tokens;
                 }
                 ch.push_last(to_text(out));
-            });
+            },
+            embedding_tag(job));
     };
     s.Post("/api/embed",
            [embed](const httplib::Request& q, httplib::Response& r) { embed(q, r, false); });

@@ -446,7 +446,8 @@ void HttpServer::install_openai_routes() {
                           {"model", name},
                           {"usage", {{"prompt_tokens", b.tokens}, {"total_tokens", b.tokens}}}})
                         .dump());
-            });
+            },
+            embedding_tag(job));
     });
 }
 

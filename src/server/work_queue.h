@@ -1,10 +1,10 @@
 // The worker threads that run the requests needing a model, in arrival order. A request runs
-// alone, except that generations on the same model run side by side up to the model's sequence
-// count: they decode together (session/sequence_batcher.h), every weight read serving them all.
-// Anything else (another model, a load, an embedding) waits until what runs has finished, and
-// nothing overtakes the request at the head of the queue: FIFO is fair, and two models never
-// compete for the cores and the RAM at once. The queue is bounded so that a flood of requests
-// gets a clear "busy" answer instead of unbounded waiting and memory.
+// alone, except that generations and embeddings on the same model run side by side up to the
+// model's sequence count: they are evaluated together (runtime/sequence_batcher.h), every weight
+// read serving them all. Anything else (another model, a load) waits until what runs has
+// finished, and nothing overtakes the request at the head of the queue: FIFO is fair, and two
+// models never compete for the cores and the RAM at once. The queue is bounded so that a flood
+// of requests gets a clear "busy" answer instead of unbounded waiting and memory.
 //
 // When nothing runs, one worker runs the idle task (unloading models whose keep-alive ended),
 // waking at the time it asks for.

@@ -4,20 +4,30 @@
 
 namespace strata {
 
-Result<Embedding> embed_tokens(engine::Engine& engine, std::vector<TokenId> tokens, bool truncate) {
-    if (tokens.empty()) return err("nothing to embed: no tokens");
+EmbedResult embed_tokens(engine::Engine& engine, std::vector<TokenId> tokens, bool truncate,
+                         int seq, SequenceEvaluator* shared) {
+    if (tokens.empty()) return EmbedFailure{EmbedError::Evaluation, "nothing to embed: no tokens"};
     const uint32_t n_ctx = engine.n_ctx();
     if (tokens.size() > n_ctx) {
         if (!truncate) {
-            return err("the input length exceeds the context length (",
-                       std::to_string(tokens.size()), " tokens, the context holds ",
-                       std::to_string(n_ctx), ")");
+            return EmbedFailure{EmbedError::ContextOverflow,
+                                "the input length exceeds the context length (" +
+                                    std::to_string(tokens.size()) + " tokens, the context holds " +
+                                    std::to_string(n_ctx) + ")"};
         }
         tokens.resize(n_ctx);
     }
-    engine.truncate(0);
+    engine.truncate(0, seq);
     std::vector<float> hidden;
-    STRATA_TRY(engine.eval(tokens, engine::LogitsWanted::Hidden, hidden));
+    Result<void> evaluated;
+    if (shared) {
+        // Steps wait for this sequence from here until its hidden states are out.
+        const JoinedSequence joined(shared, seq);
+        evaluated = shared->eval(seq, tokens, engine::LogitsWanted::Hidden, hidden, nullptr);
+    } else {
+        evaluated = engine.eval(tokens, engine::LogitsWanted::Hidden, hidden, seq);
+    }
+    if (!evaluated) return EmbedFailure{EmbedError::Evaluation, evaluated.error().message};
     const size_t d = engine.hparams().n_embd;
     Embedding e;
     e.tokens = uint32_t(tokens.size());

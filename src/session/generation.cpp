@@ -36,7 +36,7 @@ TokenLogprob token_logprob(const std::vector<float>& logits, TokenId id, int32_t
 }  // namespace
 
 GenerationSession::GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer, int seq,
-                                     SequenceBatcher* batcher)
+                                     SequenceEvaluator* batcher)
     : engine_(engine), tokenizer_(tokenizer), seq_(seq), batcher_(batcher) {}
 
 void GenerationSession::reset() {
@@ -45,7 +45,9 @@ void GenerationSession::reset() {
 }
 
 Result<void> GenerationSession::eval(std::span<const TokenId> tokens) {
-    if (batcher_) return batcher_->eval(seq_, tokens, logits_, &batched_reads_);
+    if (batcher_) {
+        return batcher_->eval(seq_, tokens, engine::LogitsWanted::Last, logits_, &batched_reads_);
+    }
     return engine_.eval(tokens, engine::LogitsWanted::Last, logits_, seq_);
 }
 
@@ -77,16 +79,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     engine_.truncate(uint32_t(keep), seq_);
     context_.resize(keep);
     // With a batcher, steps wait for this sequence's inputs from here until it returns.
-    struct Membership {
-        SequenceBatcher* batcher;
-        int seq;
-        Membership(SequenceBatcher* b, int s) : batcher(b), seq(s) {
-            if (batcher) batcher->join(seq);
-        }
-        ~Membership() {
-            if (batcher) batcher->leave(seq);
-        }
-    } membership(batcher_, seq_);
+    const JoinedSequence membership(batcher_, seq_);
     const auto t_prompt = std::chrono::steady_clock::now();
     const std::span<const TokenId> fresh(prompt.data() + keep, prompt.size() - keep);
     STRATA_TRY(eval(fresh));

@@ -21,7 +21,7 @@
 
 #include "engine/engine.h"
 #include "session/sampler.h"
-#include "session/sequence_batcher.h"
+#include "session/sequence_evaluator.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata {
@@ -92,11 +92,11 @@ using TextSink = std::function<bool(std::string_view)>;
 
 class GenerationSession {
   public:
-    // The conversation in sequence `seq` of the engine; with a batcher, its evaluations go
-    // through it (batched with the other sequences'), and the engine may be busy with them
-    // whenever this session is not evaluating.
+    // The conversation in sequence `seq` of the engine; with a batcher (an engine the sequences
+    // share, session/sequence_evaluator.h), its evaluations go through it (batched with the other
+    // sequences'), and the engine may be busy with them whenever this session is not evaluating.
     GenerationSession(engine::Engine& engine, const Tokenizer& tokenizer, int seq = 0,
-                      SequenceBatcher* batcher = nullptr);
+                      SequenceEvaluator* batcher = nullptr);
 
     Result<GenerateResult> generate(const std::vector<TokenId>& prompt,
                                     const GenerateOptions& options, const TextSink& sink);
@@ -113,7 +113,7 @@ class GenerationSession {
     engine::Engine& engine_;
     const Tokenizer& tokenizer_;
     int seq_ = 0;
-    SequenceBatcher* batcher_ = nullptr;
+    SequenceEvaluator* batcher_ = nullptr;
     SequenceReads batched_reads_;
     std::vector<TokenId> context_;
     std::vector<float> logits_;

@@ -19,7 +19,7 @@
 #include "engine/routing.h"
 #include "engine_test_support.h"
 #include "model/rope.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

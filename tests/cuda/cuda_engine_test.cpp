@@ -17,7 +17,7 @@
 #include "engine_test_support.h"
 #include "gguf/reader.h"
 #include "model/model_info.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 
 namespace strata {

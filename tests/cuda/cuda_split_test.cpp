@@ -23,7 +23,7 @@
 #include "plan/plan.h"
 #include "plan/plan_layers.h"
 #include "plan_test_support.h"
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 #include "test_support.h"
 #include "util/units.h"
 

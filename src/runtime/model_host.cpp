@@ -1,8 +1,8 @@
-#include "server/model_host.h"
+#include "runtime/model_host.h"
 
 #include <algorithm>
 
-namespace strata::server {
+namespace strata {
 
 namespace {
 using SteadyClock = std::chrono::steady_clock;
@@ -10,7 +10,7 @@ using SteadyClock = std::chrono::steady_clock;
 // What a model will hold in RAM: what its plan counts for it (weights, caches, slots, KV cache,
 // the engine's activations, I/O buffers; not the process, which every plan counts once more);
 // without a plan, the whole file, at most the budget.
-uint64_t ram_estimate(const ServedModelInfo& m, uint64_t budget) {
+uint64_t ram_estimate(const ModelSpec& m, uint64_t budget) {
     if (m.plan) return m.plan->memory.model();
     return budget ? std::min(m.file_bytes, budget) : m.file_bytes;
 }
@@ -25,7 +25,7 @@ void add_steps(BatcherStats& into, const SequenceBatcher& b) {
 }
 
 // What the process holds whatever is loaded, as the plans count it (the same in each).
-uint64_t process_estimate(const ServedModelInfo& m) {
+uint64_t process_estimate(const ModelSpec& m) {
     return m.plan ? m.plan->memory.process() : 0;
 }
 }  // namespace
@@ -33,13 +33,13 @@ uint64_t process_estimate(const ServedModelInfo& m) {
 ModelHost::ModelHost(ModelLoadOptions options, uint64_t ram_budget)
     : options_(std::move(options)), ram_budget_(ram_budget) {}
 
-bool ModelHost::is_loaded(const ServedModelInfo& m) const {
+bool ModelHost::is_loaded(const ModelSpec& m) const {
     std::lock_guard lock(mu_);
     return std::any_of(hosted_.begin(), hosted_.end(),
                        [&](const auto& h) { return h->served == &m; });
 }
 
-Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_seconds) {
+Result<HostedModel*> ModelHost::acquire(const ModelSpec& m, double& load_seconds) {
     load_seconds = 0;
     std::lock_guard loading(load_mu_);
     {
@@ -64,7 +64,8 @@ Result<HostedModel*> ModelHost::acquire(const ServedModelInfo& m, double& load_s
                 return sum + process;
             };
             for (;;) {
-                // Models in use stay (the WorkQueue runs one model at a time, so none is).
+                // Models in use stay (strata serve's WorkQueue runs one model at a time, so
+                // none is).
                 std::optional<size_t> lru;
                 for (size_t i = 0; i < hosted_.size(); ++i) {
                     if (hosted_[i]->users > 0) continue;
@@ -148,7 +149,7 @@ void ModelHost::return_sequence(HostedModel& h, int seq) {
     h.sequence_used[size_t(seq)] = SteadyClock::now();
 }
 
-void ModelHost::unload(const ServedModelInfo& m) {
+void ModelHost::unload(const ModelSpec& m) {
     std::lock_guard lock(mu_);
     for (size_t i = 0; i < hosted_.size(); ++i) {
         if (hosted_[i]->served == &m) {
@@ -212,4 +213,4 @@ std::vector<LoadedModelStatus> ModelHost::loaded_models() const {
     return out;
 }
 
-}  // namespace strata::server
+}  // namespace strata

@@ -1,10 +1,10 @@
-#include "session/loaded_model.h"
+#include "runtime/loaded_model.h"
 
 #include <chrono>
 
 #include "gguf/reader.h"
 #include "profile/profile.h"
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 #include "util/clock.h"
 
 namespace strata {

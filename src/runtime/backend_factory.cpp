@@ -1,4 +1,4 @@
-#include "session/backend_factory.h"
+#include "runtime/backend_factory.h"
 
 #include "backend/cpu/cpu_backend.h"
 #if STRATA_HAVE_CUDA

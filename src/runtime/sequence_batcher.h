@@ -3,14 +3,16 @@
 // all of them.
 //
 // Each generation runs on its own thread, as it would alone, and hands its tokens to eval()
-// instead of the engine. One step thread owns the engine: a step starts once every sequence that
-// has joined has handed in its next input (a sampled token, or a prompt), and evaluates them as
-// one batch (Engine::eval_sequences): first the decoding sequences' tokens, then the waiting
-// prompts, first come first: a whole batch of them when nobody decodes, a quarter batch beside
-// decoding sequences. A long prompt is thus cut into chunks that ride along with the others'
-// decode steps instead of stalling them, and a new request joins at the
-// next step; a finished one leaves. Each sequence gets the logits it would get alone, bit for
-// bit (the engine's rows never depend on the rest of the batch).
+// instead of the engine. An embedding does the same with its whole input, asking for the hidden
+// state of every token instead of the last one's logits (SeqTokens::hidden): it rides along as
+// a prompt does, and each of its chunks' hidden states is written where it belongs. One step thread
+// owns the engine: a step starts once every sequence that has joined has handed in its next input
+// (a sampled token, or a prompt), and evaluates them as one batch (Engine::eval_sequences): first
+// the decoding sequences' tokens, then the waiting prompts, first come first: a whole batch of them
+// when nobody decodes, a quarter batch beside decoding sequences. A long prompt is thus cut into
+// chunks that ride along with the others' decode steps instead of stalling them, and a new request
+// joins at the next step; a finished one leaves. Each sequence gets the logits it would get alone,
+// bit for bit (the engine's rows never depend on the rest of the batch).
 //
 // What a step reads is shared out among the sequences in it by their token counts, so that each
 // generation reports its own share of weight and disk bytes.
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "session/sequence_evaluator.h"
 
 namespace strata {
 
@@ -31,12 +34,6 @@ namespace strata {
 constexpr size_t prompt_tokens_beside_decode(size_t max_batch) {
     return max_batch / 4 > 32 ? max_batch / 4 : (max_batch < 32 ? max_batch : 32);
 }
-
-// Bytes read on a sequence's behalf: its share of every step it was in.
-struct SequenceReads {
-    double weight_bytes = 0;
-    double disk_bytes = 0;
-};
 
 // What the batcher did since it started.
 struct BatcherStats {
@@ -47,22 +44,19 @@ struct BatcherStats {
     uint64_t sequence_steps = 0;  // sum over steps of the sequences in each
 };
 
-class SequenceBatcher {
+class SequenceBatcher final : public SequenceEvaluator {
   public:
     explicit SequenceBatcher(engine::Engine& engine);
-    ~SequenceBatcher();  // waits for the step in flight; no sequence may still be joined
+    ~SequenceBatcher() override;  // waits for the step in flight; no sequence may still be joined
     SequenceBatcher(const SequenceBatcher&) = delete;
     SequenceBatcher& operator=(const SequenceBatcher&) = delete;
 
-    // Sequence `seq` takes part in steps from now on: steps wait for its inputs.
-    void join(int seq);
-    // It no longer does (its generation ended, or failed).
-    void leave(int seq);
-    // Evaluates `tokens` for joined sequence `seq` in the coming steps and returns once they are
-    // in its context, with the logits of the last one. `reads` (may be null) accumulates its
-    // share of what the steps read.
-    Result<void> eval(int seq, std::span<const int32_t> tokens, std::vector<float>& logits,
-                      SequenceReads* reads);
+    // session/sequence_evaluator.h says what these do.
+    void join(int seq) override;
+    void leave(int seq) override;
+    // Last or Hidden only: a prompt's every logits (All) are no step's business.
+    Result<void> eval(int seq, std::span<const int32_t> tokens, engine::LogitsWanted wanted,
+                      std::vector<float>& out, SequenceReads* reads) override;
 
     BatcherStats stats() const;
 
@@ -70,10 +64,12 @@ class SequenceBatcher {
     struct Slot {
         bool joined = false;
         std::span<const int32_t> pending;  // tokens not yet evaluated
+        size_t evaluated = 0;              // tokens of its eval() evaluated before `pending`
         bool waiting = false;              // an eval() is in progress
         bool done = false;                 // its eval() has its answer
         uint64_t order = 0;                // when its eval() began (prompts go first come)
-        std::vector<float>* logits = nullptr;
+        engine::LogitsWanted wanted = engine::LogitsWanted::Last;
+        std::vector<float>* out = nullptr;  // the last token's logits, or every hidden state
         SequenceReads* reads = nullptr;
         Result<void> result;
     };

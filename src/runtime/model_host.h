@@ -2,13 +2,13 @@
 // worker thread, so loading never races a generation); keep_alive then says how long it stays
 // after the request: a duration, forever (negative), or not at all (0). Loading a model that
 // does not fit beside the others in the RAM budget first unloads the least recently used ones;
-// a model takes the memory its plan counts (ServedModelInfo::plan), or without one its file
-// size.
+// a model takes the memory its plan counts (ModelSpec::plan), or without one its file size.
 //
 // A model planned for several sequences (Plan::n_seq) holds one GenerationSession per sequence
 // and a SequenceBatcher that decodes them together; generations on it run on several worker
 // threads at once, each leasing a sequence. Loads, unloads and expiry happen only while no
-// generation runs (the WorkQueue's rule); every call is thread-safe.
+// generation runs (the caller's rule: strata serve's WorkQueue keeps it); every call is
+// thread-safe.
 #pragma once
 
 #include <chrono>
@@ -20,20 +20,34 @@
 #include <vector>
 
 #include "constrain/json_constraint.h"
-#include "server/model_catalog.h"
+#include "model/model_info.h"
+#include "plan/plan.h"
+#include "runtime/loaded_model.h"
+#include "runtime/sequence_batcher.h"
 #include "session/generation.h"
-#include "session/loaded_model.h"
-#include "session/sequence_batcher.h"
 #include "store/store_report.h"
 #include "template/chat_template.h"
 
-namespace strata::server {
+namespace strata {
 
 // How long a model stays loaded after a request; nullopt: forever.
 using KeepAlive = std::optional<std::chrono::milliseconds>;
 
+// A model the host can load, described from its file's header (no weights are read until a
+// request needs them). The host knows a model by this description's address, so it must stay in
+// place while the host lives (a front end's catalog of the models it serves).
+struct ModelSpec {
+    std::string name;  // what requests call it (errors name it)
+    uint64_t file_bytes = 0;
+    ModelInfo info;               // header, hyper-parameters and tensor table
+    uint32_t served_context = 0;  // what the host allocates for it
+    // The placement plan it loads with, made by the front end for served_context against the RAM
+    // budget every model shares; nullopt: loaded whole (or as the load options say).
+    std::optional<Plan> plan;
+};
+
 struct HostedModel {
-    const ServedModelInfo* served = nullptr;
+    const ModelSpec* served = nullptr;
     std::unique_ptr<LoadedModel> model;
     // Null with one sequence: the session then drives the engine directly.
     std::unique_ptr<SequenceBatcher> batcher;
@@ -51,14 +65,14 @@ struct HostedModel {
 
 // What /api/ps shows of a loaded model.
 struct LoadedModelStatus {
-    const ServedModelInfo* served;
+    const ModelSpec* served;
     uint64_t resident_bytes;
     uint64_t gpu_bytes;
     uint32_t context;
     std::optional<std::chrono::system_clock::time_point> expires;  // nullopt: never
 };
 
-// What the models did since the server started: loads, unloads, and their stores' work
+// What the models did since the host started: loads, unloads, and their stores' work
 // (counted for the loaded models as of now, and for the unloaded ones as of their unload).
 struct HostTotals {
     uint64_t loads = 0;
@@ -75,17 +89,19 @@ class ModelHost {
 
     // The model loaded and ready; `load_seconds` gets the time spent loading it now (0 when it
     // was already in memory).
-    Result<HostedModel*> acquire(const ServedModelInfo& m, double& load_seconds);
+    Result<HostedModel*> acquire(const ModelSpec& m, double& load_seconds);
     // Called when a request is done with the model. A keep-alive of 0 unloads it once the last
     // request using it is done.
     void release(HostedModel& h, const KeepAlive& keep_alive);
     // A free sequence of the model for a generation of `prompt`: the one whose cached tokens
-    // share the longest prefix with it (the least recently used among equals). The WorkQueue
-    // runs at most as many generations on a model as it has sequences, so one is always free.
+    // share the longest prefix with it (the least recently used among equals; for an embedding,
+    // which reuses no cached tokens, an empty prompt picks the least recently used). The caller
+    // runs at most as many requests on a model as it has sequences (strata serve's WorkQueue
+    // does), so one is always free.
     int lease_sequence(HostedModel& h, const std::vector<TokenId>& prompt);
     void return_sequence(HostedModel& h, int seq);
-    void unload(const ServedModelInfo& m);
-    bool is_loaded(const ServedModelInfo& m) const;
+    void unload(const ModelSpec& m);
+    bool is_loaded(const ModelSpec& m) const;
     // Unloads expired models; returns when the next one expires.
     std::optional<std::chrono::steady_clock::time_point> expire();
 
@@ -108,4 +124,26 @@ class ModelHost {
     HostTotals gone_;  // loads, unloads, and the store work of unloaded models
 };
 
-}  // namespace strata::server
+// A sequence of a hosted model leased for one request (ModelHost::lease_sequence), returned when
+// this goes. A generation or an embedding runs in it while others run in the model's other
+// sequences, evaluated in the same steps.
+class SequenceLease {
+  public:
+    SequenceLease(ModelHost& host, HostedModel& h, const std::vector<TokenId>& prompt)
+        : host_(host), h_(h), seq_(host.lease_sequence(h, prompt)) {}
+    ~SequenceLease() {
+        if (seq_ >= 0) host_.return_sequence(h_, seq_);
+    }
+    SequenceLease(const SequenceLease&) = delete;
+    SequenceLease& operator=(const SequenceLease&) = delete;
+
+    int seq() const { return seq_; }  // -1: every sequence was taken
+    GenerationSession& session() const { return *h_.sessions[size_t(seq_)]; }
+
+  private:
+    ModelHost& host_;
+    HostedModel& h_;
+    int seq_;
+};
+
+}  // namespace strata

@@ -1,4 +1,4 @@
-#include "session/sequence_batcher.h"
+#include "runtime/sequence_batcher.h"
 
 #include <algorithm>
 #include <cassert>
@@ -34,7 +34,9 @@ void SequenceBatcher::leave(int seq) {
 }
 
 Result<void> SequenceBatcher::eval(int seq, std::span<const int32_t> tokens,
-                                   std::vector<float>& logits, SequenceReads* reads) {
+                                   engine::LogitsWanted wanted, std::vector<float>& out,
+                                   SequenceReads* reads) {
+    assert(wanted != engine::LogitsWanted::All);
     if (tokens.empty()) return err("nothing to evaluate: no tokens");
     std::unique_lock lock(mu_);
     Slot& s = slots_[size_t(seq)];
@@ -42,11 +44,16 @@ Result<void> SequenceBatcher::eval(int seq, std::span<const int32_t> tokens,
     // A sequence whose tokens cannot go in fails alone, before it joins a step: a step's error
     // is every member's.
     if (auto ok = engine_.check_room(tokens, seq); !ok) return ok;
+    // Hidden states are written by the steps straight into `out`, chunk by chunk.
+    if (wanted == engine::LogitsWanted::Hidden)
+        out.resize(tokens.size() * engine_.hparams().n_embd);
     s.pending = tokens;
+    s.evaluated = 0;
     s.waiting = true;
     s.done = false;
     s.order = next_order_++;
-    s.logits = &logits;
+    s.wanted = wanted;
+    s.out = &out;
     s.reads = reads;
     step_cv_.notify_all();
     done_cv_.wait(lock, [&] { return s.done; });
@@ -90,7 +97,15 @@ void SequenceBatcher::run() {
         auto take = [&](int seq) {
             Slot& s = slots_[size_t(seq)];
             const size_t n = std::min(room, s.pending.size());
-            inputs.push_back({seq, s.pending.first(n), n == s.pending.size()});
+            engine::SeqTokens in;
+            in.seq = seq;
+            in.tokens = s.pending.first(n);
+            if (s.wanted == engine::LogitsWanted::Hidden) {
+                in.hidden = s.out->data() + s.evaluated * engine_.hparams().n_embd;
+            } else {
+                in.logits = n == s.pending.size();
+            }
+            inputs.push_back(in);
             taken.push_back(n);
             room -= n;
         };
@@ -132,17 +147,18 @@ void SequenceBatcher::run() {
         size_t row = 0;
         for (size_t i = 0; i < inputs.size(); ++i) {
             Slot& s = slots_[size_t(inputs[i].seq)];
-            if (taken[i] == 1 && s.pending.size() == 1) ++stats_.decode_tokens;
+            if (taken[i] == 1 && s.pending.size() == 1 && inputs[i].logits) ++stats_.decode_tokens;
             if (s.reads) {
                 s.reads->weight_bytes += weight * double(taken[i]) / double(total);
                 s.reads->disk_bytes += disk * double(taken[i]) / double(total);
             }
             s.pending = s.pending.subspan(taken[i]);
+            s.evaluated += taken[i];
             if (!r || s.pending.empty()) {
-                if (r) {
+                if (r && inputs[i].logits) {
                     const size_t n_vocab = engine_.n_vocab();
-                    s.logits->assign(logits.begin() + long(row * n_vocab),
-                                     logits.begin() + long((row + 1) * n_vocab));
+                    s.out->assign(logits.begin() + long(row * n_vocab),
+                                  logits.begin() + long((row + 1) * n_vocab));
                 }
                 s.result = r;
                 s.pending = {};
