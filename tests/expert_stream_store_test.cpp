@@ -112,7 +112,7 @@ TEST(ExpertStreamStore, OnlyAResidentStoreStacksItsExperts) {
                 EXPECT_EQ(ev->up.data, stack->first.up.data + size_t(e) * stack->up_stride);
                 EXPECT_EQ(ev->down.data, stack->first.down.data + size_t(e) * stack->down_stride);
                 EXPECT_EQ(ev->down.type, stack->first.down.type);
-                (*resident)->release_expert(layer, e);
+                EXPECT_TRUE((*resident)->release_expert(layer, e));
             }
         }
         ExpertCacheConfig cfg;
@@ -245,15 +245,15 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
     {
         auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        EXPECT_TRUE((*store)->expert_cache()->warnings().empty());
+        EXPECT_TRUE((*store)->report().warnings.empty());
         run_tokens(a, **store);
     }  // saved on close
     ASSERT_TRUE(std::filesystem::exists(stats));
     {
         auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        EXPECT_TRUE((*store)->expert_cache()->warnings().empty());
-        EXPECT_GT((*store)->expert_cache()->coactivation().tokens_recorded(), 0u);
+        EXPECT_TRUE((*store)->report().warnings.empty());
+        EXPECT_GT((*store)->routing_statistics().tokens_recorded(), 0u);
         run_tokens(a, **store, 2);
         EXPECT_GT((*store)->expert_cache()->totals().hits, 0u);  // warmed with the favourites
     }
@@ -266,9 +266,9 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
     {
         auto store = ModelStore::open(b, expert_stream_layout(b, bcfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
-        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("another model"), std::string::npos);
-        EXPECT_EQ((*store)->expert_cache()->coactivation().tokens_recorded(), 0u);
+        ASSERT_EQ((*store)->report().warnings.size(), 1u);
+        EXPECT_NE((*store)->report().warnings[0].find("another model"), std::string::npos);
+        EXPECT_EQ((*store)->routing_statistics().tokens_recorded(), 0u);
     }
     // A damaged file: ignored, and replaced by good statistics at the end of the run.
     {
@@ -279,16 +279,16 @@ TEST(ExpertStreamStore, StatisticsWarmTheNextRunAndBadFilesAreIgnored) {
     {
         auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
-        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("damaged"), std::string::npos);
+        ASSERT_EQ((*store)->report().warnings.size(), 1u);
+        EXPECT_NE((*store)->report().warnings[0].find("damaged"), std::string::npos);
         run_tokens(a, **store, 2);
     }
     {
         std::ofstream(stats, std::ios::trunc) << "not statistics";
         auto store = ModelStore::open(a, expert_stream_layout(a, cfg));
         ASSERT_TRUE(store);
-        ASSERT_EQ((*store)->expert_cache()->warnings().size(), 1u);
-        EXPECT_NE((*store)->expert_cache()->warnings()[0].find("not an expert statistics file"),
+        ASSERT_EQ((*store)->report().warnings.size(), 1u);
+        EXPECT_NE((*store)->report().warnings[0].find("not an expert statistics file"),
                   std::string::npos);
     }
 }
@@ -355,7 +355,8 @@ TEST(ExpertStreamStore, ADenseModelHasNoExpertCache) {
     EXPECT_FALSE(layout.any(Residence::ExpertCache));
     StreamReader reader;
     StoreStats stats;
-    auto cache = ExpertCache::create(info, {}, ExpertCacheConfig{}, reader, stats);
+    const CoactivationStats routing;
+    auto cache = ExpertCache::create(info, {}, ExpertCacheConfig{}, reader, stats, routing);
     ASSERT_FALSE(cache);
     EXPECT_NE(cache.error().message.find("mixture-of-experts"), std::string::npos);
 }

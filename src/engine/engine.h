@@ -33,7 +33,6 @@
 #include "model/kv_layout.h"
 #include "model/rope.h"
 #include "plan/execution_table.h"
-#include "store/vram_expert_cache.h"
 #include "store/weight_store.h"
 #include "util/result.h"
 
@@ -216,22 +215,13 @@ class Engine {
     Result<void> routed_experts(const LayerArgs& a, const TensorView& router, bool norm_weights);
     // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
     // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
-    // `split`: the GPU level serves some (route_to_vram said so).
+    // `split`: the GPU level serves some (gpu_views_, by job).
     Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
                                  bool split);
-    // Marks in on_gpu_ the experts the GPU level serves for this batch (vram_views_ by job);
-    // false when it serves none.
-    bool route_to_vram(int layer);
-    // The router of layer + 1 when its experts are to be guessed, from that router applied to
-    // the last token's input of this layer (rb's Normed, into next_logits_): for the store when
-    // it reads them ahead (guess_for_store_), for the GPU level when it takes guesses for that
-    // layer (vram_guess_); null when neither.
+    // The router of layer + 1 when the store wants guesses of its experts and rb can apply it to
+    // the last token's input of this layer (rb's Normed, into next_logits_; guessing_); null
+    // otherwise.
     const TensorView* next_router(int layer, int64_t n, Backend* rb);
-    // The guess from next_logits_, into guess_ (once a layer).
-    void guess_next_layer();
-    // The GPU level copies the guesses for layer + 1 and, after them, the experts that followed
-    // this layer's choices (of the last token) in the routing statistics.
-    Result<void> prefetch_to_vram(int layer, int64_t n, int k);
     void dump(std::string_view name, int layer, Act a, int64_t rows, int64_t cols);
     // Runs f and counts its time, and the bytes and flops given, against `op`.
     template <typename F>
@@ -284,16 +274,9 @@ class Engine {
     std::vector<ExpertJob> gpu_jobs_;  // and the ones the GPU level serves
     std::vector<int> expert_ids_;
     RoutingScratch routing_;
-    VramExpertCache* vram_ = nullptr;            // the store's GPU level of the expert cache
-    Backend* vram_gpu_ = nullptr;                // the backend whose memory holds it
-    ExpertEntryMemory* vram_memory_ = nullptr;   // and that memory
-    std::vector<const ExpertView*> vram_views_;  // per job: its GPU entry, or null
-    std::vector<char> on_gpu_;                   // per expert: served by the GPU level
+    std::vector<const ExpertView*> gpu_views_;  // per job: its GPU level entry, or null
     std::vector<float> next_logits_;  // the next layer's router on this layer's last input
-    bool guess_for_store_ = false, guessed_ = false;
-    int vram_guess_ = -1;              // the layer the GPU level takes guesses for now, or -1
-    std::vector<int32_t> candidates_;  // prefetch_to_vram's
-    CoactivationStats::Prediction predicted_;  // and the statistics' prediction
+    bool guessing_ = false;           // next_logits_ hold this layer's guess of the next's
 };
 
 // The layer function of an architecture family, nullptr when strata cannot run it.

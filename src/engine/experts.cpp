@@ -18,8 +18,7 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
     jobs_.reserve(n_expert);
     cpu_jobs_.reserve(n_expert);
     gpu_jobs_.reserve(n_expert);
-    vram_views_.reserve(n_expert);
-    on_gpu_.reserve(n_expert);
+    gpu_views_.reserve(n_expert);
     expert_ids_.reserve(n_expert);
     guess_.resize(k);
     next_logits_.resize(n_expert);
@@ -31,14 +30,13 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
     const ComputeUnit& u = table_.units[size_t(table_.expert_level_unit)];
     if (u.expert_entries == 0) return {};
     // The level serves the layers the table marks; their experts are computed beside it.
-    vram_gpu_ = unit(table_.expert_level_unit);
-    ExpertEntryMemory* memory = vram_gpu_->expert_entry_memory();
-    if (!memory) return err(std::string(vram_gpu_->name()) + " keeps no expert entries");
-    vram_memory_ = memory;
+    Backend* gpu = unit(table_.expert_level_unit);
+    ExpertEntryMemory* memory = gpu->expert_entry_memory();
+    if (!memory) return err(std::string(gpu->name()) + " keeps no expert entries");
+    std::vector<char> serves(hp_.n_layer, 0);
+    for (size_t l = 0; l < serves.size(); ++l) serves[l] = table_.layers[l].expert_level;
     const uint32_t prefetch = std::min(hp_.n_expert_used, options.tuning.gpu_expert_prefetch);
-    STRATA_ASSIGN(vram_,
-                  store_.add_gpu_level(*memory, u.expert_entries, u.expert_entry_bytes, prefetch));
-    return {};
+    return store_.add_gpu_level(*memory, u.expert_entries, u.expert_entry_bytes, prefetch, serves);
 }
 
 bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool norm_weights) {
@@ -167,72 +165,28 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                          std::span<const float>(user_weights_).subspan(first, m)});
         expert_ids_.push_back(e);
     }
-    const bool vram = route_to_vram(layer);
-    if (guess_for_store_) {
-        guess_next_layer();
-        store_.hint_experts(layer + 1, guess_);
+    std::span<const int32_t> guess;
+    if (guessing_) {
+        const MoeConfig next{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
+        route_token(next_logits_.data(), next, guess_.data(), guess_weight_.data(), routing_);
+        guess = guess_;
     }
-    store_.prepare_experts(layer, choices, k,
-                           vram ? std::span<const char>(on_gpu_) : std::span<const char>());
-    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), vram));
+    const WeightStore::ExpertBatch batch{layer, choices, k, expert_ids_, guess};
+    const bool split = store_.route_experts(batch, gpu_views_) > 0;
+    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), split));
     stats.expert_loads += jobs_.size();
     stats.token_choices += uint64_t(n * k);
     return {};
 }
 
-bool Engine::route_to_vram(int layer) {
-    if (!vram_ || !table_.layers[size_t(layer)].expert_level) return false;
-    const size_t served = vram_->route(layer, expert_ids_, vram_views_);
-    if (served == 0) return false;
-    on_gpu_.assign(size_t(hp_.n_expert), 0);
-    for (size_t j = 0; j < jobs_.size(); ++j) {
-        if (vram_views_[j]) on_gpu_[size_t(expert_ids_[j])] = 1;
-    }
-    return true;
-}
-
 const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
-    guess_for_store_ = guessed_ = false;
-    vram_guess_ = -1;
+    guessing_ = false;
     const int next = layer + 1;
-    if (n <= 0 || next >= int(hp_.n_layer)) return nullptr;
-    const bool for_store = store_.wants_hints(next);
-    // The level's guesses are copied from where the experts rest in RAM.
-    const bool for_vram = vram_ && table_.layers[size_t(next)].expert_level &&
-                          store_.resident_expert(next, 0) != nullptr && vram_->prefetch_wanted();
-    if (!for_store && !for_vram) return nullptr;
+    if (n <= 0 || next >= int(hp_.n_layer) || !store_.wants_guesses(next)) return nullptr;
     const TensorView* router = store_.resident_router(next);
     if (!router || !rb->can_read(router->where)) return nullptr;
-    guess_for_store_ = for_store;
-    if (for_vram) vram_guess_ = next;
+    guessing_ = true;
     return router;
-}
-
-void Engine::guess_next_layer() {
-    if (guessed_) return;
-    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
-    route_token(next_logits_.data(), cfg, guess_.data(), guess_weight_.data(), routing_);
-    guessed_ = true;
-}
-
-Result<void> Engine::prefetch_to_vram(int layer, int64_t n, int k) {
-    if (vram_guess_ != layer + 1) return {};
-    vram_guess_ = -1;
-    guess_next_layer();
-    candidates_.assign(guess_.begin(), guess_.end());
-    const std::span<const int32_t> last(&choice_[size_t((n - 1) * k)], size_t(k));
-    store_.predict_experts(layer + 1, last, size_t(k), predicted_);
-    for (int32_t x : predicted_.experts) {
-        if (std::find(candidates_.begin(), candidates_.end(), x) == candidates_.end()) {
-            candidates_.push_back(x);
-        }
-    }
-    for (int32_t x : candidates_) {
-        if (const ExpertView* host = store_.resident_expert(layer + 1, x)) {
-            STRATA_TRY(vram_->prefetch(layer + 1, x, *host));
-        }
-    }
-    return {};
 }
 
 // A resident store's experts stay where they are: all of them are handed to the backend at once,
@@ -247,12 +201,12 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
         figures.flops += view_flops(ev.gate, m) + view_flops(ev.up, m) + view_flops(ev.down, m);
     };
-    const auto on_gpu = [&](size_t j) { return split && vram_views_[j] != nullptr; };
+    const auto on_gpu = [&](size_t j) { return split && gpu_views_[j] != nullptr; };
     if (split) {
         gpu_jobs_.clear();
         for (size_t j = 0; j < jobs_.size(); ++j) {
             if (!on_gpu(j)) continue;
-            jobs_[j].expert = *vram_views_[j];
+            jobs_[j].expert = *gpu_views_[j];
             count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
             gpu_jobs_.push_back(jobs_[j]);
         }
@@ -260,19 +214,11 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
         be_->experts(gpu_jobs_, Act::Normed, [] {});
         be_->end_experts(Act::Out, n);
     }
-    // With the GPU's part of this layer queued, the level may copy into any entry: the next
-    // layer's guesses go first, while the CPU's workers start on its part.
+    // With the GPU's part of this layer queued, the GPU level may copy into any entry: the next
+    // layer's guesses go first, while the CPU's workers start on its part. Releasing an expert
+    // offers it to the level.
     Result<void> prefetched;
-    const auto prefetch = [&] { prefetched = prefetch_to_vram(layer, n, k); };
-    // Misses of the GPU level are offered to it once the CPU has them; a streaming store's
-    // entry may be reused once released, so its loads land first.
-    const bool level = vram_ && table_.layers[size_t(layer)].expert_level;
-    const auto offer = [&](int e, const ExpertView& host) -> Result<void> {
-        if (!level) return {};
-        STRATA_ASSIGN(const bool loading, vram_->offer(layer, e, host));
-        if (loading && !together) vram_memory_->wait_expert_loads();
-        return {};
-    };
+    const auto prefetch = [&] { prefetched = store_.gpu_share_queued(layer); };
     xb->begin_experts(n, k, split);
     if (!together) {
         prefetch();
@@ -289,16 +235,14 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
             continue;
         }
         xb->expert(jobs_[j].expert, jobs_[j].slots, jobs_[j].weights, Act::Normed);
-        STRATA_TRY(offer(e, jobs_[j].expert));
-        store_.release_expert(layer, e);
+        STRATA_TRY(store_.release_expert(layer, e));
     }
     if (together) {
         xb->experts(cpu_jobs_, Act::Normed, prefetch);
         STRATA_TRY(prefetched);
         for (size_t j = 0; j < jobs_.size(); ++j) {
             if (on_gpu(j)) continue;
-            STRATA_TRY(offer(expert_ids_[j], jobs_[j].expert));
-            store_.release_expert(layer, expert_ids_[j]);
+            STRATA_TRY(store_.release_expert(layer, expert_ids_[j]));
         }
     }
     xb->end_experts(Act::Out, n);

@@ -22,12 +22,12 @@ int piece_order(TensorRole r) {
 
 ExpertCache::~ExpertCache() {
     for (Entry& e : entries_) (void)e.reads.wait(reader_);  // reads end before the pool goes
-    if (!config_.stats_path.empty() && coact_.tokens_recorded() > 0) (void)save_statistics();
 }
 
 Result<std::unique_ptr<ExpertCache>> ExpertCache::create(
     const ModelInfo& info, const std::vector<std::vector<size_t>>& groups,
-    const ExpertCacheConfig& config, StreamReader& reader, StoreStats& store_stats) {
+    const ExpertCacheConfig& config, StreamReader& reader, StoreStats& store_stats,
+    const CoactivationStats& routing) {
     if (!info.hparams || !info.hparams->is_moe()) {
         return err("an expert cache needs a mixture-of-experts model");
     }
@@ -51,15 +51,8 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::create(
     const size_t keys = size_t(s->n_layer_) * size_t(s->n_expert_);
     s->where_.assign(keys, -1);
     s->policy_.reset(config.policy, n_entries, keys);
-    s->coact_.reset(s->n_layer_, s->n_expert_);
-    s->identity_ = model_identity(info);
     s->per_layer_.assign(size_t(s->n_layer_), {});
-    if (!config.stats_path.empty() && std::ifstream(config.stats_path).good()) {
-        if (auto r = s->coact_.load(config.stats_path, s->identity_); !r) {
-            s->warnings_.push_back("ignoring the expert statistics: " + r.error().message);
-        }
-    }
-    if (config.warm) s->warm_up();
+    if (config.warm) s->warm_up(routing);
     return s;
 }
 
@@ -201,10 +194,9 @@ Result<void> ExpertCache::finish_reads(size_t i) {
     return {};
 }
 
-void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k,
+void ExpertCache::prepare(int layer, std::span<const int32_t> choices,
                           std::span<const char> elsewhere) {
     if (layer < 0 || layer >= n_layer_ || pieces_[size_t(layer)].empty()) return;
-    coact_.record(layer, choices, k);
     for (Entry& e : entries_) e.held = false;  // a new batch: earlier holds are over
     std::vector<char>& in_union = in_union_;
     in_union.assign(size_t(n_expert_), 0);
@@ -233,26 +225,6 @@ void ExpertCache::prepare(int layer, std::span<const int32_t> choices, int k,
         if (!start_reads(*slot, layer, x, false)) break;  // acquire reports the error
         entries_[*slot].held = true;
     }
-    if (!config_.prefetch || layer + 1 >= n_layer_ || pieces_[size_t(layer + 1)].empty()) return;
-    std::vector<int32_t>& candidates = prefetch_candidates_;
-    candidates.clear();
-    if (hinted_layer_ == layer + 1) candidates.assign(hinted_.begin(), hinted_.end());
-    const size_t n = k > 0 ? choices.size() / size_t(k) : 0;
-    if (n > 0) {
-        const auto last = choices.subspan((n - 1) * size_t(k), size_t(k));
-        coact_.predict(layer + 1, last, size_t(n_used_), predicted_);
-        for (int32_t x : predicted_.experts) {
-            if (std::find(candidates.begin(), candidates.end(), x) == candidates.end()) {
-                candidates.push_back(x);
-            }
-        }
-    }
-    prefetch(layer + 1, candidates);
-}
-
-void ExpertCache::hint(int layer, std::span<const int32_t> experts) {
-    hinted_layer_ = layer;
-    hinted_.assign(experts.begin(), experts.end());
 }
 
 void ExpertCache::note_guess(bool used) {
@@ -264,6 +236,7 @@ void ExpertCache::note_guess(bool used) {
 }
 
 void ExpertCache::prefetch(int layer, std::span<const int32_t> candidates) {
+    if (!config_.prefetch || !serves(layer) || candidates.empty()) return;
     const double judged = guesses_used_ + guesses_wasted_;
     const bool accurate = judged < 8 || guesses_used_ >= kMinPrefetchAccuracy * judged;
     size_t allowed = candidates.size();
@@ -360,9 +333,9 @@ void ExpertCache::release(int layer, int expert) {
     if (at >= 0) entries_[size_t(at)].held = false;
 }
 
-void ExpertCache::warm_up() {
+void ExpertCache::warm_up(const CoactivationStats& routing) {
     // The most chosen experts of earlier runs, as many as the cache holds, read in one go.
-    const auto favourites = coact_.most_frequent(entries_.size());
+    const auto favourites = routing.most_frequent(entries_.size());
     for (const auto& [layer, expert] : favourites) {
         if (pieces_[size_t(layer)].empty()) continue;
         auto slot = claim_entry(layer);
@@ -378,11 +351,6 @@ void ExpertCache::warm_up() {
 void ExpertCache::reset_stats() {
     total_ = {};
     per_layer_.assign(size_t(n_layer_), {});
-}
-
-Result<void> ExpertCache::save_statistics() const {
-    if (config_.stats_path.empty()) return {};
-    return coact_.save(config_.stats_path, identity_);
 }
 
 void ExpertCache::poison_entry_for_test(size_t i) {

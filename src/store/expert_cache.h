@@ -4,23 +4,23 @@
 // that serves those experts (store/model_store.h); the rest of the model is elsewhere.
 //
 // How a layer goes:
-//  1. The engine routes the batch and calls prepare_experts(layer, choices): the cache counts the
-//     routing (co-activation statistics, expert frequencies), pins the chosen experts that are
-//     cached, and submits reads for the union of the missing ones at once (many in flight), each
-//     into an entry evicted by the cache policy. A prompt batch thus reads every selected expert
-//     of a layer once.
+//  1. The engine routes the batch and hands it to the store (WeightStore::route_experts), which
+//     calls prepare(layer, choices): the cache counts the chosen experts' frequencies, pins the
+//     chosen experts that are cached, and submits reads for the union of the missing ones at
+//     once (many in flight), each into an entry evicted by the cache policy. A prompt batch thus
+//     reads every selected expert of a layer once.
 //  2. acquire(layer, e) waits for e's reads (a hit when they were done already) and hands
 //     out views into its entry; release unpins it.
-//  3. Speculation for the next layer, after the demand reads are submitted: the experts that the
-//     engine's early guess (the next layer's router applied to the current hidden state, through
-//     hint_experts) and the co-activation statistics (which experts of layer L+1 followed the
-//     ones chosen in layer L, counted once per token) name, at most `prefetch_limit` reads in
-//     flight, into entries that hold nothing pinned. A wrong guess costs bandwidth only — and
-//     when decoding is bound by the disk, bandwidth is the whole cost: a right guess saves only
-//     the overlap with the (short) compute of one layer, a wrong one costs a whole read and may
-//     evict an expert that would have hit. So speculation runs only while its guesses prove
-//     right at least kMinPrefetchAccuracy of the time (a decaying count of guesses used and
-//     wasted); below that one guess in kProbeEvery layers keeps measuring.
+//  3. Speculation for the next layer, after the demand reads are submitted: the store's guesses
+//     for it (prefetch(layer + 1, candidates): the engine's early guess, the next layer's router
+//     applied to the current hidden state, and the experts the co-activation statistics say
+//     followed the ones chosen in layer L), at most `prefetch_limit` reads in flight, into entries
+//     that hold nothing pinned. A wrong guess costs bandwidth only — and when decoding is bound by
+//     the disk, bandwidth is the whole cost: a right guess saves only the overlap with the (short)
+//     compute of one layer, a wrong one costs a whole read and may evict an expert that would have
+//     hit. So speculation runs only while its guesses prove right at least kMinPrefetchAccuracy of
+//     the time (a decaying count of guesses used and wasted); below that one guess in kProbeEvery
+//     layers keeps measuring.
 //
 // Never computed with: an entry whose reads have not all completed (acquire waits for them), an
 // entry whose read failed (it is emptied and the error returned), or an entry that was evicted
@@ -53,7 +53,7 @@ struct ExpertCacheConfig {
     CachePolicy policy = CachePolicy::Lru;
     bool prefetch = true;
     uint32_t prefetch_limit = 0;  // speculative reads in flight at most; 0: n_expert_used
-    std::string stats_path;       // co-activation statistics kept here; empty: not kept
+    std::string stats_path;       // the store's routing statistics kept here; empty: not kept
     bool warm = true;             // fill the cache at open with the experts the statistics favour
 };
 
@@ -61,10 +61,12 @@ class ExpertCache {
   public:
     // `groups[layer]`: the routed-expert tensors (indices in info.tensors) of that layer the cache
     // serves; empty for a layer whose experts are elsewhere. `reader` and `store_stats` belong
-    // to the store and outlive the cache.
+    // to the store and outlive the cache; so do `routing`, the store's routing statistics, which
+    // config.warm fills the cache from.
     static Result<std::unique_ptr<ExpertCache>> create(
         const ModelInfo& info, const std::vector<std::vector<size_t>>& groups,
-        const ExpertCacheConfig& config, StreamReader& reader, StoreStats& store_stats);
+        const ExpertCacheConfig& config, StreamReader& reader, StoreStats& store_stats,
+        const CoactivationStats& routing);
     ~ExpertCache();
     ExpertCache(const ExpertCache&) = delete;
     ExpertCache& operator=(const ExpertCache&) = delete;
@@ -77,20 +79,16 @@ class ExpertCache {
     Result<ExpertView> acquire(int layer, int expert);
     void release(int layer, int expert);
     // `elsewhere` (empty, or n_expert flags): experts counted but not read (served elsewhere).
-    void prepare(int layer, std::span<const int32_t> choices, int k,
-                 std::span<const char> elsewhere = {});
-    void hint(int layer, std::span<const int32_t> experts);
+    void prepare(int layer, std::span<const int32_t> choices, std::span<const char> elsewhere = {});
+    // Guesses of the experts `layer` (the next) will choose, best first: read ahead as far as
+    // the accuracy of earlier guesses and the reads in flight allow (step 3 above).
+    void prefetch(int layer, std::span<const int32_t> candidates);
     void reset_stats();
 
     const ExpertStreamStats& totals() const { return total_; }
     const std::vector<ExpertStreamStats>& layer_stats() const { return per_layer_; }
     uint64_t entry_bytes() const { return entry_bytes_; }
     size_t entries() const { return entries_.size(); }
-    const CoactivationStats& coactivation() const { return coact_; }
-    // Writes the statistics to config.stats_path now (also done on destruction).
-    Result<void> save_statistics() const;
-    // Warnings from create (statistics file ignored, ...), for the caller to show.
-    const std::vector<std::string>& warnings() const { return warnings_; }
 
     // Records every batch's union of keys (layer * n_expert + expert) from now on: the routing
     // trace simulate_hit_rate replays, and the input of the cache-policy benchmark.
@@ -136,9 +134,8 @@ class ExpertCache {
     Result<size_t> claim_entry(int layer);
     Result<void> start_reads(size_t entry, int layer, int expert, bool speculative);
     Result<void> finish_reads(size_t entry);
-    void prefetch(int layer, std::span<const int32_t> candidates);
     void note_guess(bool used);
-    void warm_up();
+    void warm_up(const CoactivationStats& routing);
     uint64_t expert_offset(const Piece& p, int expert) const;
 
     StreamReader& reader_;
@@ -152,20 +149,12 @@ class ExpertCache {
     std::vector<int32_t> where_;  // layer * n_expert + expert -> entry, or -1
     ExpertCachePolicy policy_;
     std::vector<size_t> candidates_, key_of_;  // claim_entry's scratch
-    CoactivationStats coact_;
-    uint64_t identity_ = 0;
-    std::vector<int32_t> hinted_;  // the engine's early guess for the next layer
-    // prepare's scratch, kept so that a decode step allocates nothing
-    std::vector<char> in_union_;
-    std::vector<int32_t> prefetch_candidates_;
-    CoactivationStats::Prediction predicted_;
-    int hinted_layer_ = -1;
+    std::vector<char> in_union_;  // prepare's scratch, kept: a decode step allocates nothing
     uint32_t speculative_in_flight_ = 0;
     double guesses_used_ = 0, guesses_wasted_ = 0;  // decaying counts (prefetch accuracy)
     uint64_t prepares_ = 0;
     ExpertStreamStats total_;
     std::vector<ExpertStreamStats> per_layer_;
-    std::vector<std::string> warnings_;
     bool tracing_ = false;
     std::vector<std::vector<uint32_t>> trace_;
 };

@@ -100,22 +100,11 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     }
     STRATA_ASSIGN(s->rows_, RowStream::create(info, embedding, head, layout.head_chunk_bytes,
                                               s->reader_, s->stats_));
+    s->open_routing_statistics(info, layout);
     if (layout.any(Residence::ExpertCache)) {
         STRATA_ASSIGN(s->cache_,
                       ExpertCache::create(info, groups_of(info, layout, Residence::ExpertCache),
-                                          layout.experts, s->reader_, s->stats_));
-    } else if (!layout.experts.stats_path.empty() && info.hparams && info.hparams->is_moe()) {
-        // No expert cache to keep the routing statistics: the store keeps them itself, so that
-        // plans of this model learn its routing from resident runs too (PlanOptions::
-        // expert_counts).
-        s->routing_path_ = layout.experts.stats_path;
-        s->routing_identity_ = model_identity(info);
-        s->routing_.reset(int(info.hparams->n_layer), int(info.hparams->n_expert));
-        if (std::ifstream(s->routing_path_).good()) {
-            if (auto r = s->routing_.load(s->routing_path_, s->routing_identity_); !r) {
-                s->warnings_.push_back("ignoring the expert statistics: " + r.error().message);
-            }
-        }
+                                          layout.experts, s->reader_, s->stats_, s->routing_));
     }
     s->active_.assign(size_t(s->n_layer_), LayerView{});
     s->active_experts_.assign(size_t(s->n_layer_), {});
@@ -153,27 +142,6 @@ Result<const LayerView*> ModelStore::acquire_layer(int layer) {
 
 void ModelStore::release_layer(int layer) {
     ring_.release(layer);
-}
-
-Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
-    if (cache_ && cache_->serves(layer)) return cache_->acquire(layer, expert);
-    const auto& experts = ring_.streams(layer) ? active_experts_ : views_.experts;
-    if (layer < 0 || size_t(layer) >= experts.size() || expert < 0 ||
-        size_t(expert) >= experts[size_t(layer)].size()) {
-        return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
-                   " does not exist");
-    }
-    const ExpertView& ev = experts[size_t(layer)][size_t(expert)];
-    if (!ev.gate.present() || !ev.up.present() || !ev.down.present()) {
-        return err("expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
-                   " lacks one of its gate, up and down matrices");
-    }
-    stats_.bytes_served += expert_bytes(ev);
-    return ev;
-}
-
-void ModelStore::release_expert(int layer, int expert) {
-    if (cache_ && cache_->serves(layer)) cache_->release(layer, expert);
 }
 
 std::optional<ExpertStack> ModelStore::resident_experts(int layer) const {
@@ -222,52 +190,10 @@ std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {
     return ExpertStack{ev[0], *g, *u, *d, int(ev.size())};
 }
 
-void ModelStore::prepare_experts(int layer, std::span<const int32_t> choices, int k,
-                                 std::span<const char> elsewhere) {
-    if (cache_) {
-        cache_->prepare(layer, choices, k, elsewhere);
-    } else if (!routing_path_.empty()) {
-        routing_.record(layer, choices, k);
-    }
-}
-
 const TensorView* ModelStore::resident_router(int layer) const {
     if (layer < 0 || layer >= n_layer_ || ring_.streams(layer)) return nullptr;
     const TensorView& r = views_.layers[size_t(layer)].weight(TensorRole::MoeRouter);
     return r.present() ? &r : nullptr;
-}
-
-const ExpertView* ModelStore::resident_expert(int layer, int expert) const {
-    if (layer < 0 || size_t(layer) >= views_.experts.size() || (cache_ && cache_->serves(layer)) ||
-        ring_.streams(layer) || expert < 0 ||
-        size_t(expert) >= views_.experts[size_t(layer)].size()) {
-        return nullptr;
-    }
-    const ExpertView& ev = views_.experts[size_t(layer)][size_t(expert)];
-    if (!ev.gate.present() || !ev.up.present() || !ev.down.present() ||
-        ev.gate.where.kind == MemoryKind::Device) {
-        return nullptr;
-    }
-    return &ev;
-}
-
-bool ModelStore::wants_hints(int layer) const {
-    return cache_ && cache_->prefetching() && cache_->serves(layer);
-}
-
-void ModelStore::predict_experts(int layer, std::span<const int32_t> previous, size_t count,
-                                 CoactivationStats::Prediction& out) const {
-    const CoactivationStats* s = nullptr;
-    if (cache_) {
-        s = &cache_->coactivation();
-    } else if (!routing_path_.empty()) {
-        s = &routing_;
-    }
-    if (!s || s->tokens_recorded() == 0 || layer <= 0 || layer >= s->n_layer()) {
-        out.experts.clear();
-        return;
-    }
-    s->predict(layer, previous, count, out);
 }
 
 Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {
@@ -287,19 +213,6 @@ Result<const TensorView*> ModelStore::acquire_head_piece(int piece, int64_t& fir
 
 void ModelStore::release_head_piece(int piece) {
     if (rows_.head_streamed()) rows_.release_head_chunk(piece);
-}
-
-void ModelStore::hint_experts(int layer, std::span<const int32_t> experts) {
-    if (cache_) cache_->hint(layer, experts);
-}
-
-Result<VramExpertCache*> ModelStore::add_gpu_level(ExpertEntryMemory& memory, uint32_t entries,
-                                                   uint64_t entry_bytes, uint32_t prefetch) {
-    if (gpu_level_) return err("the store has a GPU level of the expert cache already");
-    if (n_expert_ == 0) return err("a dense model has no experts for a GPU level to hold");
-    STRATA_ASSIGN(gpu_level_, VramExpertCache::create(memory, n_layer_, n_expert_, entries,
-                                                      entry_bytes, prefetch, gpu_stats_));
-    return gpu_level_.get();
 }
 
 void ModelStore::reset_stats() {
@@ -327,7 +240,6 @@ StoreReport ModelStore::report() const {
         r.entry_bytes = cache_->entry_bytes();
         r.experts = cache_->totals();
         r.expert_layers = cache_->layer_stats();
-        r.warnings = cache_->warnings();
     }
     if (gpu_level_) {
         r.gpu_expert_entries = gpu_level_->entries();

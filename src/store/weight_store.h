@@ -13,16 +13,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "model/expert_entry_memory.h"
 #include "model/tensor_view.h"
-#include "store/coactivation.h"
 #include "store/store_report.h"
 #include "util/result.h"
 
 namespace strata {
-
-class VramExpertCache;
 
 class WeightStore {
   public:
@@ -62,9 +60,46 @@ class WeightStore {
     virtual Result<const LayerView*> acquire_layer(int layer) = 0;
     virtual void release_layer(int layer) = 0;
 
-    // One routed expert of a layer, valid until release_expert(layer, expert).
+    // --- Routed experts: one hierarchy (the GPU level, RAM, disk) behind these calls.
+    //
+    // A layer's batch goes: route_experts (once: its routing counted and handed to every level,
+    // the GPU level's share named, the rest read ahead as one set, the next layer's guesses
+    // taken), then gpu_share_queued once the GPU level's share is queued on its GPU, then
+    // acquire_expert / release_expert for each of the rest.
+
+    // Whether guesses of the experts `layer` will choose are wanted now: some level would read
+    // or copy them ahead. Asked once a layer, before the engine computes its early guess.
+    virtual bool wants_guesses(int /*layer*/) { return false; }
+
+    // One routed batch of a layer.
+    struct ExpertBatch {
+        int layer = 0;
+        std::span<const int32_t> choices;  // n tokens x k experts, token-major
+        int k = 0;
+        std::span<const int> experts;  // the distinct chosen experts, ascending
+        // The engine's early guess of layer + 1's choices (its router applied to this layer's
+        // last input), when wants_guesses(layer + 1) said so; empty otherwise.
+        std::span<const int32_t> next_guess;
+    };
+    // Counts the batch's routing into the routing statistics and every level's policy, and
+    // writes in gpu[j] the view of experts[j] in the GPU level when it serves it now (ready on
+    // its GPU, valid until the next route_experts), null for the rest; returns how many it
+    // serves. The rest will be acquired: a streaming store submits their reads now, and guesses
+    // for the next layer (next_guess, then the experts that followed this batch's last token's
+    // choices in the statistics) are read ahead behind them.
+    virtual size_t route_experts(const ExpertBatch& batch, std::vector<const ExpertView*>& gpu) {
+        gpu.assign(batch.experts.size(), nullptr);
+        return 0;
+    }
+    // The GPU level's share of the batch routed last (`layer`) is queued on its GPU, so its
+    // entries may be copied into: the level copies the next layer's guesses now. Call it before
+    // acquiring the rest, or beside computing them.
+    virtual Result<void> gpu_share_queued(int /*layer*/) { return {}; }
+    // One routed expert of a layer (one route_experts did not give to the GPU level), valid until
+    // release_expert(layer, expert). Releasing it offers it to the GPU level, which may start
+    // copying it (an error there is returned).
     virtual Result<ExpertView> acquire_expert(int layer, int expert) = 0;
-    virtual void release_expert(int layer, int expert) = 0;
+    virtual Result<void> release_expert(int layer, int expert) = 0;
 
     // Every expert of `layer` at once, when all of them stay in memory for the whole run evenly
     // spaced (so that a backend may route and run them itself); none otherwise.
@@ -72,42 +107,19 @@ class WeightStore {
     // Where the routed experts of `layer` lie (all in one place): host RAM unless a plan put them
     // in a GPU's memory.
     virtual MemoryPlace experts_place(int /*layer*/) const { return {}; }
-
-    // The routing of a batch in `layer` (n tokens x k experts, token-major), before any of its
-    // experts is acquired: a streaming store reads the union at once and learns from it. Experts
-    // e with elsewhere[e] set (when given: n_expert flags) are served from elsewhere (the GPU's
-    // level of the cache) and will not be acquired: counted, not read.
-    virtual void prepare_experts(int /*layer*/, std::span<const int32_t> /*choices*/, int /*k*/,
-                                 std::span<const char> /*elsewhere*/) {}
     // The router of `layer` when it stays where it is for the whole run, so the engine may apply
     // it early, to an earlier hidden state, to guess which experts `layer` will choose; nullptr
     // otherwise.
     virtual const TensorView* resident_router(int /*layer*/) const { return nullptr; }
-    // One routed expert of `layer` when it stays in host memory for the whole run (so it may be
-    // copied elsewhere without acquiring it); nullptr otherwise.
-    virtual const ExpertView* resident_expert(int /*layer*/, int /*expert*/) const {
-        return nullptr;
-    }
-    // Whether the store reads ahead the experts hint_experts names for `layer`.
-    virtual bool wants_hints(int /*layer*/) const { return false; }
-    // A guess of the experts `layer` will choose; the store may read them ahead. Only a hint:
-    // never relied on.
-    virtual void hint_experts(int /*layer*/, std::span<const int32_t> /*experts*/) {}
-    // The experts of `layer` that most often followed `previous` (one token's choices in
-    // layer - 1) in the routing statistics the store keeps, best first, at most `count`, in
-    // out.experts; none when it keeps none.
-    virtual void predict_experts(int /*layer*/, std::span<const int32_t> /*previous*/,
-                                 size_t /*count*/, CoactivationStats::Prediction& out) const {
-        out.experts.clear();
-    }
 
     // The GPU level of the expert hierarchy (store/vram_expert_cache.h), in front of the store's
-    // own levels: `entries` entries of `entry_bytes` in `memory` (a GPU backend's), with up to
-    // `prefetch` guesses a layer. Set up once, before the first batch; the store owns it and
-    // reports it with its other levels. An error where the store keeps none.
-    virtual Result<VramExpertCache*> add_gpu_level(ExpertEntryMemory& /*memory*/,
-                                                   uint32_t /*entries*/, uint64_t /*entry_bytes*/,
-                                                   uint32_t /*prefetch*/) {
+    // own levels for the layers `serves` marks (one flag a layer): `entries` entries of
+    // `entry_bytes` in `memory` (a GPU backend's), with up to `prefetch` guesses a layer. Set up
+    // once, before the first batch; the store owns it and reports it with its other levels. An
+    // error where the store keeps none.
+    virtual Result<void> add_gpu_level(ExpertEntryMemory& /*memory*/, uint32_t /*entries*/,
+                                       uint64_t /*entry_bytes*/, uint32_t /*prefetch*/,
+                                       std::span<const char> /*serves*/) {
         return err(mode_name() + " store keeps no GPU level of the expert cache");
     }
 
