@@ -28,9 +28,7 @@ std::unique_ptr<LoadedModel> load(uint32_t n_seq) {
     o.engine.n_ctx = 64;
     o.engine.n_seq = n_seq;
     o.engine.max_batch = 8;
-    auto m = LoadedModel::load(test::synth_test_model("tiny-qwen3", TensorType::Q8_0), o);
-    EXPECT_TRUE(m) << (m ? "" : m.error().message);
-    return m ? std::move(*m) : nullptr;
+    return test::load_model(test::synth_test_model("tiny-qwen3", TensorType::Q8_0), o);
 }
 
 std::vector<TokenId> some_tokens(size_t n, const engine::Engine& engine) {

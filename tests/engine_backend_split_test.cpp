@@ -24,20 +24,10 @@ std::vector<float> run(const std::string& path, const std::vector<int>& layer_ba
         options.engine.execution =
             ExecutionTable::by_layer({ComputeUnit{}, ComputeUnit{}}, layer_backend);
     }
-    auto loaded = LoadedModel::load(path, options);
-    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    const auto loaded = test::load_model(path, options);
     if (!loaded) return {};
-    engine::Engine& e = *(*loaded)->engine;
-    std::vector<float> all, logits;
     const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81, 97, 113, 129, 145, 161, 177};
-    EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::All, logits));
-    all = logits;
-    for (int i = 0; i < 6; ++i) {
-        const int32_t t = int32_t(200 + 13 * i) % int32_t(e.n_vocab());
-        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
-        all.insert(all.end(), logits.begin(), logits.end());
-    }
-    return all;
+    return test::prompt_then_decode(*loaded->engine, prompt, engine::LogitsWanted::All);
 }
 
 class EngineBackendSplit : public ::testing::TestWithParam<std::string> {};

@@ -159,4 +159,23 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
     return std::move(*loaded);
 }
 
+std::unique_ptr<LoadedModel> load_model(const std::string& path, const ModelLoadOptions& options) {
+    auto loaded = LoadedModel::load(path, options);
+    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    return loaded ? std::move(*loaded) : nullptr;
+}
+
+std::vector<float> prompt_then_decode(engine::Engine& e, std::span<const int32_t> prompt,
+                                      engine::LogitsWanted wanted, int steps) {
+    std::vector<float> all, logits;
+    EXPECT_TRUE(e.eval(prompt, wanted, logits));
+    all = logits;
+    for (int i = 0; i < steps; ++i) {
+        const int32_t t = int32_t(200 + 13 * i) % int32_t(e.n_vocab());
+        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
+        all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+}
+
 }  // namespace strata::test

@@ -56,4 +56,14 @@ std::vector<std::vector<float>> greedy_logits(const ModelInfo& info, WeightStore
 std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::string& mode,
                                           const ModelLoadOptions& options);
 
+// Loads the model at `path` with `options`, planned as strata plans it. Failures are test
+// failures and give nullptr.
+std::unique_ptr<LoadedModel> load_model(const std::string& path, const ModelLoadOptions& options);
+
+// The logits of `prompt` (of every token, or of its last), then those of `steps` decode steps of
+// fixed tokens, one after the other: what tests compare between settings that must not change
+// them. Failures are test failures.
+std::vector<float> prompt_then_decode(engine::Engine& e, std::span<const int32_t> prompt,
+                                      engine::LogitsWanted wanted, int steps = 6);
+
 }  // namespace strata::test

@@ -141,20 +141,10 @@ std::vector<float> tiny_logits(const Tuning& tuning) {
     options.engine.threads = 4;
     options.engine.n_ctx = 64;
     options.engine.tuning = tuning;
-    auto loaded = LoadedModel::load(test::synth_test_model("tiny", TensorType::Q8_0), options);
-    EXPECT_TRUE(loaded) << (loaded ? "" : loaded.error().message);
+    const auto loaded = test::load_model(test::synth_test_model("tiny", TensorType::Q8_0), options);
     if (!loaded) return {};
-    engine::Engine& e = *(*loaded)->engine;
-    std::vector<float> all, logits;
     const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81};
-    EXPECT_TRUE(e.eval(prompt, engine::LogitsWanted::Last, logits));
-    all = logits;
-    for (int i = 0; i < 6; ++i) {
-        const int32_t t = int32_t(200 + 13 * i) % int32_t(e.n_vocab());
-        EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
-        all.insert(all.end(), logits.begin(), logits.end());
-    }
-    return all;
+    return test::prompt_then_decode(*loaded->engine, prompt, engine::LogitsWanted::Last);
 }
 
 TEST(EngineTuning, AttentionOverQueryHeadsGivesTheBitsOfAttentionOverPositions) {
