@@ -577,8 +577,10 @@ TEST_F(ServerGenerate, MetricsCountRequestsTokensAndLoads) {
     EXPECT_GE(values["strata_model_loads_total"], 1);
     EXPECT_GE(values["strata_models_loaded"], 1);
     EXPECT_GT(values["strata_tokens_per_second"], 0);
-    for (const char* name : {"strata_queue_depth", "strata_active_sequences",
-                             "strata_disk_read_bytes_total", "strata_expert_cache_hit_ratio"}) {
+    for (const char* name :
+         {"strata_queue_depth", "strata_active_sequences", "strata_disk_read_bytes_total",
+          "strata_expert_cache_hit_ratio{level=\"ram\"}",
+          "strata_expert_cache_hit_ratio{level=\"gpu\"}"}) {
         EXPECT_TRUE(values.count(name)) << name;
     }
 }

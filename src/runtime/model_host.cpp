@@ -163,6 +163,7 @@ void ModelHost::unload_locked(size_t index) {
     const StoreReport r = hosted_[index]->model->store->report();
     gone_.bytes_from_disk += r.totals.bytes_from_disk;
     gone_.experts += r.experts;
+    gone_.gpu_experts += r.gpu_experts;
     if (const SequenceBatcher* b = hosted_[index]->batcher.get()) add_steps(gone_.batching, *b);
     ++gone_.unloads;
     hosted_.erase(hosted_.begin() + long(index));
@@ -180,6 +181,7 @@ HostTotals ModelHost::totals() const {
         const StoreReport r = h->model->store->report();
         t.bytes_from_disk += r.totals.bytes_from_disk;
         t.experts += r.experts;
+        t.gpu_experts += r.gpu_experts;
         if (const SequenceBatcher* b = h->batcher.get()) add_steps(t.batching, *b);
     }
     return t;

@@ -78,8 +78,9 @@ struct HostTotals {
     uint64_t loads = 0;
     uint64_t unloads = 0;
     uint64_t bytes_from_disk = 0;
-    ExpertStreamStats experts;  // the expert caches of expert-stream models
-    BatcherStats batching;      // steps of models decoding several sequences together
+    ExpertStreamStats experts;    // the expert caches of expert-stream models
+    VramExpertStats gpu_experts;  // the GPU levels of the expert hierarchies
+    BatcherStats batching;        // steps of models decoding several sequences together
 };
 
 class ModelHost {

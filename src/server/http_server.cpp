@@ -194,15 +194,28 @@ std::string HttpServer::metrics_text() const {
     metric("strata_disk_read_bytes_total", "counter",
            "Weight bytes read from the model files, as of the last generation's end.");
     value("strata_disk_read_bytes_total", double(st.host.bytes_from_disk));
+    // The expert hierarchy's levels: RAM (the expert caches of expert-stream models) and the GPU
+    // level in front of RAM beside a GPU.
+    const ExpertStreamStats& ram = st.host.experts;
+    const VramExpertStats& gpu = st.host.gpu_experts;
     metric("strata_expert_cache_requests_total", "counter",
-           "Experts asked of expert caches (expert-stream models).");
-    value("strata_expert_cache_requests_total", double(st.host.experts.requests));
-    metric("strata_expert_cache_hits_total", "counter", "Of them, found ready in the cache.");
-    value("strata_expert_cache_hits_total", double(st.host.experts.hits));
+           "Experts asked of each level of the expert hierarchies.");
+    value("strata_expert_cache_requests_total{level=\"ram\"}", double(ram.requests));
+    value("strata_expert_cache_requests_total{level=\"gpu\"}", double(gpu.requests));
+    metric("strata_expert_cache_hits_total", "counter", "Of them, found ready in the level.");
+    value("strata_expert_cache_hits_total{level=\"ram\"}", double(ram.hits));
+    value("strata_expert_cache_hits_total{level=\"gpu\"}", double(gpu.hits));
     metric("strata_expert_cache_hit_ratio", "gauge", "Hits over requests since start.");
-    value("strata_expert_cache_hit_ratio",
-          st.host.experts.requests ? double(st.host.experts.hits) / double(st.host.experts.requests)
-                                   : 0.0);
+    const auto ratio = [](uint64_t hits, uint64_t requests) {
+        return requests ? double(hits) / double(requests) : 0.0;
+    };
+    value("strata_expert_cache_hit_ratio{level=\"ram\"}", ratio(ram.hits, ram.requests));
+    value("strata_expert_cache_hit_ratio{level=\"gpu\"}", ratio(gpu.hits, gpu.requests));
+    metric("strata_expert_cache_load_bytes_total", "counter",
+           "Bytes copied into each level: read from disk into RAM, copied from RAM to the GPU.");
+    value("strata_expert_cache_load_bytes_total{level=\"ram\"}", double(ram.bytes_from_disk));
+    value("strata_expert_cache_load_bytes_total{level=\"gpu\"}",
+          double(gpu.load_bytes + gpu.prefetch_bytes));
     return out;
 }
 
