@@ -15,7 +15,7 @@ void ModelStore::open_routing_statistics(const ModelInfo& info, const StoreLayou
     routing_.reset(int(info.hparams->n_layer), int(info.hparams->n_expert));
     // Kept with an expert cache (its prefetch and warm-up use them) and with a statistics file,
     // so that plans of this model learn its routing from resident runs too
-    // (PlanOptions::expert_counts); add_gpu_level keeps them for its guesses.
+    // (PlanOptions::expert_counts). The GPU level's guesses use them where they are kept.
     keeps_routing_ = layout.any(Residence::ExpertCache) || !layout.experts.stats_path.empty();
     routing_path_ = layout.experts.stats_path;
     if (routing_path_.empty()) return;
@@ -39,7 +39,6 @@ Result<void> ModelStore::add_gpu_level(ExpertEntryMemory& memory, uint32_t entri
     gpu_serves_.resize(size_t(n_layer_), 0);
     on_gpu_.assign(size_t(n_expert_), 0);
     acquired_.assign(size_t(n_expert_), ExpertView{});
-    keeps_routing_ = true;
     return {};
 }
 
