@@ -23,12 +23,7 @@ namespace {
 
 // A small batch, so that a 40-token input needs several steps.
 std::unique_ptr<LoadedModel> load(uint32_t n_seq) {
-    ModelLoadOptions o;
-    o.engine.threads = 2;
-    o.engine.n_ctx = 64;
-    o.engine.n_seq = n_seq;
-    o.engine.max_batch = 8;
-    return test::load_model(test::synth_test_model("tiny-qwen3", TensorType::Q8_0), o);
+    return test::load_tiny_for_sequences(n_seq, 8);
 }
 
 std::vector<TokenId> some_tokens(size_t n, const engine::Engine& engine) {

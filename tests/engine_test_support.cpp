@@ -165,6 +165,15 @@ std::unique_ptr<LoadedModel> load_model(const std::string& path, const ModelLoad
     return loaded ? std::move(*loaded) : nullptr;
 }
 
+std::unique_ptr<LoadedModel> load_tiny_for_sequences(uint32_t n_seq, uint32_t max_batch) {
+    ModelLoadOptions o;
+    o.engine.threads = 2;
+    o.engine.n_ctx = 64;
+    o.engine.n_seq = n_seq;
+    if (max_batch > 0) o.engine.max_batch = max_batch;
+    return load_model(synth_test_model("tiny-qwen3", TensorType::Q8_0), o);
+}
+
 std::vector<float> prompt_then_decode(engine::Engine& e, std::span<const int32_t> prompt,
                                       engine::LogitsWanted wanted, int steps) {
     std::vector<float> all, logits;

@@ -60,6 +60,10 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
 // failures and give nullptr.
 std::unique_ptr<LoadedModel> load_model(const std::string& path, const ModelLoadOptions& options);
 
+// The tiny-qwen3 preset (Q8_0) loaded for `n_seq` sequences of a 64-token context on 2 threads,
+// batches of at most `max_batch` tokens (0: the default): what the batcher's tests share.
+std::unique_ptr<LoadedModel> load_tiny_for_sequences(uint32_t n_seq, uint32_t max_batch = 0);
+
 // The logits of `prompt` (of every token, or of its last), then those of `steps` decode steps of
 // fixed tokens, one after the other: what tests compare between settings that must not change
 // them. Failures are test failures.

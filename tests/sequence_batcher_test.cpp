@@ -18,11 +18,7 @@ namespace strata {
 namespace {
 
 std::unique_ptr<LoadedModel> load(uint32_t n_seq) {
-    ModelLoadOptions o;
-    o.engine.threads = 2;
-    o.engine.n_ctx = 64;
-    o.engine.n_seq = n_seq;
-    return test::load_model(test::synth_test_model("tiny-qwen3", TensorType::Q8_0), o);
+    return test::load_tiny_for_sequences(n_seq);
 }
 
 int32_t greedy(const std::vector<float>& l) {
