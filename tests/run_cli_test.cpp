@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -96,6 +97,62 @@ TEST(RunCli, PlainModeStreamsTextAndSummarisesOnStderr) {
     // The summary, after the line saying where the run computes when it is the CPU.
     const bool cpu_line = r.err.rfind("strata: running on the CPU: ", 0) == 0;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), cpu_line ? 2 : 1) << r.err;
+}
+
+// --prompt-ids runs the prompt's ids as given: the same answer as the text they come from.
+// --logits-out writes one row of n_vocab float32 logits per prompt token; the last row's top
+// token is the first greedy one, and each row is the last-token logits of the prompt cut there.
+TEST(RunCli, PromptIdsAndLogitsOutGiveWhatTheTextGives) {
+    const std::string m = shell_quote(synth_model());
+    const auto by_text =
+        strata("run " + m + " --prompt 'Once upon a time' --raw --greedy -n 8 --json -t 2");
+    ASSERT_EQ(by_text.exit_code, 0) << by_text.err;
+    const json t = json::parse(by_text.out);
+    const auto ids = t["prompt_ids"].get<std::vector<int>>();
+    ASSERT_GE(ids.size(), 3u);
+    auto id_list = [&](size_t n) {
+        std::string list;
+        for (size_t i = 0; i < n; ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+        return list;
+    };
+    const test::TempDir dir;
+    const std::string file = dir.file("logits.f32");
+    const auto by_ids = strata("run " + m + " --prompt-ids " + id_list(ids.size()) +
+                               " --logits-out " + shell_quote(file) + " --greedy -n 8 --json -t 2");
+    ASSERT_EQ(by_ids.exit_code, 0) << by_ids.err;
+    const json j = json::parse(by_ids.out);
+    EXPECT_EQ(j["prompt_ids"], t["prompt_ids"]);
+    EXPECT_EQ(j["generated_ids"], t["generated_ids"]);
+
+    auto read_floats = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+        std::vector<float> v(bytes.size() / sizeof(float));
+        std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+        return v;
+    };
+    const std::vector<float> all = read_floats(file);
+    ASSERT_FALSE(all.empty());
+    ASSERT_EQ(all.size() % ids.size(), 0u);
+    const size_t n_vocab = all.size() / ids.size();
+    const auto last = all.begin() + std::ptrdiff_t((ids.size() - 1) * n_vocab);
+    EXPECT_EQ(std::max_element(last, all.end()) - last, t["generated_ids"][0].get<int>());
+
+    // The prompt cut after its second token: -n 0 writes the logits and generates nothing.
+    const std::string cut_file = dir.file("cut.f32");
+    const auto cut = strata("run " + m + " --prompt-ids " + id_list(2) + " --logits-out " +
+                            shell_quote(cut_file) + " -n 0 --json -t 2");
+    ASSERT_EQ(cut.exit_code, 0) << cut.err;
+    EXPECT_TRUE(json::parse(cut.out)["generated_ids"].empty());
+    const std::vector<float> rows = read_floats(cut_file);
+    ASSERT_EQ(rows.size(), 2 * n_vocab);
+    for (size_t i = 0; i < 2 * n_vocab; ++i) ASSERT_NEAR(rows[i], all[i], 1e-3) << i;
+
+    expect_error(strata("run " + m + " --prompt-ids 1,x"), "--prompt-ids: 'x' is not a token id");
+    expect_error(strata("run " + m + " --prompt-ids 1,99999"), "'99999' is not a token id");
+    expect_error(strata("run " + m + " --prompt-ids 1 --prompt hi"), "not both");
+    expect_error(strata("run " + m + " --prompt hi --logits-out " + shell_quote(file)),
+                 "--logits-out needs the prompt as --prompt-ids");
 }
 
 TEST(RunCli, GreedyIdsMatchTheGoldenRealModel) {

@@ -1,4 +1,5 @@
-// strata run [MODEL] [--prompt TEXT] [--interactive] [--raw] [--json] [flags]
+// strata run [MODEL] [--prompt TEXT | --prompt-ids IDS [--logits-out FILE]] [--interactive]
+//            [--raw] [--json] [flags]
 //
 // Generates text. With --prompt the answer streams to stdout as it is generated, followed by a
 // one-line summary on stderr (prompt and generation speed, load time, weight bytes read per
@@ -6,12 +7,19 @@
 // the file has one (--raw sends it as it is). --interactive is a chat loop that keeps the KV
 // cache between turns, so each turn evaluates only its new tokens. --json prints one JSON object
 // (prompt_ids, generated_ids, text, done_reason, timings, tuning) instead, for scripts.
+// --prompt-ids takes the prompt as token ids, used as they are (no template, no BOS added); with
+// it --logits-out FILE writes the logits of every prompt position (the prompt evaluated as one
+// batch, each position seeing the given ids before it) as raw little-endian float32, one row of
+// n_vocab per prompt token: what another engine's teacher-forced logits are compared with.
 //
 // Without a model it runs the built-in default (synth/default_model.h); without --prompt it
 // chats when standard input is a terminal and reads the prompt from standard input otherwise.
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -33,6 +41,8 @@ namespace {
 struct RunCommand {
     std::string model;
     std::string prompt;
+    std::string prompt_ids;  // comma-separated token ids instead of the prompt text
+    std::string logits_out;
     std::string system;
     bool interactive = false;
     bool raw = false;
@@ -171,7 +181,42 @@ nlohmann::ordered_json first_messages(const RunCommand& c) {
     return messages;
 }
 
-void run_once(const RunCommand& c, const std::string& path, LoadedModel& m, const Tuning& tuning) {
+// "1,2,3" into ids, each below the vocabulary's size.
+std::vector<TokenId> parse_prompt_ids(const std::string& list, uint32_t n_vocab) {
+    std::vector<TokenId> ids;
+    size_t at = 0;
+    while (at <= list.size()) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        TokenId id = -1;
+        const char* first = list.data() + at;
+        const char* last = list.data() + end;
+        const auto [ptr, ec] = std::from_chars(first, last, id);
+        if (ec != std::errc() || ptr != last || id < 0 || uint32_t(id) >= n_vocab) {
+            fail("--prompt-ids: '" + std::string(first, last) + "' is not a token id (0 .. " +
+                 std::to_string(n_vocab - 1) + ")");
+        }
+        ids.push_back(id);
+        at = end + 1;
+    }
+    return ids;
+}
+
+// Evaluates `ids` from an empty context as one batch and writes every position's logits to
+// `path` (float32, one row of n_vocab a token); the context is left empty again.
+void write_prompt_logits(LoadedModel& m, const std::vector<TokenId>& ids, const std::string& path) {
+    m.engine->truncate(0);
+    std::vector<float> logits;
+    if (auto r = m.engine->eval(ids, engine::LogitsWanted::All, logits); !r)
+        fail("--logits-out: " + r.error().message);
+    m.engine->truncate(0);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(logits.data()),
+              std::streamsize(logits.size() * sizeof(float)));
+    if (!out.flush()) fail("--logits-out: cannot write " + path);
+}
+
+std::vector<TokenId> prompt_tokens(const RunCommand& c, LoadedModel& m) {
+    if (!c.prompt_ids.empty()) return parse_prompt_ids(c.prompt_ids, m.engine->n_vocab());
     std::string text = c.prompt;
     if (!c.raw && has_file_template(m)) {
         auto tmpl = ChatTemplate::from_gguf(m.info.file);
@@ -182,7 +227,12 @@ void run_once(const RunCommand& c, const std::string& path, LoadedModel& m, cons
         if (!rendered) fail("chat template: " + rendered.error().message);
         text = *rendered;
     }
-    const auto ids = tokenize_prompt(m.tokenizer, text);
+    return tokenize_prompt(m.tokenizer, text);
+}
+
+void run_once(const RunCommand& c, const std::string& path, LoadedModel& m, const Tuning& tuning) {
+    const auto ids = prompt_tokens(c, m);
+    if (!c.logits_out.empty()) write_prompt_logits(m, ids, c.logits_out);
     GenerationSession session(*m.engine, m.tokenizer);
     TextSink sink;
     if (!c.json) {
@@ -226,6 +276,19 @@ void run_interactive(const RunCommand& c, LoadedModel& m) {
 void run_command(RunCommand& c, bool have_prompt) {
     if (c.json && c.interactive)
         fail("--json prints one answer; it does not go with --interactive");
+    if (c.interactive && (!c.prompt_ids.empty() || !c.logits_out.empty()))
+        fail("--prompt-ids and --logits-out go with one prompt, not with --interactive");
+    // The plan counts the rows of logits handed out at once, so they must be known before the
+    // model loads: a text prompt's token count is not (`strata tokenize --ids` gives its ids).
+    if (!c.logits_out.empty() && c.prompt_ids.empty())
+        fail("--logits-out needs the prompt as --prompt-ids (strata tokenize --ids gives them)");
+    if (!c.prompt_ids.empty()) {
+        if (have_prompt) fail("give the prompt as --prompt or as --prompt-ids, not both");
+        have_prompt = true;
+        if (!c.logits_out.empty())
+            c.engine.plan.logit_rows =
+                uint32_t(std::count(c.prompt_ids.begin(), c.prompt_ids.end(), ',') + 1);
+    }
     std::string path = c.model;
     if (path.empty()) {
         auto p = ensure_default_model();
@@ -271,6 +334,15 @@ void add_run(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("run", "Generate text with a model");
     cmd->add_option("model", c->model, "GGUF model file (default: the built-in tiny model)");
     auto* prompt = cmd->add_option("--prompt,-p", c->prompt, "Prompt text");
+    cmd->add_option("--prompt-ids", c->prompt_ids,
+                    "The prompt as comma-separated token ids, used as they are (no chat template, "
+                    "no BOS added)")
+        ->type_name("IDS");
+    cmd->add_option("--logits-out", c->logits_out,
+                    "With --prompt-ids: write the logits of every prompt position (the prompt "
+                    "evaluated as one batch) to FILE as little-endian float32, one row of "
+                    "n_vocab per prompt token, before generating (-n 0: only that)")
+        ->type_name("FILE");
     cmd->add_option("--system", c->system, "System message for the chat template");
     cmd->add_flag("--interactive,-i", c->interactive, "Chat in a loop, keeping the context");
     cmd->add_flag("--raw", c->raw, "Send the prompt as it is, without the chat template");
