@@ -5,15 +5,17 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 
-// Installs `spec` (name@version) into `deps` unless `entry` (relative to deps/node_modules)
-// is there already; returns the absolute path of `entry`. `fail` reports and exits.
-export function ensurePackage(deps, spec, entry, fail) {
+// Installs `spec` (name@version, or a list of them installed together) into `deps` unless
+// `entry` (relative to deps/node_modules) is there already; returns the absolute path of
+// `entry`. `npmFlags`: more flags for `npm install`. `fail` reports and exits.
+export function ensurePackage(deps, spec, entry, fail, npmFlags = []) {
   const file = path.join(deps, "node_modules", entry);
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(deps, { recursive: true });
-  console.log(`installing ${spec} into ${deps}`);
+  const specs = Array.isArray(spec) ? spec : [spec];
+  console.log(`installing ${specs.join(" ")} into ${deps}`);
   try {
-    execFileSync("npm", ["install", "--prefix", deps, "--no-audit", "--no-fund", spec], {
+    execFileSync("npm", ["install", "--prefix", deps, "--no-audit", "--no-fund", ...npmFlags, ...specs], {
       stdio: ["ignore", "inherit", "inherit"],
     });
   } catch (e) {
