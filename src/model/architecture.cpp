@@ -7,9 +7,10 @@ namespace strata {
 namespace {
 
 // llama covers Llama 1-3, Mistral and Mixtral (Mixtral is llama with expert_count > 0).
-// Router normalisation follows what each family was trained with: Mixtral and Qwen3-MoE
-// renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
-constexpr std::array<ArchTraits, 5> kArchitectures = {{
+// Router normalisation follows what each family was trained with: Mixtral, Qwen3-MoE and
+// Qwen3.5-MoE renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
+// qwen35 / qwen35moe are Qwen3.5 and 3.6 (dense and MoE): hybrid DeltaNet / gated attention.
+constexpr std::array<ArchTraits, 7> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -25,6 +26,19 @@ constexpr std::array<ArchTraits, 5> kArchitectures = {{
      .always_moe = true,
      .norm_topk_prob = true,
      .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed},
+    {.name = "qwen35",
+     .rope_style = RopeStyle::Neox,
+     .qk_norm = true,
+     .never_moe = true,
+     .hybrid_delta_net = true},
+    {.name = "qwen35moe",
+     .rope_style = RopeStyle::Neox,
+     .qk_norm = true,
+     .always_moe = true,
+     .shared_expert = true,
+     .norm_topk_prob = true,
+     .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed,
+     .hybrid_delta_net = true},
 }};
 
 }  // namespace

@@ -29,6 +29,10 @@ struct ArchTraits {
     bool shared_expert = false;   // one always-active shared expert with a sigmoid gate
     bool norm_topk_prob = false;  // renormalise the selected experts' router weights to sum 1
     ExpertWidthDefault expert_width_default = ExpertWidthDefault::FfnLength;
+    // Qwen3.5 hybrids: Gated DeltaNet layers (ssm.* keys and tensors) with every
+    // full_attention_interval-th layer gated full attention (a q projection doubled into query and
+    // output gate, multi-section rope); the FFN's pre-norm is post_attention_norm.
+    bool hybrid_delta_net = false;
 };
 
 // nullptr for an architecture strata does not run.

@@ -348,6 +348,63 @@ Result<void> load_rope(const ArchKeys& keys, const ArchTraits& traits, ModelHpar
     return {};
 }
 
+// Hybrid families: the Gated DeltaNet's sizes, which layers are recurrent, the gated query and
+// the multi-section rope. The state's head size is ssm.state_size for keys and values alike (the
+// reference engine's kernels assume it), so ssm.inner_size must be value heads x state size.
+Result<void> load_delta_net(const ArchKeys& keys, ModelHparams& hp) {
+    STRATA_ASSIGN(hp.ssm_d_conv, keys.positive_u32("ssm.conv_kernel"));
+    STRATA_ASSIGN(hp.ssm_d_inner, keys.positive_u32("ssm.inner_size"));
+    STRATA_ASSIGN(hp.ssm_d_state, keys.positive_u32("ssm.state_size"));
+    STRATA_ASSIGN(hp.ssm_n_group, keys.positive_u32("ssm.group_count"));
+    STRATA_ASSIGN(hp.ssm_dt_rank, keys.positive_u32("ssm.time_step_rank"));
+    if (hp.ssm_dt_rank % hp.ssm_n_group != 0) {
+        return keys.invalid("ssm.time_step_rank", "is " + std::to_string(hp.ssm_dt_rank) +
+                                                      ", which is not a multiple of " +
+                                                      keys.key("ssm.group_count") + " (" +
+                                                      std::to_string(hp.ssm_n_group) + ")");
+    }
+    if (uint64_t(hp.ssm_d_inner) != hp.ssm_value_dim()) {
+        return keys.invalid("ssm.inner_size", "is " + std::to_string(hp.ssm_d_inner) + " but " +
+                                                  keys.key("ssm.time_step_rank") + " x " +
+                                                  keys.key("ssm.state_size") + " is " +
+                                                  std::to_string(hp.ssm_value_dim()));
+    }
+    STRATA_ASSIGN(auto interval, keys.u32("full_attention_interval"));
+    const uint32_t every = interval.value_or(4);
+    if (every == 0) return keys.invalid("full_attention_interval", "is 0");
+    hp.recurrent_layers.assign(hp.n_layer, false);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layers[il] = (il + 1) % every != 0;
+    hp.attn_output_gate = true;
+    return {};
+}
+
+// <arch>.rope.dimension_sections: up to four section sizes, in pairs of dimensions.
+Result<void> load_rope_sections(const GgufFile& f, const ArchKeys& keys, ModelHparams& hp) {
+    const Value* v = f.find(keys.key("rope.dimension_sections"));
+    if (!v) return {};
+    const Array* a = v->as_array();
+    if (!a || a->items.size() > 4) {
+        return keys.invalid("rope.dimension_sections",
+                            "should be an array of at most 4 integers but is " + describe(*v));
+    }
+    uint32_t pairs = 0;
+    for (size_t i = 0; i < a->items.size(); ++i) {
+        const auto x = a->items[i].as_int();
+        if (!x || *x < 0 || *x > int64_t(hp.n_rot)) {
+            return keys.invalid("rope.dimension_sections", "has an entry out of range");
+        }
+        hp.rope_sections[i] = uint32_t(*x);
+        pairs += uint32_t(*x);
+    }
+    if (pairs == 0 || pairs > hp.n_rot / 2) {
+        return keys.invalid("rope.dimension_sections",
+                            "covers " + std::to_string(pairs) + " pairs; it must cover 1 to " +
+                                std::to_string(hp.n_rot / 2) + " (half of " +
+                                keys.key("rope.dimension_count") + ")");
+    }
+    return {};
+}
+
 // Flags that only the tensor table tells.
 void detect_structure(const GgufFile& f, ModelHparams& hp) {
     hp.tied_output = f.find_tensor("output.weight") == nullptr;
@@ -398,6 +455,10 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_TRY(load_attention(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
+    if (traits->hybrid_delta_net) {
+        STRATA_TRY(load_delta_net(keys, hp));
+        STRATA_TRY(load_rope_sections(f, keys, hp));
+    }
     STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
     if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");
     detect_structure(f, hp);

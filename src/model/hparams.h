@@ -3,6 +3,7 @@
 // plus small per-family functions in the engine, not `if (arch == ...)` spread around.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -81,6 +82,35 @@ struct ModelHparams {
     bool has_qk_norm = false;   // qwen3: per-head RMSNorm on q and k
     // rope_freqs.weight: per-dimension rope frequency factors (llama3 as converted by llama.cpp)
     bool has_rope_freqs = false;
+
+    // Hybrid models (qwen35, qwen35moe): Gated DeltaNet linear-attention layers between full
+    // attention layers. The delta net's heads: ssm_n_group key heads and ssm_dt_rank value heads
+    // (value head h reads key head h % ssm_n_group), each ssm_d_state wide; its recurrent state
+    // per sequence and layer is (ssm_d_conv - 1) x conv_channels() convolution inputs and
+    // ssm_dt_rank x ssm_d_state x ssm_d_state floats. All zero for other families.
+    uint32_t ssm_d_conv = 0;   // <arch>.ssm.conv_kernel
+    uint32_t ssm_d_inner = 0;  // <arch>.ssm.inner_size: value heads x value head size
+    uint32_t ssm_d_state = 0;  // <arch>.ssm.state_size: the head size of q, k and v
+    uint32_t ssm_n_group = 0;  // <arch>.ssm.group_count: key heads
+    uint32_t ssm_dt_rank = 0;  // <arch>.ssm.time_step_rank: value heads
+    // Per layer: true for a delta-net layer (<arch>.full_attention_interval: every interval-th
+    // layer is full attention, 4 by default). Empty: no recurrent layers.
+    std::vector<bool> recurrent_layers;
+    // Full attention whose q projection also yields a per-head output gate (sigmoid), as
+    // [q_head0, gate_head0, q_head1, ...]: attn_q is [n_embd, 2 * n_head * head_dim_k].
+    bool attn_output_gate = false;
+    // <arch>.rope.dimension_sections (multi-section rope; for text every section sees the
+    // token's position except the fourth, which sees 0). All zero: plain rope.
+    std::array<uint32_t, 4> rope_sections{};
+
+    bool is_recurrent(uint32_t layer) const {
+        return layer < recurrent_layers.size() && recurrent_layers[layer];
+    }
+    bool has_recurrent() const { return ssm_d_state > 0; }
+    uint64_t ssm_key_dim() const { return uint64_t(ssm_d_state) * ssm_n_group; }
+    uint64_t ssm_value_dim() const { return uint64_t(ssm_d_state) * ssm_dt_rank; }
+    // Channels of the delta net's convolution: q, k and v side by side.
+    uint64_t conv_channels() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
 
     bool is_moe() const { return n_expert > 0; }
     // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *

@@ -27,7 +27,18 @@ size_t kv_row_bytes(KvType type, uint64_t n) {
     return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
 }
 
+uint64_t recurrent_conv_bytes(const ModelHparams& hp) {
+    const uint64_t taps = hp.ssm_d_conv > 0 ? hp.ssm_d_conv - 1 : 0;
+    return round_up(taps * hp.conv_channels() * sizeof(float), kKvLayerAlign);
+}
+
+uint64_t recurrent_delta_bytes(const ModelHparams& hp) {
+    const uint64_t s = hp.ssm_d_state;
+    return round_up(uint64_t(hp.ssm_dt_rank) * s * s * sizeof(float), kKvLayerAlign);
+}
+
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type) {
+    if (hp.is_recurrent(layer)) return recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
     const uint64_t kv = hp.n_head_kv_at(layer);
     return round_up(kv_row_bytes(type, kv * hp.head_dim_k) * n_ctx, kKvLayerAlign) +
            round_up(kv_row_bytes(type, kv * hp.head_dim_v) * n_ctx, kKvLayerAlign);

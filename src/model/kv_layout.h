@@ -25,7 +25,14 @@ Result<KvType> parse_kv_type(std::string_view name);
 size_t kv_row_bytes(KvType type, uint64_t n);
 // Each layer's keys and values are padded to this, so every layer starts aligned for SIMD loads.
 inline constexpr uint64_t kKvLayerAlign = 64;
-// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model.
+// The fixed-size recurrent state of one Gated DeltaNet layer for one sequence, which hybrid
+// models keep beside their KV cache in its place: the convolution's last d_conv - 1 inputs
+// ((d_conv - 1) x conv_channels floats) and each value head's S_v x S_k state matrix, in F32,
+// each padded to kKvLayerAlign.
+uint64_t recurrent_conv_bytes(const ModelHparams& hp);
+uint64_t recurrent_delta_bytes(const ModelHparams& hp);
+// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model. A
+// recurrent layer holds no keys or values, only its recurrent state (above), whatever n_ctx.
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type);
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type);
 // An error when the model's head sizes cannot be stored in `type`.

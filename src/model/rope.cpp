@@ -54,6 +54,23 @@ Result<RopeConfig> make_rope_config(const ModelHparams& hp, const TensorView* ro
     } else if (sc.type == "llama3") {
         rc.freq_factors = llama3_factors(hp);
     }
+    const auto& sec = hp.rope_sections;
+    const uint32_t sect_pairs = sec[0] + sec[1] + sec[2] + sec[3];
+    if (sect_pairs > 0) {
+        // As the reference engine assigns pairs to sections (its "imrope"): pair i is sector
+        // i % sect_pairs, which goes to the time, height or width section by sector % 3 while
+        // that section has pairs left, else to the fourth (extra) section.
+        std::vector<bool> unrotated(hp.n_rot / 2, false);
+        bool any = false;
+        for (uint32_t i = 0; i < hp.n_rot / 2; ++i) {
+            const uint32_t sector = i % sect_pairs;
+            const uint32_t part = sector % 3;
+            const bool positioned = sector < 3 * sec[part];
+            unrotated[i] = !positioned;
+            any = any || !positioned;
+        }
+        if (any) rc.unrotated_pairs = std::move(unrotated);
+    }
     if (sc.type == "linear" || sc.type == "yarn") rc.freq_scale = 1.0f / sc.factor;
     if (sc.type == "longrope") {
         return err("rope scaling type 'longrope' is not supported yet");
@@ -75,7 +92,9 @@ void rope_angles(const RopeConfig& rc, int64_t pos, float* cos, float* sin) {
     float theta = static_cast<float>(pos);
     for (int i = 0; i < rc.n_rot / 2; ++i) {
         const float ff = rc.freq_factors.empty() ? 1.0f : rc.freq_factors[i];
-        const float extrap = theta / ff;
+        // A pair of the position-0 section turns by no angle at all.
+        const bool still = !rc.unrotated_pairs.empty() && rc.unrotated_pairs[size_t(i)];
+        const float extrap = (still ? 0.0f : theta) / ff;
         const float interp = rc.freq_scale * extrap;
         float t = interp;
         float mscale = rc.attn_factor;

@@ -25,6 +25,11 @@ struct RopeConfig {
     float attn_factor = 1.0f;  // magnitude scale of cos and sin
     float corr_low = 0.0f, corr_high = 0.0f;  // YaRN: dimensions between the two ramps
     std::vector<float> freq_factors;          // n_rot/2 divisors of theta, or empty
+    // Interleaved multi-section rope (qwen35: rope.dimension_sections): pair i belongs to section
+    // i % 3 while that section has pairs left, else to the fourth. Text positions are the token's
+    // position in the first three sections and 0 in the fourth, so that section's pairs are not
+    // rotated: marked here (n_rot/2 flags; empty when every pair is rotated).
+    std::vector<bool> unrotated_pairs;
 };
 
 // From the model's hyper-parameters and its rope_freqs tensor (optional, F32).

@@ -31,6 +31,29 @@ class LayoutBuilder {
     int layer_;
 };
 
+// q, k, v (with biases and per-head norms when the family has them) and the output projection.
+void add_attention(LayoutBuilder& blk, const ModelHparams& hp) {
+    const uint64_t n_embd = hp.n_embd;
+    // A gated query carries each head's output gate beside it.
+    const uint64_t n_q = uint64_t{hp.n_head} * hp.head_dim_k * (hp.attn_output_gate ? 2 : 1);
+    const uint64_t n_k = uint64_t{hp.n_head_kv} * hp.head_dim_k;  // key width (GQA)
+    const uint64_t n_v = uint64_t{hp.n_head_kv} * hp.head_dim_v;  // value width
+    const uint64_t n_attn_out = uint64_t{hp.n_head} * hp.head_dim_v;
+    blk.weight(TensorRole::AttnQ, {n_embd, n_q});
+    blk.weight(TensorRole::AttnK, {n_embd, n_k});
+    blk.weight(TensorRole::AttnV, {n_embd, n_v});
+    if (hp.has_qkv_bias) {
+        blk.bias(TensorRole::AttnQ, n_q);
+        blk.bias(TensorRole::AttnK, n_k);
+        blk.bias(TensorRole::AttnV, n_v);
+    }
+    if (hp.has_qk_norm) {
+        blk.weight(TensorRole::AttnQNorm, {hp.head_dim_k});
+        blk.weight(TensorRole::AttnKNorm, {hp.head_dim_k});
+    }
+    blk.weight(TensorRole::AttnOutput, {n_attn_out, n_embd});
+}
+
 }  // namespace
 
 ModelHparams with_layout_defaults(ModelHparams hp) {
@@ -42,6 +65,15 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
     if (traits) {
         hp.has_qkv_bias = hp.has_qkv_bias || traits->qkv_bias;
         hp.has_qk_norm = hp.has_qk_norm || traits->qk_norm;
+    }
+    if (traits && traits->hybrid_delta_net) {
+        hp.attn_output_gate = true;
+        // The published models' full_attention_interval: every fourth layer is full attention.
+        if (hp.recurrent_layers.empty()) {
+            hp.recurrent_layers.assign(hp.n_layer, false);
+            for (uint32_t il = 0; il < hp.n_layer; ++il)
+                hp.recurrent_layers[il] = (il + 1) % 4 != 0;
+        }
     }
     if (hp.n_expert > 0) {
         if (traits && traits->expert_width_default == ExpertWidthDefault::FfnLength) {
@@ -66,10 +98,6 @@ uint64_t TensorSpec::n_elements() const {
 std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
     const ModelHparams hp = with_layout_defaults(hparams);
     const uint64_t n_embd = hp.n_embd;
-    const uint64_t n_q = uint64_t{hp.n_head} * hp.head_dim_k;     // query width
-    const uint64_t n_k = uint64_t{hp.n_head_kv} * hp.head_dim_k;  // key width (GQA)
-    const uint64_t n_v = uint64_t{hp.n_head_kv} * hp.head_dim_v;  // value width
-    const uint64_t n_attn_out = uint64_t{hp.n_head} * hp.head_dim_v;
     const bool shared_expert = hp.is_moe() && hp.n_ff_shexp > 0;
 
     std::vector<TensorSpec> out;
@@ -78,23 +106,25 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
     top.weight(TensorRole::OutputNorm, {n_embd});
     if (!hp.tied_output) top.weight(TensorRole::Output, {n_embd, hp.n_vocab});
 
+    const TensorRole ffn_norm = hp.has_recurrent() ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         LayoutBuilder blk(out, static_cast<int>(il));
         blk.weight(TensorRole::AttnNorm, {n_embd});
-        blk.weight(TensorRole::AttnQ, {n_embd, n_q});
-        blk.weight(TensorRole::AttnK, {n_embd, n_k});
-        blk.weight(TensorRole::AttnV, {n_embd, n_v});
-        if (hp.has_qkv_bias) {
-            blk.bias(TensorRole::AttnQ, n_q);
-            blk.bias(TensorRole::AttnK, n_k);
-            blk.bias(TensorRole::AttnV, n_v);
+        if (hp.is_recurrent(il)) {
+            const uint64_t conv = hp.conv_channels(), value = hp.ssm_value_dim();
+            blk.weight(TensorRole::AttnQkv, {n_embd, conv});
+            blk.weight(TensorRole::AttnGate, {n_embd, value});
+            blk.weight(TensorRole::SsmConv1d, {hp.ssm_d_conv, conv});
+            blk.bias(TensorRole::SsmDt, hp.ssm_dt_rank);
+            blk.weight(TensorRole::SsmA, {hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmBeta, {n_embd, hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmAlpha, {n_embd, hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
+            blk.weight(TensorRole::SsmOut, {value, n_embd});
+        } else {
+            add_attention(blk, hp);
         }
-        if (hp.has_qk_norm) {
-            blk.weight(TensorRole::AttnQNorm, {hp.head_dim_k});
-            blk.weight(TensorRole::AttnKNorm, {hp.head_dim_k});
-        }
-        blk.weight(TensorRole::AttnOutput, {n_attn_out, n_embd});
-        blk.weight(TensorRole::FfnNorm, {n_embd});
+        blk.weight(ffn_norm, {n_embd});
         if (!hp.is_moe()) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});

@@ -14,7 +14,7 @@ struct RoleName {
 };
 
 // One table for both directions (name -> role, role -> name).
-constexpr std::array<RoleName, 31> kRoles = {{
+constexpr std::array<RoleName, 39> kRoles = {{
     {TensorRole::TokenEmbedding, "token_embd", "token_embd"},
     {TensorRole::OutputNorm, "output_norm", "output_norm"},
     {TensorRole::Output, "output", "output"},
@@ -45,6 +45,14 @@ constexpr std::array<RoleName, 31> kRoles = {{
     {TensorRole::SharedUp, "ffn_up_shexp", "shared_up"},
     {TensorRole::SharedDown, "ffn_down_shexp", "shared_down"},
     {TensorRole::SharedExpertGate, "ffn_gate_inp_shexp", "shared_expert_gate"},
+    {TensorRole::AttnGate, "attn_gate", "attn_gate"},
+    {TensorRole::SsmConv1d, "ssm_conv1d", "ssm_conv1d"},
+    {TensorRole::SsmDt, "ssm_dt", "ssm_dt"},
+    {TensorRole::SsmA, "ssm_a", "ssm_a"},
+    {TensorRole::SsmBeta, "ssm_beta", "ssm_beta"},
+    {TensorRole::SsmAlpha, "ssm_alpha", "ssm_alpha"},
+    {TensorRole::SsmNorm, "ssm_norm", "ssm_norm"},
+    {TensorRole::SsmOut, "ssm_out", "ssm_out"},
     {TensorRole::Other, "", "other"},
 }};
 
@@ -102,6 +110,14 @@ bool is_attention_role(TensorRole r) {
         case TensorRole::AttnKNorm:
         case TensorRole::AttnSinks:
         case TensorRole::AttnOther:
+        case TensorRole::AttnGate:
+        case TensorRole::SsmConv1d:
+        case TensorRole::SsmDt:
+        case TensorRole::SsmA:
+        case TensorRole::SsmBeta:
+        case TensorRole::SsmAlpha:
+        case TensorRole::SsmNorm:
+        case TensorRole::SsmOut:
             return true;
         default:
             return false;
@@ -117,6 +133,7 @@ bool is_norm_role(TensorRole r) {
         case TensorRole::AttnPostNorm:
         case TensorRole::FfnNorm:
         case TensorRole::FfnPostNorm:
+        case TensorRole::SsmNorm:
             return true;
         default:
             return false;
@@ -183,6 +200,8 @@ std::string tensor_name(TensorRole role, int layer, bool bias) {
     const RoleName* e = find_role(role);
     std::string base = e && !e->base.empty() ? std::string(e->base) : std::string("unknown");
     std::string out = layer >= 0 ? "blk." + std::to_string(layer) + "." + base : base;
+    // The reference converter writes the DeltaNet's A without a suffix.
+    if (role == TensorRole::SsmA && !bias) return out;
     return out + (bias ? ".bias" : ".weight");
 }
 

@@ -40,6 +40,16 @@ enum class TensorRole : uint8_t {
     SharedUp,          // blk.N.ffn_up_shexp
     SharedDown,        // blk.N.ffn_down_shexp
     SharedExpertGate,  // blk.N.ffn_gate_inp_shexp (qwen2moe: scalar gate of the shared expert)
+    // Gated DeltaNet (linear attention) layers of hybrid models (qwen35); their fused q/k/v
+    // projection is AttnQkv [n_embd, 2*key_dim + value_dim].
+    AttnGate,   // blk.N.attn_gate: the output gate z     [n_embd, value_dim]
+    SsmConv1d,  // blk.N.ssm_conv1d: causal conv taps     [d_conv, 2*key_dim + value_dim]
+    SsmDt,      // blk.N.ssm_dt.bias: decay bias          [n_v_heads]
+    SsmA,       // blk.N.ssm_a (no suffix): -exp(A_log)   [n_v_heads]
+    SsmBeta,    // blk.N.ssm_beta: write strength         [n_embd, n_v_heads]
+    SsmAlpha,   // blk.N.ssm_alpha: decay input           [n_embd, n_v_heads]
+    SsmNorm,    // blk.N.ssm_norm: gated output RMSNorm   [head_v_dim]
+    SsmOut,     // blk.N.ssm_out: output projection       [value_dim, n_embd]
     Other,
 };
 

@@ -71,7 +71,8 @@ class ExpectedSet {
 
 void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& traits, int il) {
     const uint64_t embd = hp.n_embd;
-    const uint64_t q = uint64_t{hp.n_head_at(il)} * hp.head_dim_k;
+    // A gated query: each head's query and output gate side by side.
+    const uint64_t q = uint64_t{hp.n_head_at(il)} * hp.head_dim_k * (hp.attn_output_gate ? 2 : 1);
     const uint64_t k = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_k;
     const uint64_t v = uint64_t{hp.n_head_kv_at(il)} * hp.head_dim_v;
     const uint64_t o = uint64_t{hp.n_head_at(il)} * hp.head_dim_v;
@@ -87,6 +88,23 @@ void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& 
     e.add(layer_name(il, "attn_output", "bias"), {embd}, "[n_embd]", false);
     e.add(layer_name(il, "attn_q_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
     e.add(layer_name(il, "attn_k_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
+}
+
+// A Gated DeltaNet layer (hybrid families): fused q/k/v, output gate z, the convolution, the
+// decay and write-strength projections and their parameters, the gated norm and the output.
+void expect_delta_net(ExpectedSet& e, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, conv = hp.conv_channels(), value = hp.ssm_value_dim();
+    const uint64_t heads = hp.ssm_dt_rank;
+    e.add(layer_name(il, "attn_norm"), {embd}, "[n_embd]");
+    e.add(layer_name(il, "attn_qkv"), {embd, conv}, "[n_embd, 2*key_dim + value_dim]");
+    e.add(layer_name(il, "attn_gate"), {embd, value}, "[n_embd, value_dim]");
+    e.add(layer_name(il, "ssm_conv1d"), {hp.ssm_d_conv, conv}, "[d_conv, 2*key_dim + value_dim]");
+    e.add(layer_name(il, "ssm_dt", "bias"), {heads}, "[n_v_heads]");
+    e.add("blk." + std::to_string(il) + ".ssm_a", {heads}, "[n_v_heads]");
+    e.add(layer_name(il, "ssm_beta"), {embd, heads}, "[n_embd, n_v_heads]");
+    e.add(layer_name(il, "ssm_alpha"), {embd, heads}, "[n_embd, n_v_heads]");
+    e.add(layer_name(il, "ssm_norm"), {hp.ssm_d_state}, "[head_v_dim]");
+    e.add(layer_name(il, "ssm_out"), {value, embd}, "[value_dim, n_embd]");
 }
 
 void expect_dense_ffn(ExpectedSet& e, const ModelHparams& hp, int il) {
@@ -135,8 +153,14 @@ void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     e.add("output.weight", {embd, vocab}, "[n_embd, n_vocab]", false);  // absent when tied
     e.add("rope_freqs.weight", {hp.n_rot / 2}, "[n_rot/2]", false);     // llama3 frequency factors
     for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
-        expect_attention(e, hp, traits, il);
-        e.add(layer_name(il, "ffn_norm"), {embd}, "[n_embd]");
+        if (hp.is_recurrent(uint32_t(il))) {
+            expect_delta_net(e, hp, il);
+        } else {
+            expect_attention(e, hp, traits, il);
+        }
+        // Hybrid families name the FFN's pre-norm post_attention_norm.
+        e.add(layer_name(il, traits.hybrid_delta_net ? "post_attention_norm" : "ffn_norm"), {embd},
+              "[n_embd]");
         if (hp.is_moe() && il >= static_cast<int>(hp.n_leading_dense)) {
             expect_moe_ffn(e, f, hp, il);
         } else {

@@ -188,6 +188,17 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
     put("rope.dimension_count", hp.n_rot);
     put("rope.freq_base", hp.rope_freq_base);
     put("attention.layer_norm_rms_epsilon", hp.rms_eps);
+    if (hp.has_recurrent()) {
+        put("ssm.conv_kernel", hp.ssm_d_conv);
+        put("ssm.state_size", hp.ssm_d_state);
+        put("ssm.group_count", hp.ssm_n_group);
+        put("ssm.time_step_rank", hp.ssm_dt_rank);
+        put("ssm.inner_size", uint32_t(hp.ssm_value_dim()));
+        put("full_attention_interval", uint32_t{4});
+        Array sections{ValueType::I32, {}};
+        for (uint32_t x : hp.rope_sections) sections.items.emplace_back(int32_t(x));
+        put("rope.dimension_sections", std::move(sections));
+    }
     if (hp.is_moe()) {
         put("expert_count", hp.n_expert);
         put("expert_used_count", hp.n_expert_used);

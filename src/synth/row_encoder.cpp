@@ -183,7 +183,8 @@ std::vector<TensorType> encodable_tensor_types() {
 TensorType synth_tensor_type(const TensorSpec& spec, const WeightFormat& w,
                              const ModelHparams& hp) {
     if (spec.shape.size() <= 1 || spec.is_bias || is_norm_role(spec.role) ||
-        spec.role == TensorRole::MoeRouter || spec.role == TensorRole::SharedExpertGate) {
+        spec.role == TensorRole::MoeRouter || spec.role == TensorRole::SharedExpertGate ||
+        spec.role == TensorRole::SsmConv1d) {  // the reference engine convolves in F32 only
         return TensorType::F32;
     }
     if (w.mix == QuantMix::Pure) return w.base;

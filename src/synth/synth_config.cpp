@@ -20,6 +20,9 @@ struct PresetShape {
     uint32_t n_ctx;
     float rope_base, rms_eps;
     bool tied;
+    // Hybrid (qwen35) presets: the delta net's head size, key and value heads, and the rotated
+    // dimensions of the attention heads (0: all).
+    uint32_t ssm_state = 0, ssm_k_heads = 0, ssm_v_heads = 0, n_rot = 0;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -53,6 +56,98 @@ constexpr PresetShape kPresets[] = {
      4096, 12, 32, 8, 0, 14336, 8, 2, 0, 0, 32768, 1000000.0f, 1e-5f, false},
     {"qwen3moe-30b-a3b", "Qwen3-30B-A3B shape: 48 layers, 128 experts top-8 (60 GB F16)",
      "qwen3moe", 2048, 48, 32, 4, 128, 6144, 128, 8, 768, 0, 40960, 1000000.0f, 1e-6f, false},
+    // Qwen3.5: three Gated DeltaNet layers to one gated full-attention layer; the tiny ones have
+    // more value heads than key heads (as the real ones), so the heads' pairing is exercised.
+    {"tiny-qwen35",
+     "qwen35 (Qwen3.5 dense): 4 layers = 3 DeltaNet + 1 gated attention, n_embd 256, tied",
+     "qwen35",
+     256,
+     4,
+     4,
+     2,
+     64,
+     512,
+     0,
+     0,
+     0,
+     0,
+     4096,
+     10000000.0f,
+     1e-6f,
+     true,
+     64,
+     2,
+     4,
+     16},
+    {"tiny-qwen35moe",
+     "qwen35moe (Qwen3.5 MoE): 4 layers, 16 experts top-4 + shared expert, untied",
+     "qwen35moe",
+     256,
+     4,
+     4,
+     2,
+     64,
+     0,
+     16,
+     4,
+     256,
+     256,
+     4096,
+     10000000.0f,
+     1e-6f,
+     false,
+     64,
+     2,
+     4,
+     16},
+    // Published Qwen3.5 MoE configs (text part): hidden 2048 / 3072, 40 / 48 layers, 16 / 32
+    // query heads and 2 KV heads of 256 (a quarter rotated), DeltaNet 16 key heads and 32 / 64
+    // value heads of 128, 256 experts top-8 of 512 / 1024 plus a shared expert as wide,
+    // rope_theta 1e7, 262144 positions, untied.
+    {"qwen35-35b-a3b",
+     "Qwen3.5-35B-A3B shape: 40 layers (30 DeltaNet), 256 experts top-8 (~21 GB at Q4_K_M)",
+     "qwen35moe",
+     2048,
+     40,
+     16,
+     2,
+     256,
+     0,
+     256,
+     8,
+     512,
+     512,
+     262144,
+     10000000.0f,
+     1e-6f,
+     false,
+     128,
+     16,
+     32,
+     64},
+    {"qwen35-122b-a10b",
+     "Qwen3.5-122B-A10B shape: 48 layers, 256 experts top-8 of 1024, 64 DeltaNet value heads "
+     "(value heads and expert width from the published config, unverified here; ~73 GB at "
+     "Q4_K_M)",
+     "qwen35moe",
+     3072,
+     48,
+     32,
+     2,
+     256,
+     0,
+     256,
+     8,
+     1024,
+     1024,
+     262144,
+     10000000.0f,
+     1e-6f,
+     false,
+     128,
+     16,
+     64,
+     64},
 };
 
 std::string flag_value(std::string_view flag, uint32_t v) {
@@ -104,6 +199,17 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         hp.n_ff_shexp = p.n_ff_shexp;
         hp.rope_freq_base = p.rope_base;
         hp.tied_output = p.tied;
+        if (p.ssm_state > 0) {
+            hp.ssm_d_conv = 4;
+            hp.ssm_d_state = p.ssm_state;
+            hp.ssm_n_group = p.ssm_k_heads;
+            hp.ssm_dt_rank = p.ssm_v_heads;
+            hp.ssm_d_inner = p.ssm_state * p.ssm_v_heads;
+            hp.n_rot = p.n_rot;
+            // Qwen's split of the rotated pairs into time, height and width sections.
+            const uint32_t pairs = p.n_rot / 2, t = (pairs + 2) / 3, h = (pairs - t + 1) / 2;
+            hp.rope_sections = {t, h, pairs - t - h, 0};
+        }
         return hp;
     }
     return std::nullopt;
@@ -142,6 +248,18 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }
 
+    if (traits->hybrid_delta_net) {
+        if (hp.ssm_d_conv < 2 || hp.ssm_d_state == 0 || hp.ssm_n_group == 0 ||
+            hp.ssm_dt_rank % hp.ssm_n_group != 0) {
+            return err(hp.arch,
+                       " needs the delta net's shape (conv kernel >= 2, state size, key heads "
+                       "dividing value heads): start from a preset");
+        }
+        if (hp.n_rot == 0 || hp.n_rot > head_dim || hp.n_rot % 2 != 0) {
+            return err(hp.arch, ": rotated dimensions ", std::to_string(hp.n_rot),
+                       " must be even and at most the head dimension");
+        }
+    }
     if (hp.n_expert == 0 && traits->always_moe) {
         return err(hp.arch, " is a mixture-of-experts architecture: --experts must be at least 1");
     }

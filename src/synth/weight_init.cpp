@@ -106,6 +106,11 @@ WeightInit weight_init(const TensorSpec& spec, const ModelHparams& hp) {
         w.kind = InitKind::Uniform;
         w.lo = 0.6f * k;
         w.hi = 1.4f * k;
+    } else if (spec.role == TensorRole::SsmA) {
+        // A = -exp(A_log): negative, so the state decays by exp(A * softplus(...)) < 1 a step.
+        w.kind = InitKind::Uniform;
+        w.lo = -1.5f;
+        w.hi = -0.1f;
     } else if (is_norm_role(spec.role)) {
         w.kind = InitKind::Uniform;
         w.lo = 0.6f;
