@@ -32,6 +32,8 @@ namespace strata {
 // Query tokens one attention task takes (a block of the batch): the attention scratch of a thread
 // holds this many tokens' scores over the whole context.
 inline constexpr int64_t kAttentionTokensPerTask = 32;
+// Tokens a Gated DeltaNet prompt is computed in at a time (backend/cpu/delta_net.h).
+inline constexpr int64_t kDeltaNetChunk = 64;
 // Activation columns the scalar matmul path dequantizes at a time.
 inline constexpr int64_t kScalarMatmulColumns = 16;
 // What the engine keeps per chosen expert of a layer to hand them to the backend at once: an
