@@ -1,5 +1,8 @@
 #include "backend/backend.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace strata {
 
 std::string_view act_name(Act a) {
@@ -20,10 +23,37 @@ std::string_view act_name(Act a) {
             return "out";
         case Act::Side:
             return "side";
+        case Act::Mixed:
+            return "mixed";
+        case Act::Gate:
+            return "gate";
+        case Act::Beta:
+            return "beta";
+        case Act::Alpha:
+            return "alpha";
         case Act::Count:
             break;
     }
     return "?";
+}
+
+namespace {
+// A hybrid-model operation reached a backend whose factory should have refused the model.
+[[noreturn]] void no_recurrent_layers(std::string_view backend, const char* op) {
+    std::fprintf(stderr, "strata: backend %.*s cannot compute %s (hybrid models)\n",
+                 int(backend.size()), backend.data(), op);
+    std::abort();
+}
+}  // namespace
+
+void Backend::split_query_gate(int, int64_t) {
+    no_recurrent_layers(name(), "split_query_gate");
+}
+void Backend::sigmoid_mul(Act, Act, int64_t, int64_t) {
+    no_recurrent_layers(name(), "sigmoid_mul");
+}
+void Backend::delta_net(int, const DeltaNetWeights&, std::span<const SeqRun>) {
+    no_recurrent_layers(name(), "delta_net");
 }
 
 }  // namespace strata

@@ -44,6 +44,12 @@ enum class Act : uint8_t {
     AttnOut,  // attention output before its projection: n_head x head_dim_v
     Out,      // a block's output before the residual add: n_embd
     Side,     // a second block output summed into Out (the shared expert): n_embd
+    // Hybrid (Gated DeltaNet) models:
+    Mixed,  // a gated query (n_head x [query, gate] of head_dim_k each), or a delta-net layer's
+            // q/k/v before its convolution: conv_channels()
+    Gate,   // an output gate: n_head x head_dim_v (attention) or value_dim (delta net's z)
+    Beta,   // the delta net's write strength before its sigmoid: n_v_heads
+    Alpha,  // the delta net's decay input before softplus: n_v_heads
     Count
 };
 std::string_view act_name(Act a);
@@ -64,6 +70,16 @@ struct SeqRun {
     int64_t row0 = 0;
     int64_t n = 0;
     int64_t pos0 = 0;
+};
+
+// A Gated DeltaNet layer's small tensors (the projections are LinearJobs of the engine's):
+// the convolution taps [conv_channels][d_conv], the decay bias and A (= -exp(A_log)) per value
+// head, and the output norm [head size].
+struct DeltaNetWeights {
+    const TensorView* conv1d;
+    const TensorView* dt_bias;
+    const TensorView* a;
+    const TensorView* norm;
 };
 
 // One chosen expert of a batch and the (token * k + choice) slots that chose it, with their
@@ -144,6 +160,27 @@ class Backend {
     // AttnOut = causal attention of Q over the layer's cached keys and values, each row over its
     // own sequence's.
     virtual void attention(int layer, std::span<const SeqRun> runs) = 0;
+    // --- Hybrid models (qwen35). A backend that runs no recurrent layer need not implement
+    // these: its factory refuses such models, and the defaults abort.
+    // Q (n_head x head_dim_k) and Gate (n_head x head_dim_k) from Mixed, where each head's query
+    // and gate lie side by side.
+    virtual void split_query_gate(int layer, int64_t n);
+    // rows[i] *= sigmoid(gate[i]) over `cols` values of each of n rows (gated attention output).
+    virtual void sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n);
+    // A Gated DeltaNet layer after its projections, per row of its sequence's run (rows of a run
+    // in order, continuing that sequence's recurrent state of this layer):
+    //   x   = silu(causal conv1d of Mixed over the last d_conv inputs, the state's included)
+    //   q,k = L2-normalised key heads of x (eps rms_eps), v = the value heads of x
+    //   g   = A * softplus(Alpha + dt_bias), beta = sigmoid(Beta)          (per value head)
+    //   S   = exp(g) S;  S += beta (v - S k) k^T;  o = S q / sqrt(head size)  (value head h reads
+    //                                                                key head h % key heads)
+    //   AttnOut = RMSNorm(o) * norm * silu(Gate)                               (per value head)
+    // A prompt's run may compute the same in chunks (a parallel form); the state afterwards is
+    // the same as after its tokens one by one.
+    virtual void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs);
+    // Forgets the recurrent state of sequence `seq` (every layer's), as at its first token.
+    virtual void reset_recurrent(int /*seq*/) {}
+
     // out = down(silu(gate in) * up in).
     virtual void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                             Act in, Act out, int64_t n) = 0;

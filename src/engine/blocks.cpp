@@ -65,6 +65,7 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     const int64_t dq = n_head * hp_.head_dim_k, dk = n_head_kv * hp_.head_dim_k,
                   dv = n_head_kv * hp_.head_dim_v, da = n_head * hp_.head_dim_v;
     const LayerView& w = a.w;
+    const bool gated = hp_.attn_output_gate;
 
     // A prompt batch of a layer whose matrices wait in RAM beside a faster unit: all of them
     // start crossing now, beside this unit's work (norms, attention).
@@ -83,11 +84,14 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
         Op::Projection,
         [&] {
             const LinearJob qkv[] = {
-                {&staged(w, wq), &staged(w, w.bias(TensorRole::AttnQ)), Act::Q},
+                {&staged(w, wq), &staged(w, w.bias(TensorRole::AttnQ)),
+                 gated ? Act::Mixed : Act::Q},
                 {&staged(w, wk), &staged(w, w.bias(TensorRole::AttnK)), Act::K},
                 {&staged(w, wv), &staged(w, w.bias(TensorRole::AttnV)), Act::V}};
-            const int64_t widths[] = {dq, dk, dv};
+            const int64_t widths[] = {gated ? 2 * dq : dq, dk, dv};
             project(qkv, Act::Normed, d, widths, n);
+            // A gated query: each head's query and output gate come apart.
+            if (gated) be_->split_query_gate(il, n);
         },
         view_bytes(wq) + view_bytes(wk) + view_bytes(wv),
         view_flops(wq, n) + view_flops(wk, n) + view_flops(wv, n));
@@ -112,6 +116,7 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     timed(
         Op::Attention, [&] { be_->attention(il, a.runs); }, kv_bytes, kv_flops);
     dump("kqv_out", il, Act::AttnOut, n, da);
+    if (gated) timed(Op::Elementwise, [&] { be_->sigmoid_mul(Act::AttnOut, Act::Gate, da, n); });
     timed(
         Op::Projection,
         [&] {
@@ -128,7 +133,7 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
 
 void Engine::ffn_norm(const LayerArgs& a) {
     timed(Op::Elementwise,
-          [&] { be_->rms_norm(Act::Hidden, a.w.weight(TensorRole::FfnNorm), Act::Normed, a.n); });
+          [&] { be_->rms_norm(Act::Hidden, a.w.weight(ffn_norm_role_), Act::Normed, a.n); });
     dump("ffn_norm", a.layer, Act::Normed, a.n, hp_.n_embd);
 }
 

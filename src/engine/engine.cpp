@@ -5,6 +5,7 @@
 
 #include "engine/op_figures.h"
 #include "model/activation_memory.h"
+#include "model/architecture.h"
 #include "util/thread_pool.h"
 
 namespace strata::engine {
@@ -75,6 +76,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
 
     std::unique_ptr<Engine> e(new Engine(hp, store, options));
     e->layer_fn_ = fn;
+    if (const ArchTraits* traits = find_arch_traits(hp.arch); traits && traits->hybrid_delta_net) {
+        e->ffn_norm_role_ = TensorRole::AttnPostNorm;
+    }
     e->n_ctx_ = n_ctx;
     e->n_vocab_ = static_cast<uint32_t>(head.rows());
     bool staging = false;
@@ -149,9 +153,20 @@ void Engine::reset_stats() {
     store_.reset_stats();
 }
 
-void Engine::truncate(uint32_t n_keep, int seq) {
+uint32_t Engine::truncate(uint32_t n_keep, int seq) {
     uint32_t& past = n_past_[size_t(seq)];
+    // The recurrent state is the context's summary at its end, with no way back: a hybrid model
+    // keeps all or nothing (recomputing the prefix is the price of reusing none of it).
+    if (hp_.has_recurrent() && n_keep < past) n_keep = 0;
     past = std::min(past, n_keep);
+    if (past == 0) restart_sequence(seq);
+    return past;
+}
+
+void Engine::restart_sequence(int seq) {
+    n_past_[size_t(seq)] = 0;
+    if (!hp_.has_recurrent()) return;
+    for (auto& b : backends_) b->reset_recurrent(seq);
 }
 
 Result<void> Engine::check_room(std::span<const int32_t> tokens, int seq) const {
@@ -186,9 +201,11 @@ Result<void> Engine::eval(std::span<const int32_t> tokens, LogitsWanted wanted,
         const size_t count = std::min<size_t>(max_batch_, tokens.size() - first);
         const bool last = first + count == tokens.size();
         float* out = every ? logits.data() + first * row : (last ? logits.data() : nullptr);
-        // A failure part way through leaves the context as it was before the call.
+        // A failure part way through leaves the context as it was before the call (a hybrid
+        // model's recurrent state has moved on: it starts again, and truncate says so).
         if (auto r = eval_batch(tokens.subspan(first, count), wanted, out, seq); !r) {
             n_past_[size_t(seq)] = start;
+            if (hp_.has_recurrent()) restart_sequence(seq);
             return r;
         }
     }
@@ -270,7 +287,10 @@ Result<void> Engine::eval_sequences(std::span<const SeqTokens> inputs, std::vect
             }
         }
         if (!r) {
-            for (const auto& [seq, past] : start) n_past_[size_t(seq)] = past;
+            for (const auto& [seq, past] : start) {
+                n_past_[size_t(seq)] = past;
+                if (hp_.has_recurrent()) restart_sequence(seq);
+            }
             return r;
         }
         count_batch(int64_t(batch_tokens_.size()), served_before, heads);

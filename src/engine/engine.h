@@ -149,8 +149,12 @@ class Engine {
 
     uint32_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
     // Forgets every position of sequence `seq` from n_keep on (a new chat turn reusing a common
-    // prefix, a new perplexity chunk with 0).
-    void truncate(uint32_t n_keep, int seq = 0);
+    // prefix, a new perplexity chunk with 0) and returns the positions kept. A hybrid model's
+    // recurrent state holds the whole context in a fixed size and cannot be rolled back: it keeps
+    // a prefix only when that prefix is the whole context so far (the state is exactly at its
+    // end); any shorter one is forgotten, state and all, and 0 is returned (the caller
+    // evaluates the prompt again from its start).
+    uint32_t truncate(uint32_t n_keep, int seq = 0);
 
     uint32_t n_seq() const { return uint32_t(n_past_.size()); }
     uint32_t max_batch() const { return max_batch_; }
@@ -168,6 +172,9 @@ class Engine {
     Result<void> attention_block(const LayerArgs& a);
     // Logits of `rows` rows of the hidden state from first: the head whole, or piece by piece.
     Result<void> output_head(const TensorView& norm, int64_t first, int64_t rows, float* out);
+    // Pre-norm Gated DeltaNet (hybrid models' linear attention): norm, the fused q/k/v, output
+    // gate, write strength and decay projections, the backend's delta_net, output projection.
+    Result<void> delta_net_block(const LayerArgs& a);
     // Pre-norm SwiGLU FFN.
     Result<void> dense_ffn_block(const LayerArgs& a);
     // Pre-norm mixture of experts, plus the sigmoid-gated shared expert when the layer has one.
@@ -191,6 +198,10 @@ class Engine {
     // Moves rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
     void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
     void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
+    // The FFN's pre-norm: ffn_norm, or post_attention_norm in the hybrid families.
+    TensorRole ffn_norm_role_ = TensorRole::FfnNorm;
+    // Sequence `seq` starts again: no positions, and every backend's recurrent state forgotten.
+    void restart_sequence(int seq);
 
     // --- Staging (execution_table.h's PromptStaging): a prompt batch's matrices computed on the
     // unit that takes them, with their weights staged there.

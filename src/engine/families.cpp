@@ -20,11 +20,24 @@ Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
                                 : e.dense_ffn_block(a);
 }
 
+// Qwen3.5 / 3.6 (dense and MoE): Gated DeltaNet layers, every fourth one gated full attention
+// (the attention block follows hparams' attn_output_gate), then the FFN as above; the FFN's
+// pre-norm is post_attention_norm (the engine's ffn_norm_role_).
+Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
+    STRATA_TRY(e.hparams().is_recurrent(uint32_t(a.layer)) ? e.delta_net_block(a)
+                                                           : e.attention_block(a));
+    return e.hparams().is_moe() ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+                                : e.dense_ffn_block(a);
+}
+
 }  // namespace
 
 LayerFn layer_function(std::string_view arch) {
     for (std::string_view known : {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe"}) {
         if (arch == known) return pre_norm_layer;
+    }
+    for (std::string_view known : {"qwen35", "qwen35moe"}) {
+        if (arch == known) return hybrid_layer;
     }
     return nullptr;
 }

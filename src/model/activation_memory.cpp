@@ -40,7 +40,8 @@ uint32_t widest_ffn(const ModelHparams& hp) {
 int64_t widest_crossing(const ModelHparams& hp) {
     int64_t widest = hp.n_embd;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        widest = std::max({widest, int64_t(hp.n_head_at(l)) * hp.head_dim_k,
+        widest = std::max({widest,
+                           int64_t(hp.n_head_at(l)) * hp.head_dim_k * (hp.attn_output_gate ? 2 : 1),
                            int64_t(hp.n_head_at(l)) * hp.head_dim_v});
     }
     return widest;
@@ -68,12 +69,23 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     const uint64_t k = hp.n_expert_used;
 
     ActivationMemory m;
-    // Hidden, Normed, Out, Side; Q, K, V, AttnOut; a sigmoid gate per row; rope's angles.
+    // Hidden, Normed, Out, Side; Q, K, V, AttnOut (as wide as a delta net's output where that is
+    // wider); a sigmoid gate per row; rope's angles.
+    const uint64_t attn_out = std::max<uint64_t>(n_head * hp.head_dim_v, hp.ssm_value_dim());
     m.rows = R *
                  (4 * d + n_head * hp.head_dim_k + n_head_kv * (hp.head_dim_k + hp.head_dim_v) +
-                  n_head * hp.head_dim_v) *
+                  attn_out) *
                  f +
              R * f + uint64_t(hp.n_rot / 2) * 2 * f;
+    if (hp.has_recurrent()) {
+        // Hybrid models: Mixed (a gated query or a delta net's q/k/v), Gate, Beta and Alpha rows,
+        // and per thread the scratch of a delta-net chunk (backend/cpu/delta_net.h).
+        const uint64_t mixed = std::max<uint64_t>(2 * n_head * hp.head_dim_k, hp.conv_channels());
+        const uint64_t gate = std::max<uint64_t>(n_head * hp.head_dim_v, hp.ssm_value_dim());
+        m.rows += R * (mixed + gate + 2 * uint64_t(hp.ssm_dt_rank)) * f;
+        const uint64_t C = kDeltaNetChunk, S = hp.ssm_d_state;
+        m.rows += uint64_t(std::max(1, shape.threads)) * (C + 2 * C * C + 2 * C * S) * f;
+    }
 
     // SwiGLU: gate and up rows (the product overwrites gate). Routed experts: each token's k
     // weighted outputs, and the rows of one expert gathered and computed.

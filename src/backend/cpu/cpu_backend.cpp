@@ -10,6 +10,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_path.h"
+#include "backend/cpu/delta_net.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -49,9 +50,21 @@ class CpuBackend final : public Backend {
         size(Act::Q, int64_t(n_head) * hp_.head_dim_k);
         size(Act::K, int64_t(n_head_kv) * hp_.head_dim_k);
         size(Act::V, int64_t(n_head_kv) * hp_.head_dim_v);
-        size(Act::AttnOut, int64_t(n_head) * hp_.head_dim_v);
+        // A delta-net layer's output (value heads) goes where attention's does.
+        size(Act::AttnOut,
+             std::max<int64_t>(int64_t(n_head) * hp_.head_dim_v, int64_t(hp_.ssm_value_dim())));
         size(Act::Out, d);
         size(Act::Side, d);
+        if (hp_.has_recurrent()) {
+            size(Act::Mixed, std::max<int64_t>(2 * int64_t(n_head) * hp_.head_dim_k,
+                                               int64_t(hp_.conv_channels())));
+            size(Act::Gate,
+                 std::max<int64_t>(int64_t(n_head) * hp_.head_dim_v, int64_t(hp_.ssm_value_dim())));
+            size(Act::Beta, hp_.ssm_dt_rank);
+            size(Act::Alpha, hp_.ssm_dt_rank);
+            delta_scratch_.resize(size_t(pool_.size()) *
+                                  size_t(delta_chunk_scratch_floats(int(hp_.ssm_d_state))));
+        }
         gate_.resize(size_t(rows));
         ffn_.reserve(rows, widest_ffn(hp_));
         if (hp_.is_moe()) {
@@ -167,6 +180,110 @@ class CpuBackend final : public Backend {
                            attention_by_positions_ ? &decode_scratch_ : nullptr);
         }
     }
+
+    void split_query_gate(int layer, int64_t n) override {
+        const int64_t heads = hp_.n_head_at(uint32_t(layer)), hd = hp_.head_dim_k;
+        const float* mixed = act(Act::Mixed);
+        float* q = act(Act::Q);
+        float* gate = act(Act::Gate);
+        rows_over_pool(n, [&](int64_t t) {
+            for (int64_t h = 0; h < heads; ++h) {
+                const float* src = mixed + (t * heads + h) * 2 * hd;
+                std::memcpy(q + (t * heads + h) * hd, src, sizeof(float) * size_t(hd));
+                std::memcpy(gate + (t * heads + h) * hd, src + hd, sizeof(float) * size_t(hd));
+            }
+        });
+    }
+
+    void sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n) override {
+        float* r = act(rows);
+        const float* g = act(gate);
+        rows_over_pool(n, [&](int64_t t) {
+            for (int64_t i = t * cols; i < (t + 1) * cols; ++i) r[i] *= sigmoid(g[i]);
+        });
+    }
+
+    void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override {
+        const int S = int(hp_.ssm_d_state), hk = int(hp_.ssm_n_group), hv = int(hp_.ssm_dt_rank);
+        const int64_t channels = int64_t(hp_.conv_channels()), key_dim = int64_t(hp_.ssm_key_dim()),
+                      value_dim = int64_t(hp_.ssm_value_dim());
+        const int d_conv = int(hp_.ssm_d_conv);
+        float* mixed = act(Act::Mixed);
+        int64_t n = 0;
+        for (const SeqRun& run : runs) {
+            n = std::max(n, run.row0 + run.n);
+            // The convolution runs along each sequence's tokens, channels in parallel.
+            float* conv_state = kvs_[size_t(run.seq)].conv_state(layer);
+            pool_.parallel_for(channels, 64, [&](int64_t b, int64_t e, int) {
+                causal_conv_silu(mixed + run.row0 * channels, run.n, channels, b, e, d_conv,
+                                 w.conv1d->f32(), conv_state);
+            });
+        }
+        // Per row: q and k L2-normalised (as the reference: x / max(|x|, eps)), the decay
+        // g = A softplus(alpha + dt_bias) and beta = sigmoid(beta).
+        float* alpha = act(Act::Alpha);
+        float* beta = act(Act::Beta);
+        const float* dt = w.dt_bias->f32();
+        const float* a = w.a->f32();
+        rows_over_pool(n, [&](int64_t t) {
+            float* x = mixed + t * channels;
+            for (int64_t h = 0; h < 2 * hk; ++h) {
+                float* v = x + h * S;
+                double sum = 0;
+                for (int i = 0; i < S; ++i) sum += double(v[i] * v[i]);
+                const float inv = 1.0f / std::max(std::sqrt(float(sum)), hp_.rms_eps);
+                for (int i = 0; i < S; ++i) v[i] *= inv;
+            }
+            for (int h = 0; h < hv; ++h) {
+                const float z = alpha[t * hv + h] + dt[h];
+                const float softplus = z > 20.0f ? z : std::log1p(std::exp(z));
+                alpha[t * hv + h] = softplus * a[h];
+                beta[t * hv + h] = sigmoid(beta[t * hv + h]);
+            }
+        });
+        // Each (sequence, value head) runs its tokens in order: chunks for a prompt, the
+        // recurrent step for a decode step.
+        float* out = act(Act::AttnOut);
+        const int64_t tasks = int64_t(runs.size()) * hv;
+        const int64_t scratch_floats = delta_chunk_scratch_floats(S);
+        pool_.parallel_for(tasks, 1, [&](int64_t b, int64_t e, int thread) {
+            for (int64_t task = b; task < e; ++task) {
+                const SeqRun& run = runs[size_t(task / hv)];
+                const int h = int(task % hv), kh = h % hk;
+                const float* x = mixed + run.row0 * channels;
+                const DeltaHeadRun r{x + kh * S,
+                                     x + key_dim + kh * S,
+                                     x + 2 * key_dim + h * S,
+                                     channels,
+                                     alpha + run.row0 * hv + h,
+                                     beta + run.row0 * hv + h,
+                                     hv,
+                                     out + run.row0 * value_dim + h * S,
+                                     value_dim,
+                                     run.n,
+                                     S};
+                float* state = kvs_[size_t(run.seq)].delta_state(layer) + int64_t(h) * S * S;
+                if (run.n > 1) {
+                    delta_rule_chunked(r, state, delta_scratch_.data() + thread * scratch_floats);
+                } else {
+                    delta_rule_recurrent(r, state);
+                }
+            }
+        });
+        // The gated output norm, per value head.
+        const float* z = act(Act::Gate);
+        const float* norm = w.norm->f32();
+        rows_over_pool(n, [&](int64_t t) {
+            for (int h = 0; h < hv; ++h) {
+                float* o = out + t * value_dim + h * S;
+                rms_norm_row(o, norm, o, S, hp_.rms_eps);
+                const float* zt = z + t * value_dim + h * S;
+                for (int i = 0; i < S; ++i) o[i] *= silu(zt[i]);
+            }
+        });
+    }
+
+    void reset_recurrent(int seq) override { kvs_[size_t(seq)].clear_recurrent(); }
 
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
                     Act out, int64_t n) override {
@@ -350,6 +467,7 @@ class CpuBackend final : public Backend {
     bool attention_by_positions_;  // Tuning::attention_by_positions: decode_scratch_ is used
     std::array<std::vector<float>, size_t(Act::Count)> acts_;
     std::vector<float> cos_, sin_, gate_;
+    std::vector<float> delta_scratch_;  // per thread: a delta-net chunk's (delta_net.h)
     FfnBuffers ffn_;
     int experts_k_ = 1;
     std::vector<float> slot_out_, x_rows_, y_rows_;

@@ -1,5 +1,7 @@
 #include "backend/cpu/kv_cache.h"
 
+#include <cstring>
+
 #include "quant/quant.h"
 #include "util/units.h"
 namespace strata::cpu {
@@ -25,7 +27,14 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
         L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : kv_row_bytes(type, L.n_embd_v);
         L.k_offset = offset;
         L.v_offset = offset;
-        if (held.empty() || (l < held.size() && held[l])) {
+        const bool holds = held.empty() || (l < held.size() && held[l]);
+        if (hp.is_recurrent(l)) {
+            if (holds) {
+                L.v_offset = offset + recurrent_conv_bytes(hp);
+                L.state_bytes = recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
+                offset += L.state_bytes;
+            }
+        } else if (holds) {
             offset += round_up(L.k_row_bytes * n_ctx, kKvLayerAlign);
             L.v_offset = offset;
             offset += round_up(kv_row_bytes(type, L.n_embd_v) * n_ctx, kKvLayerAlign);
@@ -39,7 +48,14 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
                    "; a smaller --ctx needs less");
     }
     c.buffer_ = std::move(*buf);
+    c.clear_recurrent();
     return c;
+}
+
+void KvCache::clear_recurrent() {
+    for (const Layer& L : layers_) {
+        if (L.state_bytes > 0) std::memset(buffer_.data() + L.k_offset, 0, L.state_bytes);
+    }
 }
 
 void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {

@@ -45,11 +45,21 @@ class KvCache {
     size_t value_row_bytes(int layer) const { return layers_[layer].v_row_bytes; }
     bool values_transposed() const { return type_ == KvType::F16; }
 
+    // A recurrent (Gated DeltaNet) layer's state in place of keys and values
+    // (model/kv_layout.h: recurrent_conv_bytes, recurrent_delta_bytes): the convolution's last
+    // inputs [channels][d_conv - 1] and the delta state [v_heads][S][S], zero at first.
+    float* conv_state(int layer) { return state_at(layers_[layer].k_offset); }
+    float* delta_state(int layer) { return state_at(layers_[layer].v_offset); }
+    // Zeroes every recurrent layer's state (a sequence started again).
+    void clear_recurrent();
+
   private:
+    float* state_at(size_t offset) { return reinterpret_cast<float*>(buffer_.data() + offset); }
     struct Layer {
         size_t k_offset = 0, v_offset = 0;
         size_t k_row_bytes = 0, v_row_bytes = 0;
         uint32_t n_embd_k = 0, n_embd_v = 0;
+        size_t state_bytes = 0;  // a recurrent layer's, from k_offset; 0 for attention layers
     };
     KvType type_ = KvType::F16;
     uint32_t n_ctx_ = 0;

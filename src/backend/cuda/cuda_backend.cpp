@@ -61,8 +61,9 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
     STRATA_ASSIGN(matmul_,
                   Matmul::create(s.max_weight, s.rows, s.max_cols, stream_, config.tuning));
 
-    const std::array<int64_t, size_t(Act::Count)> cols = {s.d, s.d,    s.q, s.k,
-                                                          s.v, s.attn, s.d, s.d};
+    // The hybrid models' activations (Mixed .. Alpha) are none of this backend's: it refuses them.
+    const std::array<int64_t, size_t(Act::Count)> cols = {s.d, s.d, s.q, s.k, s.v, s.attn,
+                                                          s.d, s.d, 0,   0,   0,   0};
     for (size_t a = 0; a < cols.size(); ++a) {
         STRATA_ASSIGN(acts_[a], floats(s.rows * cols[a]));
     }
@@ -154,7 +155,8 @@ void CudaBackend::read_act(Act a, float* x, int64_t n, int64_t cols) {
 const float* CudaBackend::peek(Act a, int64_t rows) {
     flush();
     const std::array<int64_t, size_t(Act::Count)> cols = {
-        shapes_.d, shapes_.d, shapes_.q, shapes_.k, shapes_.v, shapes_.attn, shapes_.d, shapes_.d};
+        shapes_.d, shapes_.d, shapes_.q, shapes_.k, shapes_.v, shapes_.attn,
+        shapes_.d, shapes_.d, 0,         0,         0,         0};
     peeked_.resize(size_t(rows * cols[size_t(a)]));
     to_host(peeked_.data(), act(a), rows * cols[size_t(a)]);
     return peeked_.data();
@@ -414,6 +416,10 @@ void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const Tensor
 namespace strata {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, int device) {
+    if (config.hp.has_recurrent()) {
+        return err("the CUDA backend cannot run ", config.hp.arch,
+                   " yet (Gated DeltaNet layers): run it on the CPU (--gpu-mem 0)");
+    }
     const gpu::Devices& devs = gpu::devices();
     if (device < 0 || size_t(device) >= devs.list.size()) {
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);
