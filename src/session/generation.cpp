@@ -72,11 +72,13 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     GenerateResult res;
     res.prompt_ids = prompt;
 
-    // Reuse the cached prefix; at least the last prompt token is evaluated, for its logits.
+    // Reuse the cached prefix; at least the last prompt token is evaluated, for its logits. The
+    // engine may keep less than asked (a hybrid model's recurrent state keeps a prefix only when
+    // it is the whole context so far): what it kept is what is reused.
     size_t keep = 0;
     while (keep < context_.size() && keep < prompt.size() && context_[keep] == prompt[keep]) ++keep;
     keep = std::min(keep, prompt.size() - 1);
-    engine_.truncate(uint32_t(keep), seq_);
+    keep = engine_.truncate(uint32_t(keep), seq_);
     context_.resize(keep);
     // With a batcher, steps wait for this sequence's inputs from here until it returns.
     const JoinedSequence membership(batcher_, seq_);

@@ -1,0 +1,104 @@
+// The hybrid families (qwen35, qwen35moe: Gated DeltaNet layers between gated attention layers)
+// in the engine: every residency mode computes the same logits as the resident one; the
+// recurrent state is sized beside the KV cache, which only the attention layers have; and a
+// sequence's context can only be kept whole, since its recurrent state cannot be rolled back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine_test_support.h"
+#include "model/kv_layout.h"
+#include "runtime/loaded_model.h"
+#include "synth/synth_config.h"
+#include "test_support.h"
+
+namespace strata {
+namespace {
+
+const std::vector<int32_t> kPrompt = {1, 17, 230, 4, 99, 5, 61, 8, 140, 3, 27};
+
+ModelLoadOptions small_options() {
+    ModelLoadOptions o;
+    o.engine.threads = 2;
+    o.engine.n_ctx = 128;
+    o.expert_statistics = false;
+    return o;
+}
+
+void expect_modes_agree(const std::string& preset, const std::string& streamed) {
+    SCOPED_TRACE(preset + " " + streamed);
+    const std::string& path = test::synth_test_model(preset, TensorType::Q4_K);
+    auto resident = test::load_in_mode(path, "resident", small_options());
+    auto streaming = test::load_in_mode(path, streamed, small_options());
+    ASSERT_TRUE(resident && streaming);
+    const std::vector<float> want =
+        test::prompt_then_decode(*resident->engine, kPrompt, engine::LogitsWanted::All);
+    const std::vector<float> got =
+        test::prompt_then_decode(*streaming->engine, kPrompt, engine::LogitsWanted::All);
+    ASSERT_EQ(got.size(), want.size());
+    // The same weights' bytes and the same arithmetic, only read from elsewhere: the same bits.
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    EXPECT_GT(streaming->store->stats().bytes_from_disk, 0u);
+}
+
+TEST(EngineHybrid, StreamingModesGiveTheResidentLogits) {
+    expect_modes_agree("tiny-qwen35", "ffn-stream");
+    expect_modes_agree("tiny-qwen35moe", "expert-stream");
+}
+
+TEST(EngineHybrid, OnlyAttentionLayersHaveAKvCache) {
+    const ModelHparams hp = *synth_preset("tiny-qwen35");
+    ModelHparams full = hp;
+    full.recurrent_layers = {true, true, true, false};
+    // One attention layer: 2 KV heads x 64 keys and values per position in F16.
+    const uint64_t kv = kv_layer_bytes(full, 3, 100, KvType::F16);
+    EXPECT_EQ(kv, 2 * 100 * 2 * 64 * 2u);
+    // A delta-net layer: 3 past inputs of 512 channels, and 4 value heads of 64 x 64, whatever the
+    // context.
+    const uint64_t state = 3 * 512 * 4 + 4 * 64 * 64 * 4;
+    EXPECT_EQ(kv_layer_bytes(full, 0, 100, KvType::F16), state);
+    EXPECT_EQ(kv_layer_bytes(full, 0, 4000, KvType::F16), state);
+    EXPECT_EQ(kv_cache_bytes(full, 100, KvType::F16), kv + 3 * state);
+}
+
+TEST(EngineHybrid, APrefixIsKeptOnlyWhole) {
+    const std::string& path = test::synth_test_model("tiny-qwen35", TensorType::Q8_0);
+    auto m = test::load_in_mode(path, "resident", small_options());
+    ASSERT_TRUE(m);
+    engine::Engine& e = *m->engine;
+    std::vector<float> fresh, again, logits;
+    ASSERT_TRUE(e.eval(kPrompt, engine::LogitsWanted::Last, fresh));
+    // The whole context is kept: the state is at its end.
+    EXPECT_EQ(e.truncate(uint32_t(kPrompt.size())), kPrompt.size());
+    EXPECT_EQ(e.n_past(), kPrompt.size());
+    // A shorter prefix cannot be: the sequence starts again, state and all.
+    EXPECT_EQ(e.truncate(5), 0u);
+    EXPECT_EQ(e.n_past(), 0u);
+    ASSERT_TRUE(e.eval(kPrompt, engine::LogitsWanted::Last, again));
+    EXPECT_EQ(std::memcmp(again.data(), fresh.data(), fresh.size() * sizeof(float)), 0)
+        << "the recurrent state was not forgotten";
+    // Continuing after a kept prefix is the same as evaluating everything at once.
+    const std::vector<int32_t> more = {44, 45, 46};
+    ASSERT_TRUE(e.eval(more, engine::LogitsWanted::Last, logits));
+    std::vector<int32_t> whole = kPrompt;
+    whole.insert(whole.end(), more.begin(), more.end());
+    std::vector<float> at_once;
+    EXPECT_EQ(e.truncate(0), 0u);
+    ASSERT_TRUE(e.eval(whole, engine::LogitsWanted::Last, at_once));
+    ASSERT_EQ(at_once.size(), logits.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(logits[i] - at_once[i])));
+        scale = std::max(scale, double(std::fabs(at_once[i])));
+    }
+    // Chunks cut at other places sum in another order: float rounding, which may tip an 8-bit
+    // activation rounding a step (engine_invariants_test.cpp's kFlipTol), nothing more.
+    EXPECT_LT(worst, 4.0 / 127 * scale);
+}
+
+}  // namespace
+}  // namespace strata
