@@ -64,18 +64,19 @@ TEST_P(DecodeAllocations, ThirtyTwoDecodeStepsAllocateNothing) {
     EXPECT_EQ(allocations, 0u) << "heap allocations in 32 decode steps";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DecodeAllocations,
-                         ::testing::Values(Case{"tiny", "resident"}, Case{"tiny", "ffn-stream"},
-                                           Case{"tiny-moe", "resident"},
-                                           Case{"tiny-moe", "expert-stream"},
-                                           Case{"tiny-qwen2moe", "resident"}),
-                         [](const auto& p) {
-                             std::string n = p.param.preset + "_" + p.param.mode;
-                             for (char& ch : n) {
-                                 if (ch == '-') ch = '_';
-                             }
-                             return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, DecodeAllocations,
+    ::testing::Values(Case{"tiny", "resident"}, Case{"tiny", "ffn-stream"},
+                      Case{"tiny-moe", "resident"}, Case{"tiny-moe", "expert-stream"},
+                      Case{"tiny-qwen2moe", "resident"}, Case{"tiny-qwen35", "resident"},
+                      Case{"tiny-qwen35", "ffn-stream"}, Case{"tiny-qwen35moe", "expert-stream"}),
+    [](const auto& p) {
+        std::string n = p.param.preset + "_" + p.param.mode;
+        for (char& ch : n) {
+            if (ch == '-') ch = '_';
+        }
+        return n;
+    });
 
 }  // namespace
 }  // namespace strata
