@@ -302,6 +302,33 @@ TEST(TokenizerEndOfGeneration, ByIdsAndKnownTexts) {
     EXPECT_NE(t.tokenize("a<|im_end|>", {false, false}), (std::vector<TokenId>{0, 8}));
 }
 
+// gpt-oss (Harmony): a reply is several messages each closed by <|end|>; only <|return|> and
+// <|call|> end the turn, and the framing tokens come out as text for the reply parser.
+TEST(TokenizerEndOfGeneration, HarmonyTurnEnds) {
+    auto harmony = [](bool with_call) {
+        std::vector<TokenSpec> tokens = {{"a"},
+                                         {"<|start|>", 0, kControl},
+                                         {"<|channel|>", 0, kControl},
+                                         {"<|message|>", 0, kControl},
+                                         {"<|end|>", 0, kControl},
+                                         {"<|return|>", 0, kControl},
+                                         {"<|constrain|>", 0, kControl}};
+        if (with_call) tokens.push_back({"<|call|>", 0, kControl});
+        VocabFile f("gpt2", tokens);
+        f.merges({}).set("tokenizer.ggml.pre", Value("gpt-4o"));
+        return f.tokenizer();
+    };
+    const Tokenizer t = harmony(true);
+    EXPECT_EQ(t.vocab().end_of_generation(), (std::vector<TokenId>{5, 7}));
+    for (TokenId id : {1, 2, 3, 4, 6}) {
+        EXPECT_EQ(t.vocab().token(id).type, TokenType::UserDefined) << id;
+        EXPECT_FALSE(t.is_hidden(id)) << id;
+    }
+    EXPECT_TRUE(t.is_hidden(5));
+    // Without <|call|> it is not Harmony, and <|end|> keeps ending generation (Phi-3).
+    EXPECT_EQ(harmony(false).vocab().end_of_generation(), (std::vector<TokenId>{4, 5}));
+}
+
 TEST(TokenizerDetokenize, PiecesAndLeadingSpace) {
     const Tokenizer t = VocabFile("llama", spm_tokens()).tokenizer();
     const std::vector<TokenId> ids = {1, 12, 11};  // <s> ▁a bc

@@ -27,6 +27,10 @@ constexpr std::string_view kLlama3 =
 // Qwen2: Llama 3's expression with single digits.
 constexpr std::string_view kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's expression with combining marks (\p{M}) kept inside words, so that Indic,
+// Thai or decomposed Latin text is not cut at every accent.
+constexpr std::string_view kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Cased letters as DeepSeek LLM lists them (Unicode Lu/Ll/Lt of its time).
 constexpr std::string_view kDeepseekLlmLetters =
     R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293})"
@@ -90,7 +94,8 @@ const std::vector<PreTokenizerRules>& all_rules() {
         {.names = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es",
                    "jina-v2-de", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais"},
          .patterns = {kGpt2}},
-        {.names = {"qwen2", "stablelm2", "megrez"}, .patterns = {kQwen2}},
+        {.names = {"qwen2", "stablelm2", "megrez", "deepseek-r1-qwen"}, .patterns = {kQwen2}},
+        {.names = {"qwen35"}, .patterns = {kQwen35}},
         {.names = {"poro-chat", "bloom", "gpt3-finnish"}, .patterns = {kBloom}},
         {.names = {"viking"}, .patterns = {kBloom, R"(\p{N})"}},
         {.names = {"tekken"}, .patterns = {kTekken}, .ignore_merges = true, .add_bos = true},
