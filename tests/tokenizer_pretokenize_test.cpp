@@ -93,6 +93,12 @@ TEST(PreTokenize, CaseAwareWords) {
     EXPECT_EQ(split("gpt-4o", "HelloWorld don't ABCdef 12345"),
               (Pieces{"Hello", "World", " don't", " ABCdef", " ", "123", "45"}));
     EXPECT_EQ(split("gpt-4o", "a/b\n/"), (Pieces{"a", "/b", "\n", "/"}));
+    // Combining marks stay in the word, and case is Unicode's (o200k as the model has it).
+    const std::string hindi =
+        "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4"
+        "\xE0\xA5\x87";  // नमस्ते
+    EXPECT_EQ(split("gpt-4o", hindi + " " + hindi), (Pieces{hindi, " " + hindi}));
+    EXPECT_EQ(split("gpt-4o", "a\xC3\x89t\xC3\xA9"), (Pieces{"a", "\xC3\x89t\xC3\xA9"}));  // aÉté
     EXPECT_EQ(split("tekken", "HelloWorld ABCdef 12345"),
               (Pieces{"Hello", "World", " ABCdef", " ", "1", "2", "3", "4", "5"}));
 }

@@ -273,6 +273,8 @@ TEST(TokenizerBpe, DefaultsFollowThePreTokenizer) {
     };
     EXPECT_TRUE(with_pre("llama-bpe").vocab().add_bos());
     EXPECT_TRUE(with_pre("llama-bpe").vocab().ignore_merges());
+    EXPECT_TRUE(with_pre("gpt-4o").vocab().ignore_merges());  // as tiktoken (o200k) does
+    EXPECT_FALSE(with_pre("gpt-4o").vocab().add_bos());
     EXPECT_FALSE(with_pre("qwen2").vocab().add_bos());
     EXPECT_EQ(with_pre("qwen2").vocab().special().bos, 11);  // llama.cpp's BPE default
     EXPECT_EQ(with_pre("chatglm-bpe").vocab().special().bos, kNoToken);
