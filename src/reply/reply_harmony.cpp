@@ -62,8 +62,7 @@ bool HarmonySplitter::header_state(bool at_end, ReplyDelta& out) {
         return false;
     }
     const bool is_header = rest.starts_with(kHarmonyStart) || rest.starts_with(kHarmonyChannel);
-    const bool may_be_header =
-        kHarmonyStart.starts_with(rest) || kHarmonyChannel.starts_with(rest);
+    const bool may_be_header = kHarmonyStart.starts_with(rest) || kHarmonyChannel.starts_with(rest);
     if (!is_header && !may_be_header) {  // text with no header: an answer all the same
         sink_ = Sink::Content;
         state_ = State::Body;
