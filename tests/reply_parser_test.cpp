@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reply/reply_parser.h"
+#include "template/chat_template.h"
 #include "test_support.h"
 #include "text_cuts.h"
 #include "util/utf8.h"
@@ -495,6 +496,62 @@ TEST(DetectCapabilities, HarmonyAndQwenXml) {
     EXPECT_TRUE(caps.thinking);
     EXPECT_EQ(caps.format.think_open, "<think>");
     EXPECT_FALSE(forced_call_grammar(ToolCallFormat::QwenXml, json::array(), "").ok());
+}
+
+// gpt-oss's own template (kept in the repository): detected as Harmony with tools and thinking,
+// it renders the request's reasoning effort, and what it renders for an assistant's reasoning
+// and call parses back to the same reasoning and call.
+TEST(DetectCapabilities, GptOssTemplateRoundTrip) {
+    std::ifstream in(
+        std::filesystem::path(STRATA_SOURCE_DIR) / "tests/data/templates/openai-gpt-oss-20b.jinja",
+        std::ios::binary);
+    std::stringstream source;
+    source << in.rdbuf();
+    ASSERT_FALSE(source.str().empty());
+    const TemplateCapabilities caps = detect_capabilities(source.str(), {});
+    EXPECT_EQ(caps.format.tools, ToolCallFormat::Harmony);
+    EXPECT_TRUE(caps.tools);
+    EXPECT_TRUE(caps.thinking);
+
+    auto tmpl = ChatTemplate::parse(source.str(), "gpt-oss");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
+    const json tool = {
+        {"type", "function"},
+        {"function",
+         {{"name", "get_weather"},
+          {"description", "Weather"},
+          {"parameters",
+           {{"type", "object"},
+            {"properties", {{"city", {{"type", "string"}, {"description", "City"}}}}},
+            {"required", {"city"}}}}}}};
+    const json user = {{"role", "user"}, {"content", "Weather in 東京?"}};
+    json context = {{"messages", {user}},
+                    {"tools", {tool}},
+                    {"add_generation_prompt", true},
+                    {"reasoning_effort", "high"}};
+    auto prompt = tmpl->render(context);
+    ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+    EXPECT_NE(prompt->find("Reasoning: high"), std::string::npos);
+    ASSERT_TRUE(prompt->ends_with("<|start|>assistant"));
+
+    context["messages"] = {
+        user,
+        {{"role", "assistant"},
+         {"thinking", "Need the weather."},
+         {"content", ""},
+         {"tool_calls",
+          {{{"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", {{"city", "東京"}}}}}}}}}};
+    context["add_generation_prompt"] = false;
+    auto with_call = tmpl->render(context);
+    ASSERT_TRUE(with_call.ok()) << with_call.error().message;
+    // The reply is what follows the prompt's "<|start|>assistant".
+    const size_t reply_at = with_call->find("<|start|>assistant", prompt->size() - 18);
+    ASSERT_NE(reply_at, std::string::npos);
+    const std::string reply = with_call->substr(reply_at + 18);
+    expect_at_every_cut(
+        {harmony()}, reply,
+        {"", "Need the weather.", json::array({call("get_weather", {{"city", "東京"}})})});
 }
 
 TEST(DetectCapabilities, VocabularyConfirmsThinkingMarkers) {
