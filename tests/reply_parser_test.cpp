@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reply/reply_parser.h"
+#include "template/chat_template.h"
 #include "test_support.h"
 #include "text_cuts.h"
 #include "util/utf8.h"
@@ -108,6 +109,12 @@ ReplyFormat llama3() {
 ReplyFormat mistral() {
     return {ToolCallFormat::MistralToolCalls, "", "", false};
 }
+ReplyFormat qwen35() {
+    return {ToolCallFormat::QwenXml, "<think>", "</think>", true};
+}
+ReplyFormat harmony() {
+    return {ToolCallFormat::Harmony, "", "", false};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Hermes
@@ -179,6 +186,125 @@ TEST(ReplyParserHermes, CallIsEmittedAsSoonAsItCloses) {
 TEST(ReplyParserHermes, WithoutToolsInTheRequestMarkupIsContent) {
     const std::string reply = "<tool_call>{\"name\":\"f\"}</tool_call>";
     expect_at_every_cut({hermes(), /*parse_tools=*/false}, reply, {reply, "", json::array()});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Qwen3-Coder / Qwen3.5 XML-style calls
+
+TEST(ReplyParserQwenXml, ThinkingTextAndTwoCallsAtEveryCut) {
+    // The prompt ends with "<think>\n", so the reply starts inside the reasoning.
+    const std::string reply =
+        "The user wants 天气 🌦.\n</think>\n\nLet me "
+        "check.\n\n<tool_call>\n<function=get_weather>\n"
+        "<parameter=city>\nZürich 🦙\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+        "<parameter=opts>\n{\"units\": \"metric\", \"hourly\": [1, 2]}\n</parameter>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>";
+    expect_at_every_cut(
+        {qwen35()}, reply,
+        {"Let me check.\n\n", "The user wants 天气 🌦.",
+         json::array({call("get_weather", {{"city", "Zürich 🦙"},
+                                           {"days", 3},
+                                           {"opts", {{"units", "metric"}, {"hourly", {1, 2}}}}}),
+                      call("get_time", json::object())})});
+}
+
+TEST(ReplyParserQwenXml, ValuesAreTextUnlessJson) {
+    const std::string reply =
+        "<tool_call>\n<function=write>\n<parameter=path>\n\"a.txt\"\n</parameter>\n"
+        "<parameter=text>\nline 1\nline 2\n</parameter>\n<parameter=flag>\ntrue\n</parameter>\n"
+        "<parameter=none>\nnull\n</parameter>\n</function>\n</tool_call>";
+    expect_at_every_cut({qwen35(), true, false}, reply,
+                        {"", "",
+                         json::array({call("write", {{"path", "\"a.txt\""},
+                                                     {"text", "line 1\nline 2"},
+                                                     {"flag", true},
+                                                     {"none", nullptr}})})});
+}
+
+TEST(ReplyParserQwenXml, BrokenMarkupIsContent) {
+    for (const std::string bad : {
+             "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",  // Hermes JSON is not this format
+             "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>",
+             "<tool_call>\n<function=>\n</function>\n</tool_call>",
+             "<tool_call>\n<function=f>\nstray<parameter=a>1</parameter></function></tool_call>",
+         }) {
+        expect_at_every_cut({qwen35(), true, false}, bad, {bad, "", json::array()});
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harmony (gpt-oss)
+
+TEST(ReplyParserHarmony, AnalysisThenFinalAtEveryCut) {
+    // The prompt ends with "<|start|>assistant"; <|return|> ends generation and is not text.
+    const std::string reply =
+        "<|channel|>analysis<|message|>User asks 天气 🌦. Answer.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>It is sunny in Zürich 🦙.";
+    expect_at_every_cut(
+        {harmony()}, reply,
+        {"It is sunny in Zürich 🦙.", "User asks 天气 🌦. Answer.", json::array()});
+    // The same with the turn end rendered as text.
+    expect_at_every_cut(
+        {harmony()}, reply + "<|return|>",
+        {"It is sunny in Zürich 🦙.", "User asks 天气 🌦. Answer.", json::array()});
+}
+
+TEST(ReplyParserHarmony, CallsInBothHeaderOrdersAtEveryCut) {
+    // What the model writes (recipient after the channel, <|constrain|>) ...
+    const std::string reply =
+        "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+        "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"東京\"}<|call|>";
+    expect_at_every_cut(
+        {harmony()}, reply,
+        {"", "Need weather.", json::array({call("get_weather", {{"city", "東京"}})})});
+    // ... and what the template renders for earlier calls (recipient in the role part); the
+    // stream usually ends at <|call|>, which is not text.
+    const std::string rendered =
+        "<|channel|>analysis<|message|>Two calls.<|end|>"
+        "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{\"a\": [1]}<|end|>"
+        "<|start|>assistant<|channel|>commentary to=functions.g <|constrain|>json<|message|>{}";
+    expect_at_every_cut(
+        {harmony()}, rendered,
+        {"", "Two calls.", json::array({call("f", {{"a", {1}}}), call("g", json::object())})});
+}
+
+TEST(ReplyParserHarmony, PreambleAndTextWithoutHeaderAreContent) {
+    expect_at_every_cut({harmony()},
+                        "<|channel|>commentary<|message|>Checking…<|end|><|start|>assistant"
+                        "<|channel|>final<|message|>Done.",
+                        {"Checking…Done.", "", json::array()});
+    expect_at_every_cut({harmony()}, "  plain answer <|no tag|>",
+                        {"  plain answer <|no tag|>", "", json::array()});
+}
+
+TEST(ReplyParserHarmony, BadCallsAndUnfinishedHeadersAreContent) {
+    const std::string bad_json =
+        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{not json";
+    expect_at_every_cut({harmony()}, bad_json, {bad_json, "", json::array()});
+    const std::string unfinished = "<|channel|>final";
+    expect_at_every_cut({harmony()}, unfinished, {unfinished, "", json::array()});
+    // Without tools in the request a call message is content (its body only).
+    expect_at_every_cut({harmony(), /*parse_tools=*/false},
+                        "<|channel|>commentary to=functions.f<|message|>{}",
+                        {"{}", "", json::array()});
+}
+
+TEST(ReplyParserHarmony, ThinkingOffDropsTheAnalysis) {
+    expect_at_every_cut({harmony(), true, /*separate_thinking=*/false},
+                        "<|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final"
+                        "<|message|>Hi",
+                        {"Hi", "", json::array()});
+}
+
+TEST(ReplyParserHarmony, FinalTextStreamsAsItComes) {
+    ReplyParser parser(harmony(), true, true);
+    EXPECT_EQ(parser.feed("<|channel|>analysis<|message|>a").thinking, "a");
+    EXPECT_EQ(parser.feed("b<|e").thinking, "b");  // "<|e" may begin <|end|>: held
+    ReplyDelta d = parser.feed("nd|><|start|>assistant<|channel|>final<|message|>Hel");
+    EXPECT_EQ(d.thinking, "");
+    EXPECT_EQ(d.content, "Hel");
+    EXPECT_EQ(parser.feed("lo").content, "lo");
+    EXPECT_EQ(parser.finish().content, "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,6 +474,84 @@ TEST(DetectCapabilities, RealTemplates) {
         EXPECT_EQ(caps.format.think_close, e.thinking ? "</think>" : "") << e.name;
         EXPECT_FALSE(caps.format.starts_in_thinking) << e.name;
     }
+}
+
+TEST(DetectCapabilities, HarmonyAndQwenXml) {
+    const std::string gpt_oss =
+        "{%- if tools %}{{- render_tool_namespace('functions', tools) }}{%- endif %}"
+        "{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}";
+    TemplateCapabilities caps = detect_capabilities(gpt_oss, {});
+    EXPECT_EQ(caps.format.tools, ToolCallFormat::Harmony);
+    EXPECT_TRUE(caps.tools);
+    EXPECT_TRUE(caps.thinking);
+    EXPECT_EQ(caps.format.think_open, "");
+    EXPECT_FALSE(detect_capabilities(gpt_oss, {"a", "b"}).thinking);
+    EXPECT_TRUE(detect_capabilities(gpt_oss, {"<|channel|>"}).thinking);
+
+    const std::string qwen35 =
+        "{%- if tools %}<tools>{%- endif %}{{- '<tool_call>\\n<function=' + tool_call.name + "
+        "'>\\n' }}{{- '<think>\\n' }}{{- '</think>' }}";
+    caps = detect_capabilities(qwen35, {});
+    EXPECT_EQ(caps.format.tools, ToolCallFormat::QwenXml);
+    EXPECT_TRUE(caps.thinking);
+    EXPECT_EQ(caps.format.think_open, "<think>");
+    EXPECT_FALSE(forced_call_grammar(ToolCallFormat::QwenXml, json::array(), "").ok());
+}
+
+// gpt-oss's own template (kept in the repository): detected as Harmony with tools and thinking,
+// it renders the request's reasoning effort, and what it renders for an assistant's reasoning
+// and call parses back to the same reasoning and call.
+TEST(DetectCapabilities, GptOssTemplateRoundTrip) {
+    std::ifstream in(
+        std::filesystem::path(STRATA_SOURCE_DIR) / "tests/data/templates/openai-gpt-oss-20b.jinja",
+        std::ios::binary);
+    std::stringstream source;
+    source << in.rdbuf();
+    ASSERT_FALSE(source.str().empty());
+    const TemplateCapabilities caps = detect_capabilities(source.str(), {});
+    EXPECT_EQ(caps.format.tools, ToolCallFormat::Harmony);
+    EXPECT_TRUE(caps.tools);
+    EXPECT_TRUE(caps.thinking);
+
+    auto tmpl = ChatTemplate::parse(source.str(), "gpt-oss");
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
+    const json tool = {
+        {"type", "function"},
+        {"function",
+         {{"name", "get_weather"},
+          {"description", "Weather"},
+          {"parameters",
+           {{"type", "object"},
+            {"properties", {{"city", {{"type", "string"}, {"description", "City"}}}}},
+            {"required", {"city"}}}}}}};
+    const json user = {{"role", "user"}, {"content", "Weather in 東京?"}};
+    json context = {{"messages", {user}},
+                    {"tools", {tool}},
+                    {"add_generation_prompt", true},
+                    {"reasoning_effort", "high"}};
+    auto prompt = tmpl->render(context);
+    ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+    EXPECT_NE(prompt->find("Reasoning: high"), std::string::npos);
+    ASSERT_TRUE(prompt->ends_with("<|start|>assistant"));
+
+    context["messages"] = {
+        user,
+        {{"role", "assistant"},
+         {"thinking", "Need the weather."},
+         {"content", ""},
+         {"tool_calls",
+          {{{"type", "function"},
+            {"function", {{"name", "get_weather"}, {"arguments", {{"city", "東京"}}}}}}}}}};
+    context["add_generation_prompt"] = false;
+    auto with_call = tmpl->render(context);
+    ASSERT_TRUE(with_call.ok()) << with_call.error().message;
+    // The reply is what follows the prompt's "<|start|>assistant".
+    const size_t reply_at = with_call->find("<|start|>assistant", prompt->size() - 18);
+    ASSERT_NE(reply_at, std::string::npos);
+    const std::string reply = with_call->substr(reply_at + 18);
+    expect_at_every_cut(
+        {harmony()}, reply,
+        {"", "Need the weather.", json::array({call("get_weather", {{"city", "東京"}})})});
 }
 
 TEST(DetectCapabilities, VocabularyConfirmsThinkingMarkers) {

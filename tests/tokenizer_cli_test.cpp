@@ -51,6 +51,36 @@ TEST_F(TokenizeCli, IdsAndPieces) {
     EXPECT_EQ(r.out, "     1 -> '<s>'\nTotal number of tokens: 1\n");
 }
 
+// --json-lines: one JSON string per input line, one id array per output line, each tokenized
+// as it would be alone; a line that is not a JSON string is an error naming it.
+TEST_F(TokenizeCli, JsonLines) {
+    test::TempDir tmp;
+    {
+        std::ofstream(tmp.file("in.jsonl"), std::ios::binary)
+            << "\"Hello world\"\n\"\"\n\"a\\nb\"\n";
+    }
+    const std::string spm = model("vocab/ggml-vocab-llama-spm.gguf");
+    auto r = test::run_strata("tokenize --json-lines --no-bos " + spm + " --file " +
+                              test::shell_quote(tmp.file("in.jsonl")));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto alone = [&](const std::string& text) {
+        return test::run_strata("tokenize --ids --no-bos " + spm + " " + test::shell_quote(text))
+            .out;
+    };
+    std::string want;
+    for (const std::string text : {"Hello world", "", "a\nb"}) {
+        std::string line = alone(text);  // "[1, 2]\n" -> "[1,2]\n"
+        std::erase(line, ' ');
+        want += line;
+    }
+    EXPECT_EQ(r.out, want);
+    { std::ofstream(tmp.file("bad.jsonl"), std::ios::binary) << "\"ok\"\nnot json\n"; }
+    r = test::run_strata("tokenize --json-lines " + spm + " --file " +
+                         test::shell_quote(tmp.file("bad.jsonl")));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("line 2 is not a JSON string"), std::string::npos) << r.err;
+}
+
 // Text from a file keeps every byte (no escapes, the trailing newline stays); both special
 // modes agree with llama-tokenize.
 TEST_F(TokenizeCli, FileModesMatchGolden) {

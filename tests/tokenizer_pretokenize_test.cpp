@@ -44,6 +44,22 @@ TEST(PreTokenize, Qwen2SingleDigits) {
     EXPECT_EQ(split("qwen2", "x  \ty"), (Pieces{"x", "  ", "\ty"}));
 }
 
+// Qwen3.5 keeps combining marks in words; Qwen2 cuts a word at each of them.
+TEST(PreTokenize, Qwen35KeepsCombiningMarks) {
+    const std::string hindi =
+        "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4"
+        "\xE0\xA5\x87";  // नमस्ते: the virama and the vowel sign are marks
+    EXPECT_EQ(split("qwen35", hindi + " " + hindi), (Pieces{hindi, " " + hindi}));
+    EXPECT_GT(split("qwen2", hindi).size(), 1u);
+    const std::string cafe = "cafe\xCC\x81";  // e + U+0301 COMBINING ACUTE ACCENT
+    EXPECT_EQ(split("qwen35", cafe + "!"), (Pieces{cafe, "!"}));
+    EXPECT_EQ(split("qwen2", cafe + "!"), (Pieces{"cafe", "\xCC\x81!"}));
+    // Otherwise as Qwen2: single digits, contractions, whitespace.
+    EXPECT_EQ(split("qwen35", "Hello world 12345 don't"),
+              split("qwen2", "Hello world 12345 don't"));
+    EXPECT_EQ(split("qwen35", "x  \ty\n\n z"), split("qwen2", "x  \ty\n\n z"));
+}
+
 TEST(PreTokenize, Gpt2) {
     EXPECT_EQ(split("gpt-2", "Hello world 12345 don't"),
               (Pieces{"Hello", " world", " 12345", " don", "'t"}));
@@ -77,6 +93,12 @@ TEST(PreTokenize, CaseAwareWords) {
     EXPECT_EQ(split("gpt-4o", "HelloWorld don't ABCdef 12345"),
               (Pieces{"Hello", "World", " don't", " ABCdef", " ", "123", "45"}));
     EXPECT_EQ(split("gpt-4o", "a/b\n/"), (Pieces{"a", "/b", "\n", "/"}));
+    // Combining marks stay in the word, and case is Unicode's (o200k as the model has it).
+    const std::string hindi =
+        "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4"
+        "\xE0\xA5\x87";  // नमस्ते
+    EXPECT_EQ(split("gpt-4o", hindi + " " + hindi), (Pieces{hindi, " " + hindi}));
+    EXPECT_EQ(split("gpt-4o", "a\xC3\x89t\xC3\xA9"), (Pieces{"a", "\xC3\x89t\xC3\xA9"}));  // aÉté
     EXPECT_EQ(split("tekken", "HelloWorld ABCdef 12345"),
               (Pieces{"Hello", "World", " ABCdef", " ", "1", "2", "3", "4", "5"}));
 }
@@ -158,7 +180,7 @@ TEST(PreTokenize, LongRunsFinish) {
     const std::vector<std::string> runs = {std::string(200000, ' '), std::string(200000, 'a'),
                                            std::string(200000, '7'), std::string(200000, '!')};
     for (const char* name :
-         {"llama-bpe", "qwen2", "gpt-2", "gpt-4o", "tekken", "deepseek-llm", "default"}) {
+         {"llama-bpe", "qwen2", "qwen35", "gpt-2", "gpt-4o", "tekken", "deepseek-llm", "default"}) {
         auto p = PreTokenizer::create(name);
         ASSERT_TRUE(p.ok());
         std::vector<TextSpan> spans;

@@ -273,6 +273,8 @@ TEST(TokenizerBpe, DefaultsFollowThePreTokenizer) {
     };
     EXPECT_TRUE(with_pre("llama-bpe").vocab().add_bos());
     EXPECT_TRUE(with_pre("llama-bpe").vocab().ignore_merges());
+    EXPECT_TRUE(with_pre("gpt-4o").vocab().ignore_merges());  // as tiktoken (o200k) does
+    EXPECT_FALSE(with_pre("gpt-4o").vocab().add_bos());
     EXPECT_FALSE(with_pre("qwen2").vocab().add_bos());
     EXPECT_EQ(with_pre("qwen2").vocab().special().bos, 11);  // llama.cpp's BPE default
     EXPECT_EQ(with_pre("chatglm-bpe").vocab().special().bos, kNoToken);
@@ -300,6 +302,33 @@ TEST(TokenizerEndOfGeneration, ByIdsAndKnownTexts) {
     EXPECT_FALSE(t.is_end_of_generation(9));
     EXPECT_EQ(t.tokenize("a<|im_end|>", kPlain), (std::vector<TokenId>{0, 8}));
     EXPECT_NE(t.tokenize("a<|im_end|>", {false, false}), (std::vector<TokenId>{0, 8}));
+}
+
+// gpt-oss (Harmony): a reply is several messages each closed by <|end|>; only <|return|> and
+// <|call|> end the turn, and the framing tokens come out as text for the reply parser.
+TEST(TokenizerEndOfGeneration, HarmonyTurnEnds) {
+    auto harmony = [](bool with_call) {
+        std::vector<TokenSpec> tokens = {{"a"},
+                                         {"<|start|>", 0, kControl},
+                                         {"<|channel|>", 0, kControl},
+                                         {"<|message|>", 0, kControl},
+                                         {"<|end|>", 0, kControl},
+                                         {"<|return|>", 0, kControl},
+                                         {"<|constrain|>", 0, kControl}};
+        if (with_call) tokens.push_back({"<|call|>", 0, kControl});
+        VocabFile f("gpt2", tokens);
+        f.merges({}).set("tokenizer.ggml.pre", Value("gpt-4o"));
+        return f.tokenizer();
+    };
+    const Tokenizer t = harmony(true);
+    EXPECT_EQ(t.vocab().end_of_generation(), (std::vector<TokenId>{5, 7}));
+    for (TokenId id : {1, 2, 3, 4, 6}) {
+        EXPECT_EQ(t.vocab().token(id).type, TokenType::UserDefined) << id;
+        EXPECT_FALSE(t.is_hidden(id)) << id;
+    }
+    EXPECT_TRUE(t.is_hidden(5));
+    // Without <|call|> it is not Harmony, and <|end|> keeps ending generation (Phi-3).
+    EXPECT_EQ(harmony(false).vocab().end_of_generation(), (std::vector<TokenId>{4, 5}));
 }
 
 TEST(TokenizerDetokenize, PiecesAndLeadingSpace) {

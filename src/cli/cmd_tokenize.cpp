@@ -1,4 +1,5 @@
 // strata tokenize MODEL [TEXT] [--file PATH] [--ids] [--no-bos] [--no-parse-special]
+//                 [--json-lines]
 //
 // Tokenizes text the way the model does, like llama.cpp's llama-tokenize (whose output format
 // it follows, so the two can be compared): one line per token, "<id> -> '<piece>'", or with
@@ -8,7 +9,11 @@
 //
 // In the piece listing, bytes that would garble a terminal are escaped: \n, \r, \t, \\, and
 // \xNN for other control bytes and for bytes that are not valid UTF-8 (a byte token that is
-// half of a character). Exit status 1 with "strata: <message>" when the model or the text
+// half of a character).
+//
+// --json-lines tokenizes many texts in one run, for comparisons with other tokenizers: each
+// line of the input is a JSON string, and each output line is the JSON array of its ids. Exit
+// status 1 with "strata: <message>" when the model or the text
 // cannot be read.
 #include <cstdio>
 #include <fstream>
@@ -16,6 +21,8 @@
 #include <memory>
 #include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +41,7 @@ struct TokenizeCommand {
     bool no_bos = false;
     bool no_parse_special = false;
     bool show_count = false;
+    bool json_lines = false;
 };
 
 Result<std::string> read_all(std::istream& in, const std::string& name) {
@@ -112,6 +120,21 @@ void run_tokenize(const TokenizeCommand& c, bool have_text, bool have_file) {
     // As llama-tokenize: BOS and EOS go together, and only when the model adds a BOS.
     options.add_special = tokenizer->vocab().add_bos() && !c.no_bos;
     options.parse_special = !c.no_parse_special;
+    if (c.json_lines) {
+        std::string out;
+        std::istringstream lines(*text);
+        std::string line;
+        for (size_t number = 1; std::getline(lines, line); ++number) {
+            const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+            if (j.is_discarded() || !j.is_string()) {
+                fail(Error{"line " + std::to_string(number) + " is not a JSON string"});
+            }
+            out += nlohmann::json(tokenizer->tokenize(j.get<std::string>(), options)).dump();
+            out += '\n';
+        }
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        return;
+    }
     const std::vector<TokenId> tokens = tokenizer->tokenize(*text, options);
 
     std::string out;
@@ -150,6 +173,8 @@ void add_tokenize(CLI::App& app) {
     cmd->add_flag("--no-parse-special", c->no_parse_special,
                   "Treat control-token text such as <|im_start|> as plain text");
     cmd->add_flag("--show-count", c->show_count, "Also print the number of tokens");
+    cmd->add_flag("--json-lines", c->json_lines,
+                  "Input: one JSON string per line; output: one JSON array of ids per line");
     cmd->callback([c, text, file] { run_tokenize(*c, text->count() > 0, file->count() > 0); });
 }
 

@@ -124,6 +124,81 @@ std::optional<ToolCall> parse_hermes_call(std::string_view body) {
     return tool_call_from_json(parsed);
 }
 
+namespace {
+
+// The text between `open` (up to and including the '>' that ends it) and `close`, starting at
+// `pos`; advances pos past close. The name in "<function=NAME>" goes to `name`.
+bool take_tag(std::string_view text, size_t& pos, std::string_view open, std::string_view close,
+              std::string_view& name, std::string_view& value) {
+    const size_t start = text.find(open, pos);
+    if (start == std::string_view::npos || !trim(text.substr(pos, start - pos)).empty()) {
+        return false;
+    }
+    const size_t name_begin = start + open.size();
+    const size_t name_end = text.find('>', name_begin);
+    if (name_end == std::string_view::npos) return false;
+    name = trim(text.substr(name_begin, name_end - name_begin));
+    const size_t close_at = text.find(close, name_end + 1);
+    if (close_at == std::string_view::npos) return false;
+    value = text.substr(name_end + 1, close_at - name_end - 1);
+    pos = close_at + close.size();
+    return !name.empty();
+}
+
+json parameter_value(std::string_view raw) {
+    if (raw.starts_with('\n')) raw.remove_prefix(1);
+    if (raw.ends_with('\n')) raw.remove_suffix(1);
+    const std::string_view t = trim(raw);
+    if (!t.empty() && t.front() != '"') {  // a quoted JSON string keeps its quotes as text
+        json parsed = parse_json(t);
+        if (!parsed.is_discarded()) return parsed;
+    }
+    return std::string(raw);
+}
+
+}  // namespace
+
+std::optional<ToolCall> parse_qwen_xml_call(std::string_view body) {
+    body = trim(body);
+    constexpr std::string_view kFunctionClose = "</function>";
+    constexpr std::string_view kParameterOpen = "<parameter=";
+    constexpr std::string_view kParameterClose = "</parameter>";
+    if (!body.starts_with(kQwenFunctionOpen) || !body.ends_with(kFunctionClose)) {
+        return std::nullopt;
+    }
+    const size_t name_end = body.find('>');
+    if (name_end == std::string_view::npos || name_end + 1 > body.size() - kFunctionClose.size()) {
+        return std::nullopt;
+    }
+    const std::string_view name =
+        trim(body.substr(kQwenFunctionOpen.size(), name_end - kQwenFunctionOpen.size()));
+    if (name.empty()) return std::nullopt;
+    const std::string_view params =
+        body.substr(name_end + 1, body.size() - kFunctionClose.size() - name_end - 1);
+    ToolCall call{std::string(name), json::object()};
+    size_t pos = 0;
+    while (!trim(params.substr(pos)).empty()) {
+        std::string_view key, value;
+        if (!take_tag(params, pos, kParameterOpen, kParameterClose, key, value)) {
+            return std::nullopt;
+        }
+        call.arguments[std::string(key)] = parameter_value(value);
+    }
+    return call;
+}
+
+std::optional<ToolCall> parse_harmony_call(std::string_view recipient, std::string_view body) {
+    constexpr std::string_view kFunctions = "functions.";
+    recipient = trim(recipient);
+    if (recipient.starts_with(kFunctions)) recipient.remove_prefix(kFunctions.size());
+    if (recipient.empty()) return std::nullopt;
+    const json args = parse_json(trim(body));
+    if (args.is_discarded()) return std::nullopt;
+    std::optional<json> object = arguments_object(args);
+    if (!object) return std::nullopt;
+    return ToolCall{std::string(recipient), std::move(*object)};
+}
+
 std::optional<std::vector<ToolCall>> parse_llama3_calls(std::string_view reply) {
     reply = trim(reply);
     if (reply.starts_with(kPythonTag)) reply.remove_prefix(kPythonTag.size());

@@ -18,6 +18,14 @@ inline constexpr std::string_view kHermesOpen = "<tool_call>";
 inline constexpr std::string_view kHermesClose = "</tool_call>";
 inline constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 inline constexpr std::string_view kPythonTag = "<|python_tag|>";
+inline constexpr std::string_view kQwenFunctionOpen = "<function=";
+// Harmony (gpt-oss) framing.
+inline constexpr std::string_view kHarmonyStart = "<|start|>";
+inline constexpr std::string_view kHarmonyChannel = "<|channel|>";
+inline constexpr std::string_view kHarmonyMessage = "<|message|>";
+inline constexpr std::string_view kHarmonyEnd = "<|end|>";
+inline constexpr std::string_view kHarmonyCall = "<|call|>";
+inline constexpr std::string_view kHarmonyReturn = "<|return|>";
 
 // JSON's whitespace.
 inline bool is_json_space(char c) {
@@ -35,6 +43,16 @@ std::optional<ToolCall> tool_call_from_json(const nlohmann::ordered_json& j);
 
 // The body between <tool_call> and </tool_call>.
 std::optional<ToolCall> parse_hermes_call(std::string_view body);
+
+// The body between <tool_call> and </tool_call> in Qwen3-Coder / Qwen3.5 style:
+// <function=NAME> then <parameter=KEY>VALUE</parameter> for each argument, then </function>.
+// The newline after each opening tag and before each closing one is markup. A value that is a
+// JSON number, boolean, null, array or object is taken as that; anything else is a string.
+std::optional<ToolCall> parse_qwen_xml_call(std::string_view body);
+
+// A Harmony call message: the recipient ("functions.NAME", as in the header's to=) and the
+// message body, a JSON object of arguments.
+std::optional<ToolCall> parse_harmony_call(std::string_view recipient, std::string_view body);
 
 // A whole Llama 3 reply: optional <|python_tag|>, then one or more call objects separated by ';'.
 std::optional<std::vector<ToolCall>> parse_llama3_calls(std::string_view reply);

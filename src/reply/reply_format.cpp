@@ -37,10 +37,15 @@ bool contains(std::string_view source, std::string_view marker) {
 }
 
 ToolCallFormat tool_format_of(std::string_view source) {
+    // Harmony's framing is in every gpt-oss template, with or without tools.
+    if (contains(source, kHarmonyChannel)) return ToolCallFormat::Harmony;
     // Mistral templates also say "tool_call" (a loop variable), and Llama's say "tool_call" and
     // "parameters", so the bracketed markers are checked first.
     if (contains(source, kMistralCalls)) return ToolCallFormat::MistralToolCalls;
-    if (contains(source, kHermesOpen)) return ToolCallFormat::Hermes;
+    if (contains(source, kHermesOpen)) {
+        return contains(source, kQwenFunctionOpen) ? ToolCallFormat::QwenXml
+                                                   : ToolCallFormat::Hermes;
+    }
     // Llama 3.1/3.3 name <|python_tag|>; Llama 3.2 only asks for {"name": .., "parameters": ..}.
     if (contains(source, kPythonTag) || contains(source, "\"parameters\"")) {
         return ToolCallFormat::Llama3Json;
@@ -106,6 +111,10 @@ std::string_view to_string(ToolCallFormat format) {
             return "llama3-json";
         case ToolCallFormat::MistralToolCalls:
             return "mistral";
+        case ToolCallFormat::QwenXml:
+            return "qwen-xml";
+        case ToolCallFormat::Harmony:
+            return "harmony";
     }
     return "none";
 }
@@ -121,6 +130,11 @@ TemplateCapabilities detect_capabilities(std::string_view template_source,
     const bool vocab_agrees = token_texts.empty() || (has_token(token_texts, kThinkOpen) &&
                                                       has_token(token_texts, kThinkClose));
     caps.thinking = template_thinks && vocab_agrees;
+    if (caps.format.tools == ToolCallFormat::Harmony) {
+        // Reasoning is the analysis channel; the parser knows the framing, so no tags are set.
+        caps.thinking = token_texts.empty() || has_token(token_texts, kHarmonyChannel);
+        return caps;
+    }
     if (caps.thinking) {
         caps.format.think_open = kThinkOpen;
         caps.format.think_close = kThinkClose;
@@ -160,6 +174,12 @@ Result<ForcedCallGrammar> forced_call_grammar(ToolCallFormat format, const json&
             grammar.prefix = "[TOOL_CALLS][";
             grammar.suffix = "]";
             break;
+        case ToolCallFormat::QwenXml:
+        case ToolCallFormat::Harmony:
+            // The function name sits in the markup, not in a JSON object, so one schema cannot
+            // describe the call.
+            return err("forcing a tool call (tool_choice) is not supported for this model's ",
+                       to_string(format), " tool-call format; leave tool_choice at \"auto\"");
     }
     STRATA_ASSIGN(std::vector<ToolSpec> specs, read_tools(tools));
     if (!only_function.empty()) {

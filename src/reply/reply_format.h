@@ -24,9 +24,18 @@ enum class ToolCallFormat {
     // [TOOL_CALLS] [{"name": .., "arguments": {..}}, ..], or the newer
     // [TOOL_CALLS]name[ARGS]{..} repeated (Mistral, Mistral-Nemo, Mistral Small).
     MistralToolCalls,
+    // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>..</function>\n</tool_call>
+    // (Qwen3-Coder, Qwen3.5): XML-like, one <parameter> per argument, values as plain text.
+    QwenXml,
+    // OpenAI's Harmony (gpt-oss): the whole reply is messages on channels,
+    // <|channel|>analysis<|message|>..<|end|><|start|>assistant<|channel|>final<|message|>..,
+    // and a call is a commentary message to a function:
+    // <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{..}<|call|>.
+    Harmony,
 };
 
-// Name for logs and test messages: "none", "hermes", "llama3-json", "mistral".
+// Name for logs and test messages: "none", "hermes", "llama3-json", "mistral", "qwen-xml",
+// "harmony".
 std::string_view to_string(ToolCallFormat format);
 
 struct ReplyFormat {
@@ -43,9 +52,10 @@ struct TemplateCapabilities {
     ReplyFormat format;     // starts_in_thinking is left false: it depends on the prompt
 };
 
-// Reads the template source for tool-call markers ("[TOOL_CALLS]", "<tool_call>",
-// "<|python_tag|>" or a JSON "parameters" instruction) and thinking markers ("<think>" with
-// "</think>"). token_texts is the vocabulary (may be empty): when given, thinking also needs
+// Reads the template source for tool-call markers ("<|channel|>" for Harmony, "[TOOL_CALLS]",
+// "<tool_call>" with or without "<function=", "<|python_tag|>" or a JSON "parameters"
+// instruction) and thinking markers ("<think>" with "</think>"; Harmony's analysis channel).
+// token_texts is the vocabulary (may be empty): when given, thinking also needs
 // "<think>" and "</think>" to be tokens, since templates copied between models sometimes keep
 // the tags only to strip them from old turns.
 TemplateCapabilities detect_capabilities(std::string_view template_source,

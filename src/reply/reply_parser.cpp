@@ -108,8 +108,12 @@ ToolCallSplitter::ToolCallSplitter(ToolCallFormat format) : format_(format) {
             state_ = State::Passthrough;
             break;
         case ToolCallFormat::Hermes:
+        case ToolCallFormat::QwenXml:
             open_ = kHermesOpen;
             close_ = kHermesClose;
+            break;
+        case ToolCallFormat::Harmony:  // ReplyParser hands the whole reply to HarmonySplitter
+            state_ = State::Passthrough;
             break;
         case ToolCallFormat::Llama3Json:
             open_ = kPythonTag;
@@ -193,8 +197,10 @@ bool ToolCallSplitter::block_state(bool at_end, std::string& content,
         return false;
     }
     const size_t end = close_at + close_.size();
+    const std::string_view body =
+        std::string_view(held_).substr(open_.size(), close_at - open_.size());
     std::optional<ToolCall> call =
-        parse_hermes_call(std::string_view(held_).substr(open_.size(), close_at - open_.size()));
+        format_ == ToolCallFormat::QwenXml ? parse_qwen_xml_call(body) : parse_hermes_call(body);
     if (call) {
         calls.push_back(std::move(*call));
         after_call_ = true;
@@ -213,7 +219,11 @@ ReplyParser::ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thi
                       !format.think_close.empty()),
       split_tools_(parse_tools && format.tools != ToolCallFormat::None),
       thinking_(format.think_open, format.think_close, format.starts_in_thinking),
-      tools_(format.tools) {}
+      tools_(format.tools) {
+    if (format.tools == ToolCallFormat::Harmony) {
+        harmony_.emplace(parse_tools, separate_thinking);
+    }
+}
 
 ReplyDelta ReplyParser::feed(std::string_view text) {
     return step(text, false);
@@ -234,6 +244,10 @@ ReplyDelta ReplyParser::step(std::string_view text, bool at_end) {
     }
 
     ReplyDelta delta;
+    if (harmony_) {
+        harmony_->feed(whole, at_end, delta);
+        return delta;
+    }
     std::string content;
     if (split_thinking_) {
         thinking_.feed(whole, at_end, content, delta.thinking);

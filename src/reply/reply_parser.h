@@ -12,6 +12,7 @@
 // and every returned piece is valid UTF-8 when the input as a whole is.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,7 +45,7 @@ class ThinkingSplitter {
 };
 
 // Tool-call markup in the content stream, per format:
-//   Hermes: each <tool_call>..</tool_call> block becomes a call as soon as it closes.
+//   Hermes, QwenXml: each <tool_call>..</tool_call> block becomes a call as soon as it closes.
 //   MistralToolCalls: from the first [TOOL_CALLS] on, the rest of the reply is the calls.
 //   Llama3Json: a reply that begins with '{' or <|python_tag|> is the calls.
 // The last two are decided at the end of the reply, when the text is known to be complete.
@@ -67,6 +68,39 @@ class ToolCallSplitter {
     std::string held_;
 };
 
+// A Harmony (gpt-oss) reply: a sequence of messages, each a header up to <|message|> and a body
+// up to <|end|> (or <|call|> / <|return|>, which end generation and usually never arrive as
+// text). The prompt ends with "<|start|>assistant", so the first header is just
+// "<|channel|>NAME"; later ones repeat "<|start|>assistant". Per message:
+//   - channel analysis: thinking (dropped when thinking is off: the model cannot be told not to
+//     reason, and the reasoning is not the answer);
+//   - a recipient "to=functions.NAME" (in the header, before or after the channel): a tool
+//     call, its body the JSON arguments, decoded when the message ends;
+//   - any other channel (final, commentary preambles) and text with no header: content.
+// A call that does not decode, or any header that never reaches <|message|>, is given back as
+// content, verbatim.
+class HarmonySplitter {
+  public:
+    HarmonySplitter(bool parse_tools, bool keep_thinking);
+    void feed(std::string_view text, bool at_end, ReplyDelta& out);
+
+  private:
+    enum class State { Header, Body };
+    enum class Sink { Content, Thinking, Call, Drop };
+    // Each returns true when it moved to another state, which then looks at the held text.
+    bool header_state(bool at_end, ReplyDelta& out);
+    bool body_state(bool at_end, ReplyDelta& out);
+    void end_message(ReplyDelta& out);
+
+    bool parse_tools_, keep_thinking_;
+    State state_ = State::Header;
+    Sink sink_ = Sink::Content;
+    std::string header_;     // the current message's header, for a call given back as text
+    std::string recipient_;  // "functions.NAME" for a call
+    std::string body_;       // a call's body so far
+    std::string held_;
+};
+
 class ReplyParser {
   public:
     // parse_tools: the request had tools (otherwise call markup is plain content).
@@ -85,6 +119,7 @@ class ReplyParser {
     std::string unfinished_char_;
     ThinkingSplitter thinking_;
     ToolCallSplitter tools_;
+    std::optional<HarmonySplitter> harmony_;  // set for ToolCallFormat::Harmony
 };
 
 }  // namespace strata

@@ -59,7 +59,14 @@ std::string render_messages(const HostedModel& h, const GenerationJob& job, cons
     const bool prefill = !messages.empty() && messages.back().value("role", "") == "assistant";
     ctx["add_generation_prompt"] = !prefill;
     if (tools_offered(job)) ctx["tools"] = job.tools;
-    if (job.model->has_capability("thinking")) ctx["enable_thinking"] = think;
+    if (job.model->has_capability("thinking")) {
+        ctx["enable_thinking"] = think;
+        // A level ("think": "high", OpenAI's reasoning_effort) goes to the templates that read
+        // one (gpt-oss: low, medium, high); the others ignore the variable.
+        if (think && !job.think.level.empty()) {
+            ctx["reasoning_effort"] = job.think.level == "max" ? "high" : job.think.level;
+        }
+    }
     auto text = h.chat_template->render(ctx);
     if (!text) throw ApiError(500, "chat template: " + text.error().message);
     if (prefill) {
@@ -153,6 +160,12 @@ json normalized_messages(const json& messages) {
         std::transform(role.begin(), role.end(), role.begin(),
                        [](unsigned char c) { return char(std::tolower(c)); });
         n["role"] = role;
+        // Earlier reasoning: Ollama's field is `thinking` (what gpt-oss templates read); Qwen's
+        // templates read `reasoning_content`.
+        if (const auto thinking = string_field(m, "thinking");
+            thinking && role == "assistant" && !field(m, "reasoning_content")) {
+            n["reasoning_content"] = *thinking;
+        }
         if (!field(m, "content"))
             n["content"] = "";
         else if (!m["content"].is_string())

@@ -27,6 +27,10 @@ constexpr std::string_view kLlama3 =
 // Qwen2: Llama 3's expression with single digits.
 constexpr std::string_view kQwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5: Qwen2's expression with combining marks (\p{M}) kept inside words, so that Indic,
+// Thai or decomposed Latin text is not cut at every accent.
+constexpr std::string_view kQwen35 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Cased letters as DeepSeek LLM lists them (Unicode Lu/Ll/Lt of its time).
 constexpr std::string_view kDeepseekLlmLetters =
     R"(\s?[A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF}\x{1C4}-\x{293})"
@@ -54,12 +58,20 @@ constexpr std::string_view kDeepseekCjk =
 // Words up to whitespace or one of .,!?… and their CJK, Devanagari and Arabic counterparts.
 constexpr std::string_view kBloom =
     R"( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{0964}\x{06D4}\x{060C})]+)";
-// Mistral's Tekken and OpenAI's o200k: case-aware words, written with lookaheads the way
-// llama.cpp rewrites them ([^a-z] among letters stands for "upper case").
+// Mistral's Tekken: case-aware words, written with lookaheads the way llama.cpp rewrites them
+// ([^a-z] among letters stands for "upper case").
 constexpr std::string_view kTekken =
     R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// OpenAI's o200k (GPT-4o, gpt-oss): case-aware words with their combining marks, as the model's
+// own tokenizer.json writes it (only the case-insensitive contractions are spelled out). Here
+// strata departs from llama.cpp on purpose: llama.cpp's lookahead rewrite (as for Tekken) drops
+// \p{M} and treats every non-ASCII letter as both cases, so it cuts Devanagari, Thai or Khmer
+// words at each vowel sign and joins "aÉ". Likewise a pre-token that is a token is kept whole
+// (ignore_merges), as tiktoken does before merging: o200k has words such as "दुनिया" that its
+// merges do not rebuild. With both, strata's ids are the model's tokenizer's, which
+// tests/external/compare_tokenizers.mjs checks; llama.cpp's differ on such text.
 constexpr std::string_view kGpt4o =
-    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // DeepSeek V3: ASCII punctuation before letters, words with their marks, symbol runs.
 constexpr std::string_view kDeepseekV3 =
@@ -90,7 +102,8 @@ const std::vector<PreTokenizerRules>& all_rules() {
         {.names = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v1-en", "jina-v2-es",
                    "jina-v2-de", "jina-v2-code", "roberta-bpe", "mpt", "olmo", "jais"},
          .patterns = {kGpt2}},
-        {.names = {"qwen2", "stablelm2", "megrez"}, .patterns = {kQwen2}},
+        {.names = {"qwen2", "stablelm2", "megrez", "deepseek-r1-qwen"}, .patterns = {kQwen2}},
+        {.names = {"qwen35"}, .patterns = {kQwen35}},
         {.names = {"poro-chat", "bloom", "gpt3-finnish"}, .patterns = {kBloom}},
         {.names = {"viking"}, .patterns = {kBloom, R"(\p{N})"}},
         {.names = {"tekken"}, .patterns = {kTekken}, .ignore_merges = true, .add_bos = true},
@@ -98,7 +111,7 @@ const std::vector<PreTokenizerRules>& all_rules() {
          .patterns = {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z",
                       "([\\t\\n]|    |  )", R"(\p{N})", R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
          .add_bos = true},
-        {.names = {"gpt-4o"}, .patterns = {kGpt4o}},
+        {.names = {"gpt-4o"}, .patterns = {kGpt4o}, .ignore_merges = true},
     };
     return rules;
 }

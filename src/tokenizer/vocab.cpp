@@ -39,10 +39,18 @@ bool Vocab::is_end_of_generation(TokenId id) const {
 namespace {
 
 // Texts that mark the end of a turn in the chat formats llama.cpp knows; such a token ends
-// generation and is treated as a control token whatever its type in the file.
-constexpr std::array<std::string_view, 7> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>",
+// generation and is treated as a control token whatever its type in the file. <|return|> and
+// <|call|> end an assistant turn in OpenAI's Harmony format (gpt-oss).
+constexpr std::array<std::string_view, 9> kEndOfGenerationTexts = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>",    "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "<|return|>", "<|call|>",
 };
+// Harmony's framing tokens. A reply is several messages, "<|channel|>analysis<|message|>..
+// <|end|><|start|>assistant<|channel|>final<|message|>..<|return|>", so these must reach the
+// reply parser as text (user-defined, as llama.cpp makes them), and <|end|>, which closes each
+// message, must not end generation there.
+constexpr std::array<std::string_view, 4> kHarmonyFramingTexts = {"<|channel|>", "<|message|>",
+                                                                  "<|start|>", "<|constrain|>"};
 // Also ends generation when the file types it as a control token (Llama 3's end of text).
 constexpr std::string_view kEndOfTextControl = "<|end_of_text|>";
 
@@ -348,6 +356,24 @@ class VocabLoader {
         }
         std::sort(eog.begin(), eog.end());
         eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+        apply_harmony_framing();
+    }
+
+    // See kHarmonyFramingTexts. <|end|> stays an end of generation unless the vocabulary also
+    // has Harmony's own turn ends, <|return|> and <|call|> (Phi-3 ends its turns with <|end|>).
+    void apply_harmony_framing() {
+        for (std::string_view text : kHarmonyFramingTexts) {
+            const TokenId id = v_.find(text);
+            if (id != kNoToken) v_.tokens_[static_cast<size_t>(id)].type = TokenType::UserDefined;
+        }
+        const TokenId end = v_.find("<|end|>");
+        if (end == kNoToken || v_.find("<|return|>") == kNoToken ||
+            v_.find("<|call|>") == kNoToken) {
+            return;
+        }
+        std::vector<TokenId>& eog = v_.eog_;
+        eog.erase(std::remove(eog.begin(), eog.end(), end), eog.end());
+        v_.tokens_[static_cast<size_t>(end)].type = TokenType::UserDefined;
     }
 
     void check_bos_eos() {
