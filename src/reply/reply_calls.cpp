@@ -162,19 +162,23 @@ const json& parameter_schema(const json& tools, std::string_view name, std::stri
     return none;
 }
 
-bool declared_string(const json& schema) {
-    if (!schema.is_object()) return false;
+// The parameter's declared type ("string", "boolean", ...), or "" when it has no single one.
+std::string declared_type(const json& schema) {
+    if (!schema.is_object()) return {};
     const auto type = schema.find("type");
-    return type != schema.end() && type->is_string() &&
-           type->get_ref<const std::string&>() == "string";
+    return type != schema.end() && type->is_string() ? type->get<std::string>() : std::string();
 }
 
 json parameter_value(std::string_view raw, const json& schema) {
     if (raw.starts_with('\n')) raw.remove_prefix(1);
     if (raw.ends_with('\n')) raw.remove_suffix(1);
     const std::string_view t = trim(raw);
+    const std::string type = declared_type(schema);
+    if (type == "string") return std::string(raw);
+    // Qwen's templates write earlier calls' booleans with Python's str(): True, False.
+    if (type == "boolean" && (t == "True" || t == "False")) return t == "True";
     // A quoted JSON string keeps its quotes as text.
-    if (!declared_string(schema) && !t.empty() && t.front() != '"') {
+    if (!t.empty() && t.front() != '"') {
         json parsed = parse_json(t);
         if (!parsed.is_discarded()) return parsed;
     }
