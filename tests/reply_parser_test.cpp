@@ -221,6 +221,29 @@ TEST(ReplyParserQwenXml, ValuesAreTextUnlessJson) {
                                                      {"none", nullptr}})})});
 }
 
+TEST(ReplyParserQwenXml, DeclaredStringsStayText) {
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "ship",
+        "parameters": {"type": "object", "properties": {"zip": {"type": "string"},
+        "count": {"type": "integer"}, "express": {"type": "boolean"}}}}}])");
+    // Booleans as the template writes them in earlier turns (Python's str()) are booleans.
+    const std::string reply =
+        "<tool_call>\n<function=ship>\n<parameter=zip>\n00123\n</parameter>\n"
+        "<parameter=count>\n2\n</parameter>\n<parameter=express>\nFalse\n</parameter>\n"
+        "</function>\n</tool_call>";
+    ReplyParser parser(qwen35(), true, false, tools);
+    ReplyDelta d = parser.feed(reply);
+    const ReplyDelta last = parser.finish();
+    d.tool_calls.insert(d.tool_calls.end(), last.tool_calls.begin(), last.tool_calls.end());
+    ASSERT_EQ(d.tool_calls.size(), 1u);
+    EXPECT_EQ(d.tool_calls[0].arguments,
+              json({{"zip", "00123"}, {"count", 2}, {"express", false}}));
+    // Without the declaration, "00123" is not JSON either (leading zeros), so it is text too.
+    EXPECT_EQ(
+        parse_qwen_xml_call("<function=ship>\n<parameter=zip>\n12345\n</parameter>\n</function>")
+            ->arguments,
+        json({{"zip", 12345}}));
+}
+
 TEST(ReplyParserQwenXml, BrokenMarkupIsContent) {
     for (const std::string bad : {
              "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",  // Hermes JSON is not this format

@@ -145,11 +145,40 @@ bool take_tag(std::string_view text, size_t& pos, std::string_view open, std::st
     return !name.empty();
 }
 
-json parameter_value(std::string_view raw) {
+// The JSON Schema of parameter `key` of function `name` in the request's tools, or null.
+const json& parameter_schema(const json& tools, std::string_view name, std::string_view key) {
+    static const json none;
+    if (!tools.is_array()) return none;
+    for (const json& tool : tools) {
+        const json& fn = tool.is_object() && tool.contains("function") ? tool["function"] : tool;
+        if (!fn.is_object() || fn.value("name", "") != name) continue;
+        const auto params = fn.find("parameters");
+        if (params == fn.end() || !params->is_object()) return none;
+        const auto props = params->find("properties");
+        if (props == params->end() || !props->is_object()) return none;
+        const auto it = props->find(std::string(key));
+        return it == props->end() ? none : *it;
+    }
+    return none;
+}
+
+// The parameter's declared type ("string", "boolean", ...), or "" when it has no single one.
+std::string declared_type(const json& schema) {
+    if (!schema.is_object()) return {};
+    const auto type = schema.find("type");
+    return type != schema.end() && type->is_string() ? type->get<std::string>() : std::string();
+}
+
+json parameter_value(std::string_view raw, const json& schema) {
     if (raw.starts_with('\n')) raw.remove_prefix(1);
     if (raw.ends_with('\n')) raw.remove_suffix(1);
     const std::string_view t = trim(raw);
-    if (!t.empty() && t.front() != '"') {  // a quoted JSON string keeps its quotes as text
+    const std::string type = declared_type(schema);
+    if (type == "string") return std::string(raw);
+    // Qwen's templates write earlier calls' booleans with Python's str(): True, False.
+    if (type == "boolean" && (t == "True" || t == "False")) return t == "True";
+    // A quoted JSON string keeps its quotes as text.
+    if (!t.empty() && t.front() != '"') {
         json parsed = parse_json(t);
         if (!parsed.is_discarded()) return parsed;
     }
@@ -158,7 +187,7 @@ json parameter_value(std::string_view raw) {
 
 }  // namespace
 
-std::optional<ToolCall> parse_qwen_xml_call(std::string_view body) {
+std::optional<ToolCall> parse_qwen_xml_call(std::string_view body, const json& tools) {
     body = trim(body);
     constexpr std::string_view kFunctionClose = "</function>";
     constexpr std::string_view kParameterOpen = "<parameter=";
@@ -182,7 +211,8 @@ std::optional<ToolCall> parse_qwen_xml_call(std::string_view body) {
         if (!take_tag(params, pos, kParameterOpen, kParameterClose, key, value)) {
             return std::nullopt;
         }
-        call.arguments[std::string(key)] = parameter_value(value);
+        call.arguments[std::string(key)] =
+            parameter_value(value, parameter_schema(tools, call.name, key));
     }
     return call;
 }

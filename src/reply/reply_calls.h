@@ -46,9 +46,12 @@ std::optional<ToolCall> parse_hermes_call(std::string_view body);
 
 // The body between <tool_call> and </tool_call> in Qwen3-Coder / Qwen3.5 style:
 // <function=NAME> then <parameter=KEY>VALUE</parameter> for each argument, then </function>.
-// The newline after each opening tag and before each closing one is markup. A value that is a
-// JSON number, boolean, null, array or object is taken as that; anything else is a string.
-std::optional<ToolCall> parse_qwen_xml_call(std::string_view body);
+// The newline after each opening tag and before each closing one is markup. Values are text:
+// a parameter that the request's tools declare as a string stays one ("00123" is a zip code);
+// any other value that is JSON (number, boolean, null, array, object) is taken as that.
+// tools: the request's tools array, or null.
+std::optional<ToolCall> parse_qwen_xml_call(std::string_view body,
+                                            const nlohmann::ordered_json& tools = nullptr);
 
 // A Harmony call message: the recipient ("functions.NAME", as in the header's to=) and the
 // message body, a JSON object of arguments.

@@ -102,7 +102,8 @@ void ThinkingSplitter::feed(std::string_view text, bool at_end, std::string& con
 
 // ---------------------------------------------------------------------------------------------
 
-ToolCallSplitter::ToolCallSplitter(ToolCallFormat format) : format_(format) {
+ToolCallSplitter::ToolCallSplitter(ToolCallFormat format, nlohmann::ordered_json tools)
+    : format_(format), tools_(std::move(tools)) {
     switch (format) {
         case ToolCallFormat::None:
             state_ = State::Passthrough;
@@ -199,8 +200,9 @@ bool ToolCallSplitter::block_state(bool at_end, std::string& content,
     const size_t end = close_at + close_.size();
     const std::string_view body =
         std::string_view(held_).substr(open_.size(), close_at - open_.size());
-    std::optional<ToolCall> call =
-        format_ == ToolCallFormat::QwenXml ? parse_qwen_xml_call(body) : parse_hermes_call(body);
+    std::optional<ToolCall> call = format_ == ToolCallFormat::QwenXml
+                                       ? parse_qwen_xml_call(body, tools_)
+                                       : parse_hermes_call(body);
     if (call) {
         calls.push_back(std::move(*call));
         after_call_ = true;
@@ -214,12 +216,13 @@ bool ToolCallSplitter::block_state(bool at_end, std::string& content,
 
 // ---------------------------------------------------------------------------------------------
 
-ReplyParser::ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thinking)
+ReplyParser::ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thinking,
+                         nlohmann::ordered_json tools)
     : split_thinking_(separate_thinking && !format.think_open.empty() &&
                       !format.think_close.empty()),
       split_tools_(parse_tools && format.tools != ToolCallFormat::None),
       thinking_(format.think_open, format.think_close, format.starts_in_thinking),
-      tools_(format.tools) {
+      tools_(format.tools, std::move(tools)) {
     if (format.tools == ToolCallFormat::Harmony) {
         harmony_.emplace(parse_tools, separate_thinking);
     }

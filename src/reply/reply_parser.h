@@ -51,7 +51,8 @@ class ThinkingSplitter {
 // The last two are decided at the end of the reply, when the text is known to be complete.
 class ToolCallSplitter {
   public:
-    explicit ToolCallSplitter(ToolCallFormat format);
+    // tools: the request's tools (QwenXml reads the parameter types from them), or null.
+    explicit ToolCallSplitter(ToolCallFormat format, nlohmann::ordered_json tools = nullptr);
     void feed(std::string_view text, bool at_end, std::string& content,
               std::vector<ToolCall>& calls);
 
@@ -62,6 +63,7 @@ class ToolCallSplitter {
     bool block_state(bool at_end, std::string& content, std::vector<ToolCall>& calls);
 
     ToolCallFormat format_;
+    nlohmann::ordered_json tools_;
     std::string open_, close_;  // close_ empty: the block runs to the end of the reply
     State state_ = State::Text;
     bool after_call_ = false;  // dropping the whitespace between and after calls
@@ -105,7 +107,9 @@ class ReplyParser {
   public:
     // parse_tools: the request had tools (otherwise call markup is plain content).
     // separate_thinking: thinking is on (otherwise the reasoning stays in content, verbatim).
-    explicit ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thinking);
+    // tools: the request's tools, which some formats read parameter types from (may be null).
+    ReplyParser(ReplyFormat format, bool parse_tools, bool separate_thinking,
+                nlohmann::ordered_json tools = nullptr);
 
     ReplyDelta feed(std::string_view text);  // what is now safe to emit
     // End of generation: everything held back. A tool-call block that never closed or does not

@@ -326,7 +326,7 @@ GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const Delt
         return out_lp;
     };
 
-    ReplyParser parser(fmt, tools_offered(job), think);
+    ReplyParser parser(fmt, tools_offered(job), think, job.tools);
     int pieces = 0;
     bool injected_failure = false, gone = false;
     auto deliver = [&](ReplyDelta d) {
