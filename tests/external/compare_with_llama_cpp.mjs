@@ -52,6 +52,7 @@ const CASES = [
   { preset: "tiny-qwen3moe", moe: true, type: "F32", layers: 4 },
   { preset: "tiny-qwen3moe", moe: true, type: "Q8_0", layers: 4 },
   { preset: "tiny-gpt-oss", moe: true, type: "F32" },
+  { preset: "tiny-gpt-oss", moe: true, type: "MXFP4_MOE" },
   { preset: "tiny-qwen35", moe: false, type: "F32", pending: true },
   { preset: "tiny-qwen35moe", moe: true, type: "F32", pending: true },
 ];
