@@ -164,7 +164,7 @@ void add_synth(CLI::App& app) {
     cmd->add_option("--type", o->type,
                     "Weight type (F16 default, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, "
                     "Q4_K, Q5_K, IQ4_NL, MXFP4) or llama-quantize mix (Q2_K, Q3_K_S, Q3_K_M, "
-                    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_XS)");
+                    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_XS, MXFP4_MOE)");
     cmd->add_flag("--pure", o->pure,
                   "With a mix: every weight matrix gets its base type (llama-quantize --pure)");
     cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");

@@ -76,9 +76,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
 
     std::unique_ptr<Engine> e(new Engine(hp, store, options));
     e->layer_fn_ = fn;
-    if (const ArchTraits* traits = find_arch_traits(hp.arch); traits && traits->hybrid_delta_net) {
-        e->ffn_norm_role_ = TensorRole::AttnPostNorm;
-    }
     e->n_ctx_ = n_ctx;
     e->n_vocab_ = static_cast<uint32_t>(head.rows());
     bool staging = false;
@@ -112,6 +109,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     e->kv_type_ = options.kv_type;
     e->n_past_.assign(std::max(1u, options.n_seq), 0);
+    e->kv_written_.assign(std::max(1u, options.n_seq), 0);
     e->row_ids_.resize(e->max_batch_);
     for (uint32_t i = 0; i < e->max_batch_; ++i) e->row_ids_[i] = int32_t(i);
     if (!options.dump_dir.empty()) {
@@ -155,16 +153,29 @@ void Engine::reset_stats() {
 
 uint32_t Engine::truncate(uint32_t n_keep, int seq) {
     uint32_t& past = n_past_[size_t(seq)];
+    uint32_t& written = kv_written_[size_t(seq)];
+    uint32_t keep = std::min(past, n_keep);
     // The recurrent state is the context's summary at its end, with no way back: a hybrid model
     // keeps all or nothing (recomputing the prefix is the price of reusing none of it).
-    if (hp_.has_recurrent() && n_keep < past) n_keep = 0;
-    past = std::min(past, n_keep);
-    if (past == 0) restart_sequence(seq);
-    return past;
+    if (hp_.has_recurrent() && keep < past) keep = 0;
+    if (keep > 0 && hp_.n_swa > 0 && keep < written) {
+        // The next query (at keep) needs keys from keep - n_swa + 1 on; a ring of `slots`
+        // positions still holds them unless a later position, written before, took their slot.
+        uint32_t slots = n_ctx_;
+        for (uint32_t l = 0; l < hp_.n_layer; ++l) {
+            slots = std::min(slots, kv_layer_positions(hp_, l, n_ctx_, max_batch_));
+        }
+        const uint64_t oldest = keep >= hp_.n_swa ? keep - hp_.n_swa + 1 : 0;
+        if (oldest + slots < written) keep = 0;
+    }
+    past = keep;
+    if (keep == 0) restart_sequence(seq);
+    return keep;
 }
 
 void Engine::restart_sequence(int seq) {
     n_past_[size_t(seq)] = 0;
+    kv_written_[size_t(seq)] = 0;
     if (!hp_.has_recurrent()) return;
     for (auto& b : backends_) b->reset_recurrent(seq);
 }
@@ -335,7 +346,11 @@ Result<void> Engine::forward(std::span<const int32_t> tokens, std::span<const Se
         dump("l_out", il, Act::Hidden, n, d);
     }
     switch_to(unit(table_.head_unit), n);
-    for (const SeqRun& run : runs) n_past_[size_t(run.seq)] += uint32_t(run.n);
+    for (const SeqRun& run : runs) {
+        n_past_[size_t(run.seq)] += uint32_t(run.n);
+        kv_written_[size_t(run.seq)] =
+            std::max(kv_written_[size_t(run.seq)], n_past_[size_t(run.seq)]);
+    }
     return {};
 }
 

@@ -10,7 +10,8 @@ namespace {
 // Router normalisation follows what each family was trained with: Mixtral, Qwen3-MoE and
 // Qwen3.5-MoE renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
 // qwen35 / qwen35moe are Qwen3.5 and 3.6 (dense and MoE): hybrid DeltaNet / gated attention.
-constexpr std::array<ArchTraits, 7> kArchitectures = {{
+// gpt-oss is OpenAI's gpt-oss-20b / gpt-oss-120b.
+constexpr std::array<ArchTraits, 8> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -30,6 +31,7 @@ constexpr std::array<ArchTraits, 7> kArchitectures = {{
      .rope_style = RopeStyle::Neox,
      .qk_norm = true,
      .never_moe = true,
+     .ffn_norm_is_post_attention = true,
      .hybrid_delta_net = true},
     {.name = "qwen35moe",
      .rope_style = RopeStyle::Neox,
@@ -38,7 +40,24 @@ constexpr std::array<ArchTraits, 7> kArchitectures = {{
      .shared_expert = true,
      .norm_topk_prob = true,
      .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed,
+     .ffn_norm_is_post_attention = true,
      .hybrid_delta_net = true},
+    // gpt-oss: attention with biases, per-head sinks and every other layer windowed; MoE in every
+    // layer with a biased router whose top k logits are softmaxed alone, and biased experts with
+    // the clamped SwiGLU.
+    {.name = "gpt-oss",
+     .rope_style = RopeStyle::Neox,
+     .qkv_bias = true,
+     .always_moe = true,
+     .expert_width_default = ExpertWidthDefault::Required,
+     .expert_gating = ExpertGating::SoftmaxTopK,
+     .expert_activation = FfnActivation::SwigluOai,
+     .attn_out_bias = true,
+     .attn_sinks = true,
+     .expert_bias = true,
+     .ffn_norm_is_post_attention = true,
+     .untied_output = true,
+     .swa_period = 2},
 }};
 
 }  // namespace

@@ -34,10 +34,20 @@ uint64_t recurrent_delta_bytes(const ModelHparams& hp);
 // Every recurrent layer's state for one sequence: the part of kv_cache_bytes that is not keys
 // and values (0 for models without recurrent layers).
 uint64_t recurrent_state_bytes(const ModelHparams& hp);
-// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model. A
-// recurrent layer holds no keys or values, only its recurrent state (above), whatever n_ctx.
-uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type);
-uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+// The batch the engine evaluates by default (EngineOptions::max_batch, PlanOptions::max_batch).
+inline constexpr uint32_t kDefaultMaxBatch = 512;
+// Positions a layer's cache holds for a context of n_ctx: all of them, or for a sliding-window
+// layer a ring of the window plus a batch (a batch's first query still sees the window before
+// it once the whole batch is stored), at most n_ctx. Position p lives in slot p % positions.
+uint32_t kv_layer_positions(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx,
+                            uint32_t max_batch);
+// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model, with
+// batches of up to max_batch tokens (which only sliding-window layers depend on). A recurrent
+// layer holds no keys or values, only its recurrent state (above), whatever n_ctx.
+uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type,
+                        uint32_t max_batch = kDefaultMaxBatch);
+uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                        uint32_t max_batch = kDefaultMaxBatch);
 // An error when the model's head sizes cannot be stored in `type`.
 Result<void> check_kv_type(const ModelHparams& hp, KvType type);
 

@@ -129,7 +129,8 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         }
     }
     const auto layer_kv = [&](uint32_t l) {
-        return uint64_t(in.options.n_seq) * kv_layer_bytes(hp, l, in.n_ctx, in.options.kv_type);
+        return uint64_t(in.options.n_seq) *
+               kv_layer_bytes(hp, l, in.n_ctx, in.options.kv_type, in.options.max_batch);
     };
     const auto fits = [&](uint64_t add) { return s.g.total + add <= s.g.budget; };
     s.layer_gpu.assign(n_layer, false);
@@ -453,6 +454,10 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
     }
     if (!in.options.gpu) {
         plan.gpu_note = "the plan was asked for the CPU";
+        return false;
+    }
+    if (in.hp.has_cpu_only_ops()) {
+        plan.gpu_note = "the GPU backend has no kernels for " + in.hp.arch + " models yet";
         return false;
     }
     if (plan.budgets.gpu_mem == 0) {

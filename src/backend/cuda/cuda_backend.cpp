@@ -212,7 +212,8 @@ void CudaBackend::rope_store_kv(int layer, const TensorView& qn, const TensorVie
     }
 }
 
-void CudaBackend::attention(int layer, std::span<const SeqRun> runs) {
+void CudaBackend::attention(int layer, const TensorView& /*sinks: refused at creation*/,
+                            std::span<const SeqRun> runs) {
     for (const SeqRun& sr : runs) {
         position_is(sr.pos0);
         Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, {}, {}, {}};
@@ -425,6 +426,13 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, 
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);
         return err("there is no GPU ", std::to_string(device), " (",
                    std::to_string(devs.list.size()), " found)");
+    }
+    // gpt-oss's operations have no kernels here yet: its models run on the CPU.
+    const ModelHparams& hp = config.hp;
+    if (hp.has_cpu_only_ops()) {
+        return err("the CUDA backend cannot run ", hp.arch,
+                   " models yet (attention sinks, sliding-window layers, expert biases and the "
+                   "clamped SwiGLU have no GPU kernels); plans for it keep it on the CPU");
     }
     auto backend = std::make_unique<cuda_impl::CudaBackend>(config, device);
     STRATA_TRY(backend->init(config));

@@ -145,7 +145,7 @@ class CudaBackend final : public Backend {
     // One op per sequence of the batch, each at its own position (a decode step is one).
     void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn,
                        std::span<const SeqRun> runs) override;
-    void attention(int layer, std::span<const SeqRun> runs) override;
+    void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) override;
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
                     Act out, int64_t n) override;
     void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override;

@@ -192,8 +192,14 @@ void CudaBackend::routed(const Record& r) {
     float* weight = dev(choice_weights_);
     matmul_->linear(r.w0, nullptr, act(r.a), logits, n);
     route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_);
-    const ExpertStack stack{
-        {r.w1, r.w2, r.w3}, r.strides[0], r.strides[1], r.strides[2], r.n_expert};
+    ExpertStack stack;
+    stack.first.gate = r.w1;
+    stack.first.up = r.w2;
+    stack.first.down = r.w3;
+    stack.gate_stride = r.strides[0];
+    stack.up_stride = r.strides[1];
+    stack.down_stride = r.strides[2];
+    stack.n_expert = r.n_expert;
     bool taken = false;
     if (n == 1) {
         taken = matmul_->expert_ffn(stack, choice, r.k, act(r.a), false, dev(moe_h_), dev(moe_y_),
