@@ -69,11 +69,11 @@ TEST(PlanJson, EveryFieldAndRoundTrip) {
                                                  "threads",
                                                  "tiers",
                                                  "tokens_per_second"}));
-    EXPECT_EQ(
-        keys(j["memory"]),
-        (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
-                                  "cached_weights", "expert_cache", "io_buffers", "kv_cache",
-                                  "resident_weights", "row_buffers", "slack", "slots", "total"}));
+    EXPECT_EQ(keys(j["memory"]),
+              (std::vector<std::string>{"activations", "baseline", "baseline_measured", "budget",
+                                        "cached_weights", "expert_cache", "io_buffers", "kv_cache",
+                                        "recurrent_state", "resident_weights", "row_buffers",
+                                        "slack", "slots", "total"}));
     EXPECT_EQ(j["batch"], 512);
     EXPECT_GT(j["memory"]["activations"].get<uint64_t>(), 0u);
     EXPECT_FALSE(j["memory"]["baseline_measured"].get<bool>());
