@@ -59,8 +59,9 @@ TEST(GptOssModel, AMissingSinkOrWindowIsAnError) {
     auto file = read_gguf(test::synth_test_model("tiny-gpt-oss", TensorType::F32));
     ASSERT_TRUE(file);
     GgufFile no_window = *file;
-    std::erase_if(no_window.metadata,
-                  [](const MetadataEntry& e) { return e.key == "gpt-oss.attention.sliding_window"; });
+    std::erase_if(no_window.metadata, [](const MetadataEntry& e) {
+        return e.key == "gpt-oss.attention.sliding_window";
+    });
     no_window.reindex();
     auto hp = load_hparams(no_window);
     ASSERT_FALSE(hp);

@@ -96,8 +96,8 @@ TEST(GptOssOps, SwigluOaiMatchesScalar) {
         const double u = std::clamp(double(up[i]), -7.0, 7.0);
         clamped += gate[i] > 7.0f || std::fabs(up[i]) > 7.0f;
         const double want = g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0);
-        ASSERT_NEAR(got[i], want, 2e-6 * std::fabs(want) + 1e-6) << "gate " << gate[i] << " up "
-                                                                 << up[i];
+        ASSERT_NEAR(got[i], want, 2e-6 * std::fabs(want) + 1e-6)
+            << "gate " << gate[i] << " up " << up[i];
     }
     EXPECT_GT(clamped, int(n / 10));
     // In place (out = gate), as the experts run it.
@@ -124,7 +124,8 @@ std::vector<float> reference_attention(const std::vector<std::vector<float>>& ke
         for (int64_t p = first; p <= query_pos; ++p) {
             double s = 0;
             for (int d = 0; d < hd; ++d) {
-                s += double(f16_round(q[h * hd + d])) * double(keys[size_t(p)][size_t(kvh * hd + d)]);
+                s += double(f16_round(q[h * hd + d])) *
+                     double(keys[size_t(p)][size_t(kvh * hd + d)]);
             }
             s /= std::sqrt(double(hd));
             score.push_back(s);
@@ -217,8 +218,8 @@ TEST(GptOssOps, DecodeSplitOverPositionsKeepsTheBitsWithSinks) {
     s.sinks = sinks.data();
     ThreadPool pool(5);
     cpu::DecodeScratch shared;
-    cpu::reserve_attention_scratch(*kv, {n_head / n_head_kv, 1, hd, hd, 1.0f}, n_head, n_head_kv,
-                                   1, shared, pool);
+    cpu::reserve_attention_scratch(*kv, {n_head / n_head_kv, 1, hd, hd, 1.0f}, n_head, n_head_kv, 1,
+                                   shared, pool);
     for (int64_t pos0 : {0, 64, 299}) {
         const std::vector<float> q = randn(size_t(n_head * hd), rng);
         std::vector<float> by_heads(size_t(n_head * hd)), by_positions(by_heads.size());
@@ -236,14 +237,15 @@ TEST(GptOssOps, RouterSoftmaxesItsTopKAlone) {
     const int n_expert = 32, k = 4;
     for (int trial = 0; trial < 50; ++trial) {
         const std::vector<float> logits = randn(size_t(n_expert), rng, 2.0f);
-        engine::MoeConfig cfg{n_expert, k, false, ExpertGating::SoftmaxTopK, nullptr, 0};
+        engine::MoeConfig cfg{n_expert, k, false, nullptr, 0, ExpertGating::SoftmaxTopK};
         std::vector<int32_t> choice(static_cast<size_t>(k));
         std::vector<float> weight(static_cast<size_t>(k));
         engine::route_token(logits.data(), cfg, choice.data(), weight.data());
         std::vector<int32_t> order(static_cast<size_t>(n_expert));
         for (int i = 0; i < n_expert; ++i) order[size_t(i)] = i;
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+            return logits[size_t(a)] > logits[size_t(b)];
+        });
         double sum = 0;
         for (int i = 0; i < k; ++i) sum += std::exp(double(logits[size_t(order[size_t(i)])]));
         for (int i = 0; i < k; ++i) {

@@ -108,6 +108,11 @@ std::string attention_line(const ModelHparams& hp) {
     if (!hp.n_head_per_layer.empty() || !hp.n_head_kv_per_layer.empty()) {
         s += "; varies by layer, maximum shown";
     }
+    if (hp.n_swa > 0) {
+        const auto windowed = std::count(hp.swa_layers.begin(), hp.swa_layers.end(), uint8_t{1});
+        s += "; window " + std::to_string(hp.n_swa) + " in " + std::to_string(windowed) + " of " +
+             std::to_string(hp.n_layer) + " layers";
+    }
     return s;
 }
 
@@ -204,6 +209,10 @@ void print_summary(const ModelInfo& info) {
         std::vector<std::string> extras;
         if (hp->has_qkv_bias) extras.push_back("q/k/v bias");
         if (hp->has_qk_norm) extras.push_back("q/k norm");
+        if (hp->has_attn_sinks) extras.push_back("attention sinks");
+        if (hp->has_expert_bias) extras.push_back("router and expert biases");
+        if (hp->expert_gating == ExpertGating::SoftmaxTopK) extras.push_back("top-k softmax");
+        if (hp->expert_activation == FfnActivation::SwigluOai) extras.push_back("clamped SwiGLU");
         if (!info.vocab_only()) {
             extras.push_back(hp->tied_output ? "tied output (token_embd is the LM head)"
                                              : "separate output");

@@ -82,8 +82,8 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                                     bool norm_weights) {
     const int layer = a.layer;
     const int64_t n = a.n;
-    const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
-                        hp_.expert_gating, forced_routing_.get(),  a.runs.front().pos0};
+    const MoeConfig cfg{int(hp_.n_expert),     int(hp_.n_expert_used), norm_weights,
+                        forced_routing_.get(), a.runs.front().pos0,    hp_.expert_gating};
     const int k = cfg.n_used;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
@@ -175,8 +175,8 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     std::span<const int32_t> guess;
     if (guessing_) {
-        const MoeConfig next{
-            int(hp_.n_expert), int(hp_.n_expert_used), false, hp_.expert_gating, nullptr, 0};
+        const MoeConfig next{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0,
+                             hp_.expert_gating};
         route_token(next_logits_.data(), next, guess_.data(), guess_weight_.data(), routing_);
         guess = guess_;
     }

@@ -17,12 +17,12 @@ struct MoeConfig {
     int n_expert = 0;
     int n_used = 0;
     bool norm_weights = false;  // renormalise the selected experts' weights to sum 1
-    // Softmax over every expert then the top k, or the top k logits softmaxed alone (gpt-oss).
-    ExpertGating gating = ExpertGating::Softmax;
     // Benchmarks: the experts come from this trace (at the tokens' positions) instead of the
     // router's top-k, weighted by the router's probabilities of them (routing_trace.h).
     const RoutingTrace* forced = nullptr;
     int64_t pos0 = 0;  // position of the batch's first token
+    // Softmax over every expert then the top k, or the top k logits softmaxed alone (gpt-oss).
+    ExpertGating gating = ExpertGating::Softmax;
 };
 
 // Routing counts of one MoE layer, accumulated over a run.
