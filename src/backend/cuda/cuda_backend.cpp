@@ -400,13 +400,15 @@ void CudaBackend::expect_device(const TensorView& t) const {
 }
 
 void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
-                      const float* x, float* out, int64_t n, TensorType quantized) {
+                      const float* x, float* out, int64_t n, TensorType quantized,
+                      const float* gate_bias, const float* up_bias, const float* down_bias,
+                      Glu glu) {
     expect_device(gate);
     expect_device(up);
     expect_device(down);
     float* g = dev(gate_);
-    matmul_->swiglu(gate, up, x, g, dev(up_), n, quantized);
-    matmul_->linear(down, nullptr, g, out, n);
+    matmul_->swiglu(gate, up, x, g, dev(up_), n, quantized, gate_bias, up_bias, glu);
+    matmul_->linear(down, down_bias, g, out, n);
 }
 
 }  // namespace strata::cuda_impl

@@ -190,14 +190,14 @@ void CudaBackend::routed(const Record& r) {
     float* logits = dev(router_logits_);
     auto* choice = reinterpret_cast<int32_t*>(choice_.data());
     float* weight = dev(choice_weights_);
-    matmul_->linear(r.w0, nullptr, act(r.a), logits, n);
-    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_);
+    matmul_->linear(r.w0, r.biases[0], act(r.a), logits, n);
+    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_, r.gating);
     const ExpertStack stack{
         {r.w1, r.w2, r.w3}, r.strides[0], r.strides[1], r.strides[2], r.n_expert};
     bool taken = false;
     if (n == 1) {
         taken = matmul_->expert_ffn(stack, choice, r.k, act(r.a), false, dev(moe_h_), dev(moe_y_),
-                                    moe_scratch_.data());
+                                    moe_scratch_.data(), r.expert_biases, r.glu);
         sum_weighted_slots(dev(moe_y_), weight, r.k, 1, d, act(r.b), stream_);
     } else {
         auto* order = reinterpret_cast<int64_t*>(slot_ids_.data());
@@ -208,10 +208,11 @@ void CudaBackend::routed(const Record& r) {
         gather_rows(act(r.a), order, r.k, slots, d, dev(grouped_x_), stream_);
         taken = matmul_->expert_ffn_grouped(stack, ids, int(slots), dev(grouped_x_), dev(moe_h_),
                                             dev(moe_u_), dev(moe_y_), moe_scratch_.data(),
-                                            reinterpret_cast<int32_t*>(moe_tiles_.data()));
+                                            reinterpret_cast<int32_t*>(moe_tiles_.data()),
+                                            r.expert_biases, r.glu);
         if (!taken) {
             taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true, dev(moe_h_),
-                                        dev(moe_y_), moe_scratch_.data());
+                                        dev(moe_y_), moe_scratch_.data(), r.expert_biases, r.glu);
         }
         scatter_weighted(dev(moe_y_), order, grouped_weight, slots, d, dev(slot_out_), stream_);
         sum_slots(dev(slot_out_), r.k, n, d, act(r.b), stream_);

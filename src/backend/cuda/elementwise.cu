@@ -160,7 +160,7 @@ __global__ void expert_glu_kernel(float* h, const float* __restrict__ u, int64_t
     const int64_t slot = blockIdx.y;
     const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
     if (r >= rows) return;
-    const int64_t e = ids ? ids[slot] : 0;
+    const int64_t e = b.ids ? b.ids[slot] : ids ? ids[slot] : 0;
     const size_t i = size_t(slot) * size_t(rows) + size_t(r);
     float g = h[i], v = u[i];
     if (b.gate) g += b.gate[e * b.gate_stride + r];

@@ -37,8 +37,9 @@ void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t ro
 void add(float* y, const float* x, int64_t count, cudaStream_t s);
 // out[i] = silu(gate[i]) * up[i], i < count; out may be gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t count, cudaStream_t s);
-// h[s][r] = glu(h[s][r] + gb_e[r], u[s][r] + ub_e[r]) for s < slots, r < rows, with e = ids[s]
-// (ids null: e = 0 for every slot) and the gate and up biases of `b` (null: none): the FFN's
+// h[s][r] = glu(h[s][r] + gb_e[r], u[s][r] + ub_e[r]) for s < slots, r < rows, with e =
+// b.ids[s], else ids[s] (both null: e = 0 for every slot) and the gate and up biases of `b`
+// (null: none): the FFN's
 // activation after its gate and up products, for GEMMs that write them apart (matmul_kernels.h:
 // Glu, ExpertBiases).
 void expert_glu(float* h, const float* u, int64_t rows, int64_t slots, const int32_t* ids,

@@ -37,13 +37,16 @@ struct Glu {
 };
 
 // Biases of routed experts (gpt-oss), per matrix: expert 0's row of floats (the matrix's output
-// width), expert e's `stride` floats further; a null pointer: no bias on that matrix. With no
-// expert ids (a single expert's product), the row is expert 0's.
+// width), expert e's `stride` floats further; a null pointer: no bias on that matrix. Slot s
+// takes expert ids[s]'s rows where `ids` is given (device memory: the expert entries, whose
+// matrices are numbered by entry, not by expert), else those of the expert whose matrices it
+// takes; with no expert ids at all (a single expert's product), expert 0's.
 struct ExpertBiases {
     const float* gate = nullptr;
     const float* up = nullptr;
     const float* down = nullptr;
     int64_t gate_stride = 0, up_stride = 0, down_stride = 0;
+    const int32_t* ids = nullptr;
 };
 
 // Device scratch for the activations of one matvec launch as the CPU rounds them for the weight

@@ -208,6 +208,7 @@ void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const Weig
     a.expert_stride2 = up_stride;
     a.bias_expert_stride = biases.gate_stride;
     a.bias_expert_stride2 = biases.up_stride;
+    a.bias_ids = biases.ids;
     a.y_slot_stride = gate.rows;
     a.slots = slots;
     a.act_per_slot = x_per_slot;
@@ -219,6 +220,7 @@ void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const Weig
     b.ids = ids;
     b.expert_stride = down_stride;
     b.bias_expert_stride = biases.down_stride;
+    b.bias_ids = biases.ids;
     b.y_slot_stride = down.rows;
     b.slots = slots;
     b.act_per_slot = true;

@@ -147,10 +147,12 @@ struct Args {
     // Routed experts (one token): grid row s (blockIdx.y) computes slot s with expert
     // ids[s]'s matrices (w + ids[s] * expert_stride, w2 + ids[s] * expert_stride2) into
     // y + s * y_slot_stride, on the activations of token 0, or of token s with act_per_slot.
-    // The biases too: expert e's are bias_expert_stride (bias_expert_stride2) floats further.
+    // The biases too: expert e's are bias_expert_stride (bias_expert_stride2) floats further,
+    // with e = bias_ids[s] where given, else ids[s].
     const int32_t* ids = nullptr;
     size_t expert_stride = 0, expert_stride2 = 0;
     int64_t bias_expert_stride = 0, bias_expert_stride2 = 0;
+    const int32_t* bias_ids = nullptr;
     int64_t y_slot_stride = 0;
     int slots = 1;  // grid rows (with ids)
     bool act_per_slot = false;
@@ -229,8 +231,9 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
         const size_t e = size_t(args.ids[slot]);
         wbase += e * args.expert_stride;
         wbase2 += e * args.expert_stride2;
-        if (bias) bias += int64_t(e) * args.bias_expert_stride;
-        if (bias2) bias2 += int64_t(e) * args.bias_expert_stride2;
+        const int64_t eb = args.bias_ids ? int64_t(args.bias_ids[slot]) : int64_t(e);
+        if (bias) bias += eb * args.bias_expert_stride;
+        if (bias2) bias2 += eb * args.bias_expert_stride2;
         y += slot * args.y_slot_stride;
         if (args.act_per_slot) {
             act.codes += slot * act.cols;

@@ -279,7 +279,8 @@ class CudaMatmul final : public Matmul {
         }
         launch_quantize_for(d.type, h, slots, d.cols, q8, stream_, tuning_.pdl);
         launch_mmq_grouped(d, s.down_stride, tiles, slots, s.n_expert, y, q8, stream_);
-        add_expert_bias(y, d.rows, slots, ids, biases.down, biases.down_stride, stream_);
+        add_expert_bias(y, d.rows, slots, biases.ids ? biases.ids : ids, biases.down,
+                        biases.down_stride, stream_);
         return true;
     }
 
