@@ -282,7 +282,7 @@ void check_ffn(const Experts& e, const std::vector<int32_t>& ids, const std::vec
                bool x_per_slot, const std::vector<float>& h, const std::vector<float>& y,
                bool biases, bool oai) {
     int bad = 0;
-    const double slope = oai ? 1.0 + double(kAlpha) * kLimit : 30.0;
+    const double slope = oai ? 1.0 + double(kAlpha) * kLimit : 1.1;  // d/dg of g sigmoid(a g)
     for (size_t s = 0; s < ids.size(); ++s) {
         const int ex = ids[s];
         const std::vector<double> xa =
@@ -293,8 +293,10 @@ void check_ffn(const Experts& e, const std::vector<int32_t>& ids, const std::vec
             const double gb = biases ? e.gb[size_t(ex * e.ff + r)] : 0.0;
             const double ub = biases ? e.ub[size_t(ex * e.ff + r)] : 0.0;
             const double want = glu_ref(oai, g.value + gb, u.value + ub);
-            const double tol = slope * (g.bound + u.bound) * (1 + std::fabs(u.value + ub)) +
-                               4 * kU * (std::fabs(want) + std::fabs(g.value + gb));
+            // The activation's slopes: in g at most slope (1 + |u|), in u at most |g|.
+            const double gv = g.value + gb, uv = u.value + ub;
+            const double tol = (slope * (1 + std::fabs(uv)) + std::fabs(gv)) * (g.bound + u.bound) +
+                               4 * kU * (std::fabs(want) + std::fabs(gv) + std::fabs(uv));
             const float got = h[s * size_t(e.ff) + size_t(r)];
             if (!(std::fabs(got - want) <= tol) && ++bad <= 5) {
                 ADD_FAILURE() << "h slot " << s << " expert " << ex << " row " << r << ": gpu "
@@ -442,9 +444,10 @@ TEST_P(CudaGptOssExperts, OneExpertsGateAndUpWithBiases) {
                 const double want = glu_ref(true, gv, uv);
                 // fp16 inputs of a GEMM: 2^-10 of the products' magnitudes (bound / kU / cols).
                 const double mag = (gd.bound + ud.bound) / (double(d + 2) * kU);
-                const double tol = (1.0 + double(kAlpha) * kLimit) * (1 + std::fabs(uv)) *
-                                       (n == 1 ? (gd.bound + ud.bound) : 0x1p-9 * mag) +
-                                   4 * kU * (std::fabs(want) + std::fabs(gv));
+                const double tol =
+                    ((1.0 + double(kAlpha) * kLimit) * (1 + std::fabs(uv)) + std::fabs(gv)) *
+                        (n == 1 ? (gd.bound + ud.bound) : 0x1p-9 * mag) +
+                    4 * kU * (std::fabs(want) + std::fabs(gv) + std::fabs(uv));
                 const float got = g[size_t(tok * ff + r)];
                 if (!(std::fabs(got - want) <= tol) && ++bad <= 5) {
                     ADD_FAILURE() << "token " << tok << " row " << r << ": gpu " << got << " want "
