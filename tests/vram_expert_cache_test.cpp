@@ -71,7 +71,9 @@ class HostExperts {
         t.ne = {64, 1, 1, 1};
         t.row_bytes = 256;
         t.data = bytes_.data() + size_t(layer * kExperts + expert) * 256;
-        return ExpertView{t, t, t};
+        ExpertView ev;
+        ev.gate = ev.up = ev.down = t;
+        return ev;
     }
     const std::byte* gate_of(int layer, int expert) const { return view(layer, expert).gate.data; }
 

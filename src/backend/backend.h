@@ -13,7 +13,11 @@
 // batch, a layer's attention, an FFN), so a backend can fuse within an operation and a GPU
 // backend can capture a whole decode step.
 //
-// The CPU backend (backend/cpu/) is the reference every other backend is tested against.
+// The CPU backend (backend/cpu/) is the reference every other backend is tested against. It
+// alone runs gpt-oss's operations so far (ModelHparams::has_cpu_only_ops: attention sinks,
+// sliding-window layers and their ring caches, expert biases, the clamped SwiGLU, the router's
+// top-k softmax); the CUDA backend refuses such models at creation and the plan keeps them off
+// the GPU.
 #pragma once
 
 #include <cstdint>
@@ -142,8 +146,11 @@ class Backend {
     virtual void rope_store_kv(int layer, const TensorView& q_norm, const TensorView& k_norm,
                                std::span<const SeqRun> runs) = 0;
     // AttnOut = causal attention of Q over the layer's cached keys and values, each row over its
-    // own sequence's.
-    virtual void attention(int layer, std::span<const SeqRun> runs) = 0;
+    // own sequence's. `sinks` (absent: none) holds one F32 logit per query head that joins the
+    // head's softmax denominator and weighs no value (gpt-oss). A layer the hparams mark as
+    // windowed (ModelHparams::is_swa) lets a query at position p see only keys p - n_swa + 1 .. p,
+    // and its cache need hold no more (model/kv_layout.h: kv_layer_positions, a ring).
+    virtual void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) = 0;
     // out = down(silu(gate in) * up in).
     virtual void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
                             Act in, Act out, int64_t n) = 0;
@@ -157,7 +164,9 @@ class Backend {
     virtual void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
                                  int64_t rows) = 0;
 
-    // Routed experts for a batch of n tokens with k choices each: begin_experts, then one
+    // Routed experts for a batch of n tokens with k choices each (each expert's FFN as the hparams
+    // say: expert_activation, and the biases its ExpertView carries, the down bias added before
+    // the routing weight): begin_experts, then one
     // `expert` call for each chosen expert with the (token * k + choice) slots that chose it and
     // their routing weights, then end_experts, which writes the weighted sum of each token's k
     // outputs (summed in choice order) to `out`. With `some_slots`, the calls cover only some of
@@ -177,7 +186,9 @@ class Backend {
 
     // Routing and experts in one operation, for a layer whose experts all lie where this
     // backend reads them (a resident MoE layer on a GPU), so the router's choices never leave
-    // the device: router logits, softmax, the top k (lower id first on ties) and, with
+    // the device (models whose hparams have_cpu_only_ops() never come here: the engine routes
+    // them on the host, with the router's bias and their gating): router logits, softmax, the
+    // top k (lower id first on ties) and, with
     // norm_weights, their weights renormalised to sum 1, as engine::route_token decides; then
     // the chosen experts' SwiGLU FFNs, their weighted sum in `out`. Returns false, having done
     // nothing, when it does not take this batch: the engine then routes on the host (above).

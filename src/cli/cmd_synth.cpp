@@ -148,7 +148,8 @@ void add_synth(CLI::App& app) {
     auto o = std::make_shared<SynthOptions>();
     cmd->footer(preset_help());
     cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
-    cmd->add_option("--arch", o->arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe");
+    cmd->add_option("--arch", o->arch,
+                    "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe, gpt-oss");
     cmd->add_option("--preset", o->preset, "Named shape (default: tiny, or tiny-<arch>)");
     o->o_layers = cmd->add_option("--layers", o->layers, "Number of blocks");
     o->o_embd = cmd->add_option("--embd", o->embd, "Embedding width (n_embd)");
@@ -164,7 +165,7 @@ void add_synth(CLI::App& app) {
     cmd->add_option("--type", o->type,
                     "Weight type (F16 default, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, "
                     "Q4_K, Q5_K, IQ4_NL, MXFP4) or llama-quantize mix (Q2_K, Q3_K_S, Q3_K_M, "
-                    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_XS)");
+                    "Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K, IQ4_XS, MXFP4_MOE)");
     cmd->add_flag("--pure", o->pure,
                   "With a mix: every weight matrix gets its base type (llama-quantize --pure)");
     cmd->add_option("--seed", o->seed, "Random seed (same seed, same bytes)");

@@ -1,5 +1,6 @@
 // The blocks family functions are made of (attention, dense FFN, mixture of experts), and the
 // staging of a prompt batch's matrices onto the unit the execution table names.
+#include <algorithm>
 #include <array>
 #include <iterator>
 
@@ -104,13 +105,18 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
     double kv_bytes = 0, kv_flops = 0;
     const double kv_element = kv_type_ == KvType::F16 ? 2.0 : 34.0 / 32.0;
     for (const SeqRun& run : a.runs) {
-        const double seen = double(run.pos0 + run.n);
+        // A windowed layer reads its window and the batch (its ring) at most.
+        const double seen =
+            hp_.is_swa(uint32_t(il))
+                ? double(std::min<int64_t>(run.pos0 + run.n, int64_t(hp_.n_swa) + run.n))
+                : double(run.pos0 + run.n);
         kv_bytes += seen * double(dk + dv) * kv_element;
         kv_flops += 2.0 * double(n_head) * double(hp_.head_dim_k + hp_.head_dim_v) *
                     (double(run.n) * double(run.pos0) + double(run.n) * double(run.n + 1) / 2);
     }
     timed(
-        Op::Attention, [&] { be_->attention(il, a.runs); }, kv_bytes, kv_flops);
+        Op::Attention, [&] { be_->attention(il, w.weight(TensorRole::AttnSinks), a.runs); },
+        kv_bytes, kv_flops);
     dump("kqv_out", il, Act::AttnOut, n, da);
     timed(
         Op::Projection,
@@ -127,8 +133,9 @@ Result<void> Engine::attention_block(const LayerArgs& a) {
 }
 
 void Engine::ffn_norm(const LayerArgs& a) {
-    timed(Op::Elementwise,
-          [&] { be_->rms_norm(Act::Hidden, a.w.weight(TensorRole::FfnNorm), Act::Normed, a.n); });
+    const TensorRole norm =
+        hp_.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
+    timed(Op::Elementwise, [&] { be_->rms_norm(Act::Hidden, a.w.weight(norm), Act::Normed, a.n); });
     dump("ffn_norm", a.layer, Act::Normed, a.n, hp_.n_embd);
 }
 

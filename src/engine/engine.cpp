@@ -108,6 +108,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
     }
     e->kv_type_ = options.kv_type;
     e->n_past_.assign(std::max(1u, options.n_seq), 0);
+    e->kv_written_.assign(std::max(1u, options.n_seq), 0);
     e->row_ids_.resize(e->max_batch_);
     for (uint32_t i = 0; i < e->max_batch_; ++i) e->row_ids_[i] = int32_t(i);
     if (!options.dump_dir.empty()) {
@@ -149,9 +150,23 @@ void Engine::reset_stats() {
     store_.reset_stats();
 }
 
-void Engine::truncate(uint32_t n_keep, int seq) {
+uint32_t Engine::truncate(uint32_t n_keep, int seq) {
     uint32_t& past = n_past_[size_t(seq)];
-    past = std::min(past, n_keep);
+    uint32_t& written = kv_written_[size_t(seq)];
+    uint32_t keep = std::min(past, n_keep);
+    if (keep > 0 && hp_.n_swa > 0 && keep < written) {
+        // The next query (at keep) needs keys from keep - n_swa + 1 on; a ring of `slots`
+        // positions still holds them unless a later position, written before, took their slot.
+        uint32_t slots = n_ctx_;
+        for (uint32_t l = 0; l < hp_.n_layer; ++l) {
+            slots = std::min(slots, kv_layer_positions(hp_, l, n_ctx_, max_batch_));
+        }
+        const uint64_t oldest = keep >= hp_.n_swa ? keep - hp_.n_swa + 1 : 0;
+        if (oldest + slots < written) keep = 0;
+    }
+    past = keep;
+    if (keep == 0) written = 0;
+    return keep;
 }
 
 Result<void> Engine::check_room(std::span<const int32_t> tokens, int seq) const {
@@ -315,7 +330,11 @@ Result<void> Engine::forward(std::span<const int32_t> tokens, std::span<const Se
         dump("l_out", il, Act::Hidden, n, d);
     }
     switch_to(unit(table_.head_unit), n);
-    for (const SeqRun& run : runs) n_past_[size_t(run.seq)] += uint32_t(run.n);
+    for (const SeqRun& run : runs) {
+        n_past_[size_t(run.seq)] += uint32_t(run.n);
+        kv_written_[size_t(run.seq)] =
+            std::max(kv_written_[size_t(run.seq)], n_past_[size_t(run.seq)]);
+    }
     return {};
 }
 

@@ -149,8 +149,10 @@ class Engine {
 
     uint32_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
     // Forgets every position of sequence `seq` from n_keep on (a new chat turn reusing a common
-    // prefix, a new perplexity chunk with 0).
-    void truncate(uint32_t n_keep, int seq = 0);
+    // prefix, a new perplexity chunk with 0). Returns the positions kept: n_keep (or fewer when
+    // the sequence has fewer), or 0 where a sliding-window layer's ring has already overwritten
+    // part of the window before n_keep (the prefix must then be evaluated again).
+    uint32_t truncate(uint32_t n_keep, int seq = 0);
 
     uint32_t n_seq() const { return uint32_t(n_past_.size()); }
     uint32_t max_batch() const { return max_batch_; }
@@ -190,7 +192,9 @@ class Engine {
     void switch_to(Backend* next, int64_t n);
     // Moves rows 0..n-1 of `a` (cols wide; 0: n_embd) from one backend to another.
     void cross(Act a, Backend* from, Backend* to, int64_t n, int64_t cols = 0);
-    void ffn_norm(const LayerArgs& a);  // Normed = RMSNorm(Hidden) with the layer's ffn_norm
+    // Normed = RMSNorm(Hidden) with the layer's ffn_norm (post_attention_norm where the family
+    // names it so).
+    void ffn_norm(const LayerArgs& a);
 
     // --- Staging (execution_table.h's PromptStaging): a prompt batch's matrices computed on the
     // unit that takes them, with their weights staged there.
@@ -216,8 +220,9 @@ class Engine {
     // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
     // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
     // `split`: the GPU level serves some (gpu_views_, by job).
-    Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
-                                 bool split);
+    // `w`: the layer's tensors, whose expert biases (if any) go with each expert.
+    Result<void> compute_experts(const LayerView& w, int layer, int64_t n, int k, Backend* xb,
+                                 bool together, bool split);
     // The router of layer + 1 when the store wants guesses of its experts and rb can apply it to
     // the last token's input of this layer (rb's Normed, into next_logits_; guessing_); null
     // otherwise.
@@ -243,6 +248,9 @@ class Engine {
     uint32_t max_batch_ = 512;
     std::vector<int32_t> row_ids_;  // 0..max_batch-1: rows of an embedding table in batch order
     std::vector<uint32_t> n_past_;  // per sequence
+    // Per sequence, one past the highest position whose keys were stored since it last started
+    // over: what truncate() checks the sliding-window rings against.
+    std::vector<uint32_t> kv_written_;
     KvType kv_type_ = KvType::F16;
     std::vector<int32_t> batch_tokens_;  // eval_sequences' batch, assembled
     std::vector<SeqRun> batch_runs_;

@@ -58,7 +58,9 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
     TensorView copies[std::size(pieces)];
     if (!on->stage(pieces, copies)) return false;
     ExpertStack staged_stack = *stack;
-    staged_stack.first = {copies[1], copies[2], copies[3]};
+    staged_stack.first.gate = copies[1];
+    staged_stack.first.up = copies[2];
+    staged_stack.first.down = copies[3];
     if (on != be_) cross(Act::Normed, be_, on, n);
     if (!on->routed_experts(copies[0], staged_stack, k, norm_weights, Act::Normed, Act::Out, n)) {
         return false;
@@ -81,7 +83,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     const int layer = a.layer;
     const int64_t n = a.n;
     const MoeConfig cfg{int(hp_.n_expert), int(hp_.n_expert_used), norm_weights,
-                        forced_routing_.get(), a.runs.front().pos0};
+                        hp_.expert_gating, forced_routing_.get(),  a.runs.front().pos0};
     const int k = cfg.n_used;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
@@ -136,6 +138,12 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
             rb->project_to_host({&guess, 1}, Act::Normed, n - 1, 1);
         }
     }
+    if (const TensorView& bias = a.w.bias(TensorRole::MoeRouter); bias.present()) {
+        for (int64_t t = 0; t < n; ++t) {
+            float* logits = &router_logits_[size_t(t * cfg.n_expert)];
+            for (int e = 0; e < cfg.n_expert; ++e) logits[e] += bias.f32()[e];
+        }
+    }
     for (int64_t t = 0; t < n; ++t) {
         const float* logits = &router_logits_[size_t(t * cfg.n_expert)];
         if (cfg.forced) {
@@ -167,13 +175,15 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     std::span<const int32_t> guess;
     if (guessing_) {
-        const MoeConfig next{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0};
+        const MoeConfig next{
+            int(hp_.n_expert), int(hp_.n_expert_used), false, hp_.expert_gating, nullptr, 0};
         route_token(next_logits_.data(), next, guess_.data(), guess_weight_.data(), routing_);
         guess = guess_;
     }
     const WeightStore::ExpertBatch batch{layer, choices, k, expert_ids_, guess};
     const bool split = store_.route_experts(batch, gpu_views_) > 0;
-    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), split));
+    STRATA_TRY(
+        compute_experts(a.w, layer, n, k, xb, store_.resident_experts(layer).has_value(), split));
     stats.expert_loads += jobs_.size();
     stats.token_choices += uint64_t(n * k);
     return {};
@@ -194,8 +204,23 @@ const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
 // released before the next is waited for. With the GPU level serving some, the GPU's share is
 // queued first and runs beside the CPU's; the CPU's partial sum then joins it on the GPU (Side,
 // free until the shared expert's turn).
-Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
-                                     bool split) {
+// Expert e's biases (one row each of the layer's ffn_*_exps.bias) on the store's matrices.
+static ExpertView with_biases(ExpertView ev, const LayerView& w, int e) {
+    const auto row = [e](const TensorView& all) {
+        if (!all.present()) return TensorView{};
+        TensorView v = all;
+        v.data += size_t(e) * all.row_bytes;
+        v.ne = {all.ne[0], 1, 1, 1};
+        return v;
+    };
+    ev.gate_bias = row(w.bias(TensorRole::ExpertGate));
+    ev.up_bias = row(w.bias(TensorRole::ExpertUp));
+    ev.down_bias = row(w.bias(TensorRole::ExpertDown));
+    return ev;
+}
+
+Result<void> Engine::compute_experts(const LayerView& w, int layer, int64_t n, int k, Backend* xb,
+                                     bool together, bool split) {
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
     const auto count = [&](const ExpertView& ev, int64_t m) {
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
@@ -228,7 +253,8 @@ Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, b
     for (size_t j = 0; j < jobs_.size(); ++j) {
         if (on_gpu(j)) continue;
         const int e = expert_ids_[j];
-        STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
+        STRATA_ASSIGN(const ExpertView acquired, store_.acquire_expert(layer, e));
+        jobs_[j].expert = hp_.has_expert_bias ? with_biases(acquired, w, e) : acquired;
         count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
         if (together) {
             cpu_jobs_.push_back(jobs_[j]);

@@ -14,6 +14,11 @@ namespace {
 // differences are in the tensors the layer has, which the blocks follow: biases on q, k and v
 // (Qwen2), per-head RMSNorm of q and k before rope (attn_q_norm / attn_k_norm, Qwen3), a shared
 // expert scaled by sigmoid(ffn_gate_inp_shexp . x) beside the routed ones (Qwen2-MoE).
+// gpt-oss is the same layer with its differences in data: biases on every projection and on the
+// router, attention sinks and every other layer windowed (the attention block passes the sinks,
+// the backend reads the window from the hparams), the FFN norm named post_attention_norm, the
+// router's top k logits softmaxed alone and the experts' clamped SwiGLU (ModelHparams'
+// expert_gating and expert_activation).
 Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.attention_block(a));
     return e.hparams().is_moe() ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
@@ -23,7 +28,7 @@ Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
 }  // namespace
 
 LayerFn layer_function(std::string_view arch) {
-    for (std::string_view known : {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe"}) {
+    for (std::string_view known : {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gpt-oss"}) {
         if (arch == known) return pre_norm_layer;
     }
     return nullptr;

@@ -25,9 +25,28 @@ void softmax_into(const float* logits, int n, std::vector<float>& probs) {
 
 }  // namespace
 
+// The chosen experts' weights under SoftmaxTopK: a softmax over their k logits.
+// Softmaxed as softmax_into does, in place in `weight`.
+void softmax_of_chosen(const float* logits, int k, const int32_t* choice, float* weight) {
+    float max = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < k; ++i) max = std::max(max, logits[choice[i]]);
+    double sum = 0.0;
+    for (int i = 0; i < k; ++i) {
+        weight[i] = std::exp(logits[choice[i]] - max);
+        sum += weight[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int i = 0; i < k; ++i) weight[i] *= inv;
+}
+
 void route_token(const float* logits, const MoeConfig& cfg, int32_t* choice, float* weight,
                  RoutingScratch& sc) {
-    softmax_into(logits, cfg.n_expert, sc.probs);
+    if (cfg.gating == ExpertGating::SoftmaxTopK) {
+        // The order of the logits is the order of any softmax of them.
+        sc.probs.assign(logits, logits + cfg.n_expert);
+    } else {
+        softmax_into(logits, cfg.n_expert, sc.probs);
+    }
     const std::vector<float>& probs = sc.probs;
     sc.order.resize(size_t(cfg.n_expert));
     std::iota(sc.order.begin(), sc.order.end(), 0);
@@ -41,6 +60,10 @@ void route_token(const float* logits, const MoeConfig& cfg, int32_t* choice, flo
         choice[k] = sc.order[size_t(k)];
         weight[k] = probs[size_t(sc.order[size_t(k)])];
         sum += weight[k];
+    }
+    if (cfg.gating == ExpertGating::SoftmaxTopK) {
+        softmax_of_chosen(logits, cfg.n_used, choice, weight);
+        sum = 1.0f;
     }
     if (cfg.norm_weights) {
         for (int k = 0; k < cfg.n_used; ++k) weight[k] /= sum;
@@ -60,6 +83,10 @@ void force_route(const float* logits, const MoeConfig& cfg, std::span<const int3
         choice[i] = experts[size_t(i)];
         weight[i] = sc.probs[size_t(choice[i])];
         sum += weight[i];
+    }
+    if (cfg.gating == ExpertGating::SoftmaxTopK) {
+        softmax_of_chosen(logits, cfg.n_used, choice, weight);
+        return;
     }
     if (cfg.norm_weights && sum > 0) {
         for (int i = 0; i < cfg.n_used; ++i) weight[i] /= sum;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/routing_trace.h"
+#include "model/hparams.h"
 
 namespace strata::engine {
 
@@ -16,6 +17,8 @@ struct MoeConfig {
     int n_expert = 0;
     int n_used = 0;
     bool norm_weights = false;  // renormalise the selected experts' weights to sum 1
+    // Softmax over every expert then the top k, or the top k logits softmaxed alone (gpt-oss).
+    ExpertGating gating = ExpertGating::Softmax;
     // Benchmarks: the experts come from this trace (at the tokens' positions) instead of the
     // router's top-k, weighted by the router's probabilities of them (routing_trace.h).
     const RoutingTrace* forced = nullptr;
@@ -34,8 +37,9 @@ struct RoutingScratch {
     std::vector<int32_t> order;
 };
 
-// The top-k selection of one token: softmax over `logits` (n_expert values), n_used expert ids
-// in decreasing probability (lower id first on ties) and their weights.
+// The top-k selection of one token: n_used expert ids in decreasing logit (lower id first on
+// ties) and their weights: their probabilities under a softmax over all n_expert `logits`, or,
+// with ExpertGating::SoftmaxTopK, a softmax over the n_used chosen logits alone.
 void route_token(const float* logits, const MoeConfig& cfg, int32_t* choice, float* weight,
                  RoutingScratch& scratch);
 // The same with its own scratch, for tests.

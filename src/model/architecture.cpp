@@ -7,9 +7,10 @@ namespace strata {
 namespace {
 
 // llama covers Llama 1-3, Mistral and Mixtral (Mixtral is llama with expert_count > 0).
-// Router normalisation follows what each family was trained with: Mixtral and Qwen3-MoE
-// renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
-constexpr std::array<ArchTraits, 5> kArchitectures = {{
+// gpt-oss is OpenAI's gpt-oss-20b / gpt-oss-120b. Router normalisation follows what each family was
+// trained with: Mixtral and Qwen3-MoE renormalise the top-k softmax weights, Qwen2-MoE uses them as
+// they are.
+constexpr std::array<ArchTraits, 6> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -25,6 +26,22 @@ constexpr std::array<ArchTraits, 5> kArchitectures = {{
      .always_moe = true,
      .norm_topk_prob = true,
      .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed},
+    // gpt-oss: attention with biases, per-head sinks and every other layer windowed; MoE in every
+    // layer with a biased router whose top k logits are softmaxed alone, and biased experts with
+    // the clamped SwiGLU.
+    {.name = "gpt-oss",
+     .rope_style = RopeStyle::Neox,
+     .qkv_bias = true,
+     .always_moe = true,
+     .expert_width_default = ExpertWidthDefault::Required,
+     .expert_gating = ExpertGating::SoftmaxTopK,
+     .expert_activation = FfnActivation::SwigluOai,
+     .attn_out_bias = true,
+     .attn_sinks = true,
+     .expert_bias = true,
+     .ffn_norm_is_post_attention = true,
+     .untied_output = true,
+     .swa_period = 2},
 }};
 
 }  // namespace

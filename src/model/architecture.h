@@ -1,8 +1,9 @@
 // The architecture families strata can run and what differs between them, as data: one row per
 // family (general.architecture), read by the hparams loader, the tensor-shape validation, the
 // tensor layout of synthetic models and (later) the forward pass.
-// Adding a family (deepseek2, gpt-oss) means adding a row here, its extra keys in hparams.cpp
-// (MLA ranks, sliding window, ...) and its extra tensors in tensor_validation.cpp.
+// Adding a family means adding a row here, its extra keys in hparams.cpp (MLA ranks, sliding
+// window, ...), its extra tensors in tensor_validation.cpp and tensor_layout.cpp, and its layer
+// function in engine/families.cpp.
 #pragma once
 
 #include <span>
@@ -17,6 +18,7 @@ namespace strata {
 enum class ExpertWidthDefault : uint8_t {
     FfnLength,          // llama (Mixtral): feed_forward_length is the expert width
     FfnLengthOverUsed,  // qwen2moe / qwen3moe: feed_forward_length / expert_used_count
+    Required,           // gpt-oss: the key must be given
 };
 
 struct ArchTraits {
@@ -29,6 +31,19 @@ struct ArchTraits {
     bool shared_expert = false;   // one always-active shared expert with a sigmoid gate
     bool norm_topk_prob = false;  // renormalise the selected experts' router weights to sum 1
     ExpertWidthDefault expert_width_default = ExpertWidthDefault::FfnLength;
+    ExpertGating expert_gating = ExpertGating::Softmax;
+    FfnActivation expert_activation = FfnActivation::Silu;
+    bool attn_out_bias = false;  // attn_output carries a bias (required)
+    bool attn_sinks = false;     // attn_sinks.weight, one logit per head (required)
+    // The router and the routed experts' gate, up and down projections carry biases (required).
+    bool expert_bias = false;
+    // The FFN's input norm is named post_attention_norm (gpt-oss), not ffn_norm.
+    bool ffn_norm_is_post_attention = false;
+    bool untied_output = false;  // output.weight is required (no tied LM head)
+    // Sliding-window attention: <arch>.attention.sliding_window is required, and without a
+    // sliding_window_pattern key layer il is windowed when il % swa_period < swa_period - 1
+    // (the reference's convention: period 2 windows the even layers). 0: no windowed layers.
+    uint32_t swa_period = 0;
 };
 
 // nullptr for an architecture strata does not run.

@@ -269,6 +269,8 @@ Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHpara
     STRATA_ASSIGN(auto ff_exp, keys.u32("expert_feed_forward_length"));
     if (ff_exp) {
         hp.n_ff_exp = *ff_exp;
+    } else if (traits.expert_width_default == ExpertWidthDefault::Required) {
+        return keys.missing("expert_feed_forward_length");
     } else if (traits.expert_width_default == ExpertWidthDefault::FfnLength) {
         hp.n_ff_exp = hp.n_ff;
     } else {
@@ -289,6 +291,8 @@ Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHpara
 
     STRATA_ASSIGN(auto norm_w, keys.boolean("expert_weights_norm"));
     hp.norm_topk_prob = norm_w.value_or(traits.norm_topk_prob);
+    hp.expert_gating = traits.expert_gating;
+    hp.expert_activation = traits.expert_activation;
     STRATA_ASSIGN(auto leading_dense, keys.u32("leading_dense_block_count"));
     hp.n_leading_dense = leading_dense.value_or(0);
     if (hp.n_leading_dense > hp.n_layer) {
@@ -348,9 +352,51 @@ Result<void> load_rope(const ArchKeys& keys, const ArchTraits& traits, ModelHpar
     return {};
 }
 
+// Sliding-window attention: the window and which layers use it. The pattern key is either a
+// period (layer il windowed when il % period < period - 1; 0: every layer) or one bool per layer.
+Result<void> load_sliding_window(const GgufFile& f, const ArchKeys& keys, const ArchTraits& traits,
+                                 ModelHparams& hp) {
+    if (traits.swa_period == 0) return {};
+    STRATA_ASSIGN(auto window, keys.u32("attention.sliding_window"));
+    if (!window) return keys.missing("attention.sliding_window");
+    if (*window == 0) return keys.invalid("attention.sliding_window", "is 0");
+    hp.n_swa = *window;
+    hp.swa_layers.assign(hp.n_layer, 0);
+    const Value* pattern = f.find(keys.key("attention.sliding_window_pattern"));
+    if (pattern && pattern->as_array()) {
+        const Array& a = *pattern->as_array();
+        if (a.items.size() != hp.n_layer) {
+            return keys.invalid("attention.sliding_window_pattern",
+                                "has " + std::to_string(a.items.size()) +
+                                    " per-layer entries but the model has " +
+                                    std::to_string(hp.n_layer) + " layers");
+        }
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            const Value& v = a.items[il];
+            const auto b = v.as_bool();
+            const auto u = v.as_uint();
+            if (!b && !u) {
+                return keys.invalid("attention.sliding_window_pattern",
+                                    "should hold one bool per layer but entry " +
+                                        std::to_string(il) + " is " + describe(v));
+            }
+            hp.swa_layers[il] = (b ? *b : *u != 0) ? 1 : 0;
+        }
+        return {};
+    }
+    uint32_t period = traits.swa_period;
+    STRATA_ASSIGN(auto given, keys.u32("attention.sliding_window_pattern"));
+    if (given) period = *given;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        hp.swa_layers[il] = period == 0 || il % period < period - 1 ? 1 : 0;
+    }
+    return {};
+}
+
 // Flags that only the tensor table tells.
-void detect_structure(const GgufFile& f, ModelHparams& hp) {
+void detect_structure(const GgufFile& f, const ArchTraits& traits, ModelHparams& hp) {
     hp.tied_output = f.find_tensor("output.weight") == nullptr;
+    hp.ffn_norm_is_post_attention = traits.ffn_norm_is_post_attention;
     hp.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
     for (const TensorInfo& t : f.tensors) {
         const TensorName n = classify_tensor_name(t.name);
@@ -361,6 +407,8 @@ void detect_structure(const GgufFile& f, ModelHparams& hp) {
         if (!n.is_bias && (n.role == TensorRole::AttnQNorm || n.role == TensorRole::AttnKNorm)) {
             hp.has_qk_norm = true;
         }
+        if (n.role == TensorRole::AttnSinks) hp.has_attn_sinks = true;
+        if (n.is_bias && is_expert_role(n.role)) hp.has_expert_bias = true;
     }
 }
 
@@ -398,9 +446,10 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_TRY(load_attention(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
+    STRATA_TRY(load_sliding_window(f, keys, *traits, hp));
     STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
     if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");
-    detect_structure(f, hp);
+    detect_structure(f, *traits, hp);
     return hp;
 }
 

@@ -3,6 +3,7 @@
 // plus small per-family functions in the engine, not `if (arch == ...)` spread around.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,6 +24,21 @@ inline uint32_t per_layer_or(const std::vector<uint32_t>& v, uint32_t i, uint32_
 // How pairs of dimensions are rotated: adjacent pairs (llama "normal") or halves (NEOX: i, i+d/2).
 enum class RopeStyle : uint8_t { Normal, Neox };
 
+// How a mixture-of-experts router turns its logits into the chosen experts' weights.
+enum class ExpertGating : uint8_t {
+    Softmax,      // softmax over all n_expert logits, then the top k (Mixtral, Qwen MoE)
+    SoftmaxTopK,  // the top k logits, then softmax over those k alone (gpt-oss)
+};
+
+// The activation joining an FFN's gate and up projections.
+enum class FfnActivation : uint8_t {
+    Silu,       // silu(gate) * up
+    SwigluOai,  // gpt-oss: g = min(gate, limit), u = clamp(up, -limit, limit),
+                // g * sigmoid(alpha * g) * (u + 1) with alpha 1.702, limit 7
+};
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+
 // <arch>.rope.scaling.*: how positions beyond the training context are squeezed into it.
 struct RopeScaling {
     std::string type = "none";      // "none", "linear", "yarn", "longrope", "llama3"
@@ -36,7 +52,7 @@ struct RopeScaling {
 };
 
 struct ModelHparams {
-    std::string arch;  // general.architecture: "llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe"
+    std::string arch;  // general.architecture: "llama", "qwen2", ..., "gpt-oss"
     std::string name;  // general.name (may be empty)
 
     uint32_t n_vocab = 0;
@@ -68,6 +84,15 @@ struct ModelHparams {
     uint32_t n_expert_shared = 0;  // <arch>.expert_shared_count (qwen2moe: 1 without the key)
     bool norm_topk_prob = false;   // renormalise the selected experts' weights to sum 1
     uint32_t n_leading_dense = 0;  // <arch>.leading_dense_block_count (deepseek-style)
+    ExpertGating expert_gating = ExpertGating::Softmax;
+    FfnActivation expert_activation = FfnActivation::Silu;
+
+    // Sliding-window attention (gpt-oss): a windowed layer's query at position p sees only the
+    // keys at p - n_swa + 1 .. p. <arch>.attention.sliding_window; 0: no layer is windowed.
+    uint32_t n_swa = 0;
+    // Per layer, 1 where the layer is windowed (<arch>.attention.sliding_window_pattern, or the
+    // family's pattern: gpt-oss windows the even layers); empty when none is.
+    std::vector<uint8_t> swa_layers;
 
     // Rotary position embedding.
     uint32_t n_rot = 0;  // <arch>.rope.dimension_count (defaults to head_dim_k)
@@ -81,8 +106,22 @@ struct ModelHparams {
     bool has_qk_norm = false;   // qwen3: per-head RMSNorm on q and k
     // rope_freqs.weight: per-dimension rope frequency factors (llama3 as converted by llama.cpp)
     bool has_rope_freqs = false;
+    // blk.N.attn_sinks.weight (gpt-oss): one learned logit per query head that joins the
+    // softmax's denominator and contributes no value.
+    bool has_attn_sinks = false;
+    // Biases on the routed experts' gate, up and down projections (ffn_*_exps.bias, gpt-oss).
+    bool has_expert_bias = false;
+    // The FFN's input norm is blk.N.post_attention_norm rather than blk.N.ffn_norm (gpt-oss).
+    bool ffn_norm_is_post_attention = false;
 
     bool is_moe() const { return n_expert > 0; }
+    // Uses operations only the CPU backend has so far (gpt-oss's attention sinks, sliding
+    // window, expert biases, top-k softmax gating and clamped SwiGLU): the plan keeps such a
+    // model off the GPU and the CUDA backend refuses it.
+    bool has_cpu_only_ops() const {
+        return has_attn_sinks || n_swa > 0 || has_expert_bias ||
+               expert_gating != ExpertGating::Softmax || expert_activation != FfnActivation::Silu;
+    }
     // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *
     // n_expert): one whose RAM-resident experts are worth shipping to a GPU, one read of them
     // against the CPU's compute over the whole batch. The engine ships such batches; the plan
@@ -107,6 +146,12 @@ struct ModelHparams {
     }
     uint32_t n_ff_at(uint32_t layer) const {
         return detail::per_layer_or(n_ff_per_layer, layer, n_ff);
+    }
+    // Whether the layer's attention is windowed, and the positions its keys must span for a
+    // query: n_swa for a windowed layer, all of `n_ctx` otherwise.
+    bool is_swa(uint32_t layer) const { return layer < swa_layers.size() && swa_layers[layer]; }
+    uint32_t attention_span(uint32_t layer, uint32_t n_ctx) const {
+        return is_swa(layer) ? std::min(n_swa, n_ctx) : n_ctx;
     }
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

@@ -27,15 +27,25 @@ size_t kv_row_bytes(KvType type, uint64_t n) {
     return type == KvType::F16 ? n * 2 : n / 32 * sizeof(quant::BlockQ8_0);
 }
 
-uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type) {
-    const uint64_t kv = hp.n_head_kv_at(layer);
-    return round_up(kv_row_bytes(type, kv * hp.head_dim_k) * n_ctx, kKvLayerAlign) +
-           round_up(kv_row_bytes(type, kv * hp.head_dim_v) * n_ctx, kKvLayerAlign);
+uint32_t kv_layer_positions(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx,
+                            uint32_t max_batch) {
+    if (!hp.is_swa(layer)) return n_ctx;
+    return uint32_t(std::min<uint64_t>(n_ctx, uint64_t(hp.n_swa) + std::max(1u, max_batch)));
 }
 
-uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type) {
+uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type,
+                        uint32_t max_batch) {
+    const uint64_t kv = hp.n_head_kv_at(layer);
+    const uint64_t positions = kv_layer_positions(hp, layer, n_ctx, max_batch);
+    return round_up(kv_row_bytes(type, kv * hp.head_dim_k) * positions, kKvLayerAlign) +
+           round_up(kv_row_bytes(type, kv * hp.head_dim_v) * positions, kKvLayerAlign);
+}
+
+uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type, uint32_t max_batch) {
     uint64_t total = 0;
-    for (uint32_t l = 0; l < hp.n_layer; ++l) total += kv_layer_bytes(hp, l, n_ctx, type);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        total += kv_layer_bytes(hp, l, n_ctx, type, max_batch);
+    }
     return total;
 }
 

@@ -25,9 +25,19 @@ Result<KvType> parse_kv_type(std::string_view name);
 size_t kv_row_bytes(KvType type, uint64_t n);
 // Each layer's keys and values are padded to this, so every layer starts aligned for SIMD loads.
 inline constexpr uint64_t kKvLayerAlign = 64;
-// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model.
-uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type);
-uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type);
+// The batch the engine evaluates by default (EngineOptions::max_batch, PlanOptions::max_batch).
+inline constexpr uint32_t kDefaultMaxBatch = 512;
+// Positions a layer's cache holds for a context of n_ctx: all of them, or for a sliding-window
+// layer a ring of the window plus a batch (a batch's first query still sees the window before
+// it once the whole batch is stored), at most n_ctx. Position p lives in slot p % positions.
+uint32_t kv_layer_positions(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx,
+                            uint32_t max_batch);
+// Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model, with
+// batches of up to max_batch tokens (which only sliding-window layers depend on).
+uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type,
+                        uint32_t max_batch = kDefaultMaxBatch);
+uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type,
+                        uint32_t max_batch = kDefaultMaxBatch);
 // An error when the model's head sizes cannot be stored in `type`.
 Result<void> check_kv_type(const ModelHparams& hp, KvType type);
 

@@ -48,7 +48,7 @@ ModelTensor describe_tensor(const TensorInfo& t, size_t index, double expert_fra
     mt.layer = n.layer;
     mt.expert = n.expert;
     mt.is_bias = n.is_bias;
-    if (is_expert_role(n.role)) {
+    if (is_expert_role(n.role) && !n.is_bias) {
         mt.reads_per_token = expert_fraction;
         // Fused layout: the last dimension counts experts, each a contiguous run of rows.
         if (n.expert < 0 && t.n_dims >= 2 && t.shape[t.n_dims - 1] > 0) {

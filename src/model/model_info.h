@@ -49,7 +49,9 @@ struct ModelTensor {
     uint32_t n_expert_slices = 0;
     uint64_t expert_slice_bytes = 0;
 
-    bool is_routed_expert() const { return is_expert_role(role); }
+    // The routed experts' matrices. Their biases (gpt-oss: one row per expert) are not: they are
+    // small, stay with their layer's tensors and are read whichever experts are chosen.
+    bool is_routed_expert() const { return is_expert_role(role) && !is_bias; }
 };
 
 // Counts for a group of tensors (a role, a layer, a type, the whole file).

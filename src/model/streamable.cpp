@@ -18,7 +18,7 @@ std::string_view stream_unit_name(StreamUnit u) {
 
 bool is_streamable(const ModelTensor& t, StreamSet set) {
     if (t.layer < 0) return false;
-    if (set == StreamSet::RoutedExperts) return is_expert_role(t.role);
+    if (set == StreamSet::RoutedExperts) return t.is_routed_expert();
     switch (t.role) {
         case TensorRole::MoeRouter:
         case TensorRole::MoeRouterBias:

@@ -15,6 +15,10 @@ class LayoutBuilder {
         add(role, false, std::move(shape));
     }
     void bias(TensorRole role, uint64_t n) { add(role, true, {n}); }
+    // A bias of several rows: one per routed expert.
+    void bias_rows(TensorRole role, std::vector<uint64_t> shape) {
+        add(role, true, std::move(shape));
+    }
 
   private:
     void add(TensorRole role, bool is_bias, std::vector<uint64_t> shape) {
@@ -42,10 +46,24 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
     if (traits) {
         hp.has_qkv_bias = hp.has_qkv_bias || traits->qkv_bias;
         hp.has_qk_norm = hp.has_qk_norm || traits->qk_norm;
+        hp.has_attn_sinks = hp.has_attn_sinks || traits->attn_sinks;
+        hp.has_expert_bias = hp.has_expert_bias || (traits->expert_bias && hp.n_expert > 0);
+        hp.ffn_norm_is_post_attention = traits->ffn_norm_is_post_attention;
+        hp.expert_gating = traits->expert_gating;
+        hp.expert_activation = traits->expert_activation;
+        if (traits->untied_output) hp.tied_output = false;
+        if (traits->swa_period > 0 && hp.swa_layers.empty()) {
+            for (uint32_t il = 0; il < hp.n_layer; ++il) {
+                hp.swa_layers.push_back(il % traits->swa_period < traits->swa_period - 1 ? 1 : 0);
+            }
+        }
     }
     if (hp.n_expert > 0) {
         if (traits && traits->expert_width_default == ExpertWidthDefault::FfnLength) {
             hp.n_ff_exp = hp.n_ff;  // llama.cpp sizes Mixtral-layout experts with n_ff
+        } else if (hp.n_ff_exp == 0 && traits &&
+                   traits->expert_width_default == ExpertWidthDefault::Required) {
+            hp.n_ff_exp = hp.n_ff;
         } else if (hp.n_ff_exp == 0 && hp.n_expert_used > 0) {
             hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
         }
@@ -71,6 +89,8 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
     const uint64_t n_v = uint64_t{hp.n_head_kv} * hp.head_dim_v;  // value width
     const uint64_t n_attn_out = uint64_t{hp.n_head} * hp.head_dim_v;
     const bool shared_expert = hp.is_moe() && hp.n_ff_shexp > 0;
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    const bool attn_out_bias = traits && traits->attn_out_bias;
 
     std::vector<TensorSpec> out;
     LayoutBuilder top(out, -1);
@@ -94,7 +114,10 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             blk.weight(TensorRole::AttnKNorm, {hp.head_dim_k});
         }
         blk.weight(TensorRole::AttnOutput, {n_attn_out, n_embd});
-        blk.weight(TensorRole::FfnNorm, {n_embd});
+        if (attn_out_bias) blk.bias(TensorRole::AttnOutput, n_embd);
+        if (hp.has_attn_sinks) blk.weight(TensorRole::AttnSinks, {hp.n_head});
+        blk.weight(hp.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm,
+                   {n_embd});
         if (!hp.is_moe()) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
@@ -103,9 +126,15 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         }
         const uint64_t n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
         blk.weight(TensorRole::MoeRouter, {n_embd, n_expert});
+        if (hp.has_expert_bias) blk.bias(TensorRole::MoeRouter, n_expert);
         blk.weight(TensorRole::ExpertGate, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertUp, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertDown, {n_ff_exp, n_embd, n_expert});
+        if (hp.has_expert_bias) {
+            blk.bias_rows(TensorRole::ExpertGate, {n_ff_exp, n_expert});
+            blk.bias_rows(TensorRole::ExpertUp, {n_ff_exp, n_expert});
+            blk.bias_rows(TensorRole::ExpertDown, {n_embd, n_expert});
+        }
         if (shared_expert) {
             blk.weight(TensorRole::SharedExpertGate, {n_embd});
             blk.weight(TensorRole::SharedGate, {n_embd, hp.n_ff_shexp});

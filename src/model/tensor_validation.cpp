@@ -84,7 +84,10 @@ void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& 
     e.add(layer_name(il, "attn_q", "bias"), {q}, "[n_head*head_dim]", traits.qkv_bias);
     e.add(layer_name(il, "attn_k", "bias"), {k}, "[n_head_kv*head_dim]", traits.qkv_bias);
     e.add(layer_name(il, "attn_v", "bias"), {v}, "[n_head_kv*head_dim_v]", traits.qkv_bias);
-    e.add(layer_name(il, "attn_output", "bias"), {embd}, "[n_embd]", false);
+    e.add(layer_name(il, "attn_output", "bias"), {embd}, "[n_embd]", traits.attn_out_bias);
+    if (traits.attn_sinks) {
+        e.add(layer_name(il, "attn_sinks"), {hp.n_head_at(il)}, "[n_head]");
+    }
     e.add(layer_name(il, "attn_q_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
     e.add(layer_name(il, "attn_k_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
 }
@@ -99,9 +102,16 @@ void expect_dense_ffn(ExpectedSet& e, const ModelHparams& hp, int il) {
     e.add(layer_name(il, "ffn_down", "bias"), {embd}, "[n_embd]", false);
 }
 
-void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp, int il) {
+void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
+                    const ArchTraits& traits, int il) {
     const uint64_t embd = hp.n_embd, ff = hp.n_ff_exp, n_exp = hp.n_expert;
     e.add(layer_name(il, "ffn_gate_inp"), {embd, n_exp}, "[n_embd, n_expert]");
+    if (traits.expert_bias) {
+        e.add(layer_name(il, "ffn_gate_inp", "bias"), {n_exp}, "[n_expert]");
+        e.add(layer_name(il, "ffn_gate_exps", "bias"), {ff, n_exp}, "[n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_up_exps", "bias"), {ff, n_exp}, "[n_ff_exp, n_expert]");
+        e.add(layer_name(il, "ffn_down_exps", "bias"), {embd, n_exp}, "[n_embd, n_expert]");
+    }
     // Experts are either fused into one 3-D tensor per projection, or (older Mixtral files) one
     // 2-D tensor per expert: blk.N.ffn_gate.E.weight.
     const bool split = !f.find_tensor(layer_name(il, "ffn_gate_exps")) &&
@@ -132,13 +142,16 @@ void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
     e.add("token_embd.weight", {embd, vocab}, "[n_embd, n_vocab]");
     e.add("output_norm.weight", {embd}, "[n_embd]");
-    e.add("output.weight", {embd, vocab}, "[n_embd, n_vocab]", false);  // absent when tied
-    e.add("rope_freqs.weight", {hp.n_rot / 2}, "[n_rot/2]", false);     // llama3 frequency factors
+    // absent when tied, where the family allows it
+    e.add("output.weight", {embd, vocab}, "[n_embd, n_vocab]", traits.untied_output);
+    e.add("rope_freqs.weight", {hp.n_rot / 2}, "[n_rot/2]", false);  // llama3 frequency factors
     for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
         expect_attention(e, hp, traits, il);
-        e.add(layer_name(il, "ffn_norm"), {embd}, "[n_embd]");
+        e.add(
+            layer_name(il, traits.ffn_norm_is_post_attention ? "post_attention_norm" : "ffn_norm"),
+            {embd}, "[n_embd]");
         if (hp.is_moe() && il >= static_cast<int>(hp.n_leading_dense)) {
-            expect_moe_ffn(e, f, hp, il);
+            expect_moe_ffn(e, f, hp, traits, il);
         } else {
             expect_dense_ffn(e, hp, il);
         }

@@ -129,7 +129,8 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         }
     }
     const auto layer_kv = [&](uint32_t l) {
-        return uint64_t(in.options.n_seq) * kv_layer_bytes(hp, l, in.n_ctx, in.options.kv_type);
+        return uint64_t(in.options.n_seq) *
+               kv_layer_bytes(hp, l, in.n_ctx, in.options.kv_type, in.options.max_batch);
     };
     const auto fits = [&](uint64_t add) { return s.g.total + add <= s.g.budget; };
     s.layer_gpu.assign(n_layer, false);
@@ -343,6 +344,17 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
     const int device = gpu.index;
     const ModelHparams& hp = in.hp;
     const MemoryPlan host = gpu_host_overhead(in, plan.threads);
+    // Expert biases lie with their layer's tensors, while a split may compute the layer's experts
+    // on the other unit (an expert split's CPU experts, a layer split's shipped prompt experts,
+    // the GPU level of the expert cache): such a model runs wholly on one unit or the other.
+    if (hp.has_expert_bias) {
+        plan.gpu_note = whole + ", and " + hp.arch +
+                        " models do not split between the GPU and the CPU yet (their experts' "
+                        "biases lie with the layer, where the unit computing the experts may "
+                        "not read them)";
+        plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
+        return false;
+    }
     std::optional<Split> best;
     std::string refused;
     for (bool by_experts : {false, true}) {

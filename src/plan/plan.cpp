@@ -436,7 +436,8 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
         model, hp, options, ram_rate(profile), gpu_rate(profile), disk_rate(profile, options.disk)};
     in.n_ctx = options.n_ctx ? options.n_ctx : default_context(hp);
     if (options.n_seq == 0) return err("a plan needs at least one sequence");
-    in.kv_bytes = uint64_t(options.n_seq) * kv_cache_bytes(hp, in.n_ctx, options.kv_type);
+    in.kv_bytes =
+        uint64_t(options.n_seq) * kv_cache_bytes(hp, in.n_ctx, options.kv_type, options.max_batch);
     if (options.max_batch == 0) return err("the batch must be at least one token");
     const int threads = options.threads > 0 ? options.threads : physical_core_count();
     in.overhead = overhead_lines(model, hp, options, in.n_ctx, budgets.ram, threads);

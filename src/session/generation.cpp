@@ -76,7 +76,7 @@ Result<GenerateResult> GenerationSession::generate(const std::vector<TokenId>& p
     size_t keep = 0;
     while (keep < context_.size() && keep < prompt.size() && context_[keep] == prompt[keep]) ++keep;
     keep = std::min(keep, prompt.size() - 1);
-    engine_.truncate(uint32_t(keep), seq_);
+    keep = engine_.truncate(uint32_t(keep), seq_);  // less where the model cannot go back so far
     context_.resize(keep);
     // With a batcher, steps wait for this sequence's inputs from here until it returns.
     const JoinedSequence membership(batcher_, seq_);

@@ -70,11 +70,8 @@ Result<void> bind_experts(const ModelTensor& mt, const TensorInfo& t, const std:
 
 Result<void> bind_tensor(const ModelTensor& mt, const TensorInfo& t, const std::byte* data,
                          LayerView& layer, std::vector<ExpertView>& experts) {
-    if (mt.is_routed_expert()) {
-        // Routed-expert biases are used by no family yet; binding one would shadow a matrix.
-        if (mt.is_bias) return {};
-        return bind_experts(mt, t, data, experts);
-    }
+    // Routed experts' biases are the layer's (biases[ExpertGate] ...: one row per expert).
+    if (mt.is_routed_expert()) return bind_experts(mt, t, data, experts);
     (mt.is_bias ? layer.biases : layer.weights)[size_t(mt.role)] = make_tensor_view(t, data);
     return {};
 }

@@ -187,6 +187,14 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
     }
     put("rope.dimension_count", hp.n_rot);
     put("rope.freq_base", hp.rope_freq_base);
+    if (hp.rope_scaling.type != "none") {
+        put("rope.scaling.type", hp.rope_scaling.type);
+        put("rope.scaling.factor", hp.rope_scaling.factor);
+        if (hp.rope_scaling.original_context > 0) {
+            put("rope.scaling.original_context_length", hp.rope_scaling.original_context);
+        }
+    }
+    if (hp.n_swa > 0) put("attention.sliding_window", hp.n_swa);
     put("attention.layer_norm_rms_epsilon", hp.rms_eps);
     if (hp.is_moe()) {
         put("expert_count", hp.n_expert);

@@ -83,6 +83,9 @@ TensorType mixed_type(const TensorSpec& spec, const WeightFormat& w, const Model
     const bool eight_experts = hp.n_expert == 8;
     const uint32_t n_gqa = hp.n_head_kv == 0 ? 1 : hp.n_head / hp.n_head_kv;
 
+    // llama-quantize's MXFP4_MOE: the stacked experts MXFP4, every other matrix (the head too)
+    // Q8_0.
+    if (m == M::MXFP4_MOE) return is_expert_role(spec.role) ? T::MXFP4 : T::Q8_0;
     const bool is_head = spec.role == TensorRole::Output ||
                          (hp.tied_output && spec.role == TensorRole::TokenEmbedding);
     if (is_head) {

@@ -20,6 +20,9 @@ struct PresetShape {
     uint32_t n_ctx;
     float rope_base, rms_eps;
     bool tied;
+    uint32_t n_swa = 0;          // sliding window of the windowed layers (0: none)
+    float yarn_factor = 0.0f;    // YaRN context extension (0: none)
+    uint32_t yarn_orig_ctx = 0;  // its original context
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -53,6 +56,71 @@ constexpr PresetShape kPresets[] = {
      4096, 12, 32, 8, 0, 14336, 8, 2, 0, 0, 32768, 1000000.0f, 1e-5f, false},
     {"qwen3moe-30b-a3b", "Qwen3-30B-A3B shape: 48 layers, 128 experts top-8 (60 GB F16)",
      "qwen3moe", 2048, 48, 32, 4, 128, 6144, 128, 8, 768, 0, 40960, 1000000.0f, 1e-6f, false},
+    // gpt-oss: every other layer windowed, YaRN x32 over a 4096 original context. The tiny one
+    // has a window of 16 so that prompts of a few dozen tokens cross it, and 4 layers so both
+    // kinds of layer appear and streaming has layers to stream.
+    {"tiny-gpt-oss",
+     "gpt-oss, 4 layers, head_dim 64, 8 experts top-4, window 16, untied",
+     "gpt-oss",
+     256,
+     4,
+     8,
+     2,
+     64,
+     256,
+     8,
+     4,
+     256,
+     0,
+     131072,
+     150000.0f,
+     1e-5f,
+     false,
+     16,
+     32.0f,
+     4096},
+    // The published shapes; --type MXFP4_MOE writes what ggml-org's GGUFs ship (experts MXFP4,
+    // the other matrices Q8_0): about 12.1 GB and 63.4 GB.
+    {"gpt-oss-20b",
+     "gpt-oss-20b shape: 24 layers, n_embd 2880, 32 experts top-4 (MXFP4_MOE 12 GB)",
+     "gpt-oss",
+     2880,
+     24,
+     64,
+     8,
+     64,
+     2880,
+     32,
+     4,
+     2880,
+     0,
+     131072,
+     150000.0f,
+     1e-5f,
+     false,
+     128,
+     32.0f,
+     4096},
+    {"gpt-oss-120b",
+     "gpt-oss-120b shape: 36 layers, n_embd 2880, 128 experts top-4 (MXFP4_MOE 63 GB)",
+     "gpt-oss",
+     2880,
+     36,
+     64,
+     8,
+     64,
+     2880,
+     128,
+     4,
+     2880,
+     0,
+     131072,
+     150000.0f,
+     1e-5f,
+     false,
+     128,
+     32.0f,
+     4096},
 };
 
 std::string flag_value(std::string_view flag, uint32_t v) {
@@ -104,6 +172,12 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         hp.n_ff_shexp = p.n_ff_shexp;
         hp.rope_freq_base = p.rope_base;
         hp.tied_output = p.tied;
+        hp.n_swa = p.n_swa;
+        if (p.yarn_factor > 0.0f) {
+            hp.rope_scaling.type = "yarn";
+            hp.rope_scaling.factor = p.yarn_factor;
+            hp.rope_scaling.original_context = p.yarn_orig_ctx;
+        }
         return hp;
     }
     return std::nullopt;
@@ -148,6 +222,12 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
     if (hp.n_expert_used > hp.n_expert) {
         return err(flag_value("--experts-used", hp.n_expert_used), " exceeds ",
                    flag_value("--experts", hp.n_expert));
+    }
+    if (traits->swa_period > 0 && hp.n_swa == 0) {
+        return err(hp.arch, " has sliding-window layers: the window must be at least 1");
+    }
+    if (traits->untied_output && hp.tied_output) {
+        return err(hp.arch, " models have their own output head (output.weight)");
     }
     if (hp.n_ff_shexp != 0 && !traits->shared_expert) {
         return err(hp.arch, " has no shared expert; --ff-shexp applies to qwen2moe (set it to 0)");

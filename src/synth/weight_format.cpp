@@ -24,6 +24,7 @@ constexpr MixEntry kMixes[] = {
     {QuantMix::Q5_K_M, "Q5_K_M", TensorType::Q5_K, 17},
     {QuantMix::Q6_K, "Q6_K", TensorType::Q6_K, 18},
     {QuantMix::IQ4_XS, "IQ4_XS", TensorType::IQ4_XS, 30},
+    {QuantMix::MXFP4_MOE, "MXFP4_MOE", TensorType::MXFP4, 38},
 };
 
 struct PlainEntry {

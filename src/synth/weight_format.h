@@ -28,6 +28,7 @@ enum class QuantMix : uint8_t {
     Q5_K_M,
     Q6_K,
     IQ4_XS,
+    MXFP4_MOE,  // routed experts MXFP4, every other matrix Q8_0 (the gpt-oss GGUFs)
 };
 
 struct WeightFormat {

@@ -106,6 +106,10 @@ WeightInit weight_init(const TensorSpec& spec, const ModelHparams& hp) {
         w.kind = InitKind::Uniform;
         w.lo = 0.6f * k;
         w.hi = 1.4f * k;
+    } else if (spec.role == TensorRole::AttnSinks) {
+        // Logits beside the scores' own (about unit size): large enough to take a visible share.
+        w.kind = InitKind::Normal;
+        w.sigma = 1.0f;
     } else if (is_norm_role(spec.role)) {
         w.kind = InitKind::Uniform;
         w.lo = 0.6f;

@@ -135,7 +135,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             const SeqRun prompt{0, 0, n, 0};
             b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
                             {&prompt, 1});
-            b.attention(0, {&prompt, 1});
+            b.attention(0, TensorView{}, {&prompt, 1});
         });
         expect_close(p, Act::Q, n, dq, tol, "rope (+ q norm)");
         const int64_t da = int64_t(p.hp.n_head) * p.hp.head_dim_v;
@@ -149,7 +149,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                 const SeqRun step{0, 0, 1, pos};
                 b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
                                 {&step, 1});
-                b.attention(0, {&step, 1});
+                b.attention(0, TensorView{}, {&step, 1});
             });
         }
         expect_close(p, Act::AttnOut, 1, da, attention_tol, "attention, decode");
@@ -159,7 +159,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
             const SeqRun runs[] = {{0, 0, 1, n + 2}, {1, 1, n - 1, 0}};
             b.rope_store_kv(0, w.weight(TensorRole::AttnQNorm), w.weight(TensorRole::AttnKNorm),
                             runs);
-            b.attention(0, runs);
+            b.attention(0, TensorView{}, runs);
         });
         expect_close(p, Act::AttnOut, n, da, attention_tol, "attention, two sequences");
 
@@ -234,7 +234,8 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                 std::vector<int32_t> chosen(static_cast<size_t>(rows * ku));
                 std::vector<float> weights(static_cast<size_t>(rows * ku));
                 for (int64_t t = 0; t < rows; ++t) {
-                    engine::route_token(&router_logits[size_t(t * ne)], {ne, ku, norm, nullptr, 0},
+                    engine::route_token(&router_logits[size_t(t * ne)],
+                                        {ne, ku, norm, ExpertGating::Softmax, nullptr, 0},
                                         &chosen[size_t(t * ku)], &weights[size_t(t * ku)]);
                 }
                 p.cpu->begin_experts(rows, ku, false);

@@ -417,8 +417,7 @@ TEST_P(CudaGptOssExperts, OneExpertsGateAndUpWithBiases) {
     ASSERT_TRUE(matmul) << matmul.error().message;
     const auto* gb = e.dev_biases.gate + ff;  // expert 1's rows
     const auto* ub = e.dev_biases.up + ff;
-    const ExpertView ev{e.stack.first.gate, e.stack.first.up, e.stack.first.down};
-    ExpertView one = ev;  // expert 1
+    ExpertView one = e.stack.first;  // expert 1
     one.gate.data += e.stack.gate_stride;
     one.up.data += e.stack.up_stride;
     for (const int64_t n : {int64_t(1), int64_t(3), int64_t(40)}) {

@@ -59,7 +59,7 @@ TEST(CudaMoeRoute, ChoosesTheHostsExpertsWithItsWeights) {
                                   reinterpret_cast<float*>(dw.data()), nullptr);
                 const auto got_c = test::download<int32_t>(dc.data(), size_t(n * k));
                 const auto got_w = test::download<float>(dw.data(), size_t(n * k));
-                const engine::MoeConfig cfg{n_expert, k, norm, nullptr, 0};
+                const engine::MoeConfig cfg{n_expert, k, norm, ExpertGating::Softmax, nullptr, 0};
                 for (int64_t t = 0; t < n; ++t) {
                     std::vector<int32_t> c(static_cast<size_t>(k));
                     std::vector<float> w(static_cast<size_t>(k));

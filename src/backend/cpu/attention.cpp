@@ -35,14 +35,45 @@ TaskScratch& task_scratch() {
     return sc;
 }
 
-// One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1).
+// The position slot `slot` of a layer's cache holds when the last stored position is pos_last: the
+// slot itself until the ring wraps, then the latest position of its residue.
+int64_t slot_position(int64_t slot, int64_t pos_last, int64_t slots) {
+    return pos_last < slots ? slot : pos_last - (pos_last - slot) % slots;
+}
+
+// Scales and masks one query's scores over n_kv slots and softmaxes them (with its head's sink).
+void weigh_scores(float* row, int64_t n_kv, int64_t query_pos, int64_t pos_last, int64_t slots,
+                  const AttentionShape& s, int head) {
+    constexpr float kMasked = -std::numeric_limits<float>::infinity();
+    const int64_t first = s.window > 0 ? query_pos - s.window + 1 : 0;
+    if (pos_last < slots) {
+        // Slot = position: the visible ones are one run.
+        const int64_t lo = std::clamp<int64_t>(first, 0, n_kv);
+        const int64_t hi = std::clamp<int64_t>(query_pos + 1, lo, n_kv);
+        std::fill(row, row + lo, kMasked);
+        for (int64_t p = lo; p < hi; ++p) row[p] *= s.scale;
+        std::fill(row + hi, row + n_kv, kMasked);
+    } else {
+        for (int64_t slot = 0; slot < n_kv; ++slot) {
+            const int64_t p = slot_position(slot, pos_last, slots);
+            row[slot] = p >= first && p <= query_pos ? row[slot] * s.scale : kMasked;
+        }
+    }
+    softmax(row, n_kv, s.sinks ? s.sinks[head] : kMasked);
+}
+
+// One task: query heads [j0, j1) of the group sharing KV head kvh, tokens [t0, t1) of a batch of
+// n at pos0.
 void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t t0,
-                  int64_t t1, int64_t pos0, int kvh, int j0, int j1, float* out) {
+                  int64_t t1, int64_t pos0, int64_t n, int kvh, int j0, int j1, float* out) {
     TaskScratch& sc = task_scratch();
     const int group_all = s.n_head / s.n_head_kv;
     const int group = j1 - j0;
     const int64_t n_q = (t1 - t0) * group;
-    const int64_t n_kv = pos0 + t1;  // positions the last token of the block sees
+    const int64_t slots = kv.positions(layer);
+    const int64_t pos_last = pos0 + n - 1;  // the batch's last position, stored like the rest
+    // Slots the block reads: the positions its last token sees, or the whole ring once wrapped.
+    const int64_t n_kv = pos_last < slots ? pos0 + t1 : slots;
     const TensorType et = kv.element_type();
 
     // Queries of the heads sharing this KV head, one row per (token, head).
@@ -61,11 +92,8 @@ void attend_block(const KvCache& kv, int layer, const AttentionShape& s, const f
     cpu::matmul(K, sc.q.data(), sc.scores.data(), n_q, inline_pool());
 
     for (int64_t c = 0; c < n_q; ++c) {
-        const int64_t visible = pos0 + t0 + c / group + 1;
-        float* row = &sc.scores[size_t(c * n_kv)];
-        for (int64_t p = 0; p < visible; ++p) row[p] *= s.scale;
-        std::fill(row + visible, row + n_kv, -std::numeric_limits<float>::infinity());
-        softmax(row, n_kv);
+        weigh_scores(&sc.scores[size_t(c * n_kv)], n_kv, pos0 + t0 + c / group, pos_last, slots, s,
+                     kvh * group_all + j0 + int(c % group));
     }
 
     sc.out.resize(size_t(n_q * s.head_dim_v));
@@ -143,7 +171,9 @@ void attend_by_positions(const KvCache& kv, int layer, const AttentionShape& s, 
                 for (int j = 0; j < group; ++j) {
                     float* row = &sd.scores[size_t((kvh * group + j) * n_kv)];
                     for (int64_t p = 0; p < n_kv; ++p) row[p] *= s.scale;
-                    softmax(row, n_kv);
+                    softmax(row, n_kv,
+                            s.sinks ? s.sinks[kvh * group + j]
+                                    : -std::numeric_limits<float>::infinity());
                 }
             }
         }
@@ -207,7 +237,9 @@ void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, 
 
 void attention(const KvCache& kv, int layer, const AttentionShape& s, const float* q, int64_t n,
                int64_t pos0, float* out, ThreadPool& pool, DecodeScratch* shared) {
+    // Split over positions only where the whole context is in order (no window, no ring).
     if (shared != nullptr && n == 1 && kv.values_transposed() && s.n_head_kv < pool.size() &&
+        s.window == 0 && int64_t(kv.positions(layer)) == int64_t(kv.n_ctx()) &&
         shared->kv_heads >= s.n_head_kv &&
         shared->scores.capacity() >= size_t(s.n_head) * size_t(pos0 + 1)) {
         return attend_by_positions(kv, layer, s, q, pos0, out, *shared, pool);
@@ -228,7 +260,7 @@ void attention(const KvCache& kv, int layer, const AttentionShape& s, const floa
             const int kvh = int((task / splits) % s.n_head_kv);
             const int64_t t0 = (task / (int64_t(splits) * s.n_head_kv)) * kTokensPerTask;
             const int64_t t1 = std::min(n, t0 + kTokensPerTask);
-            attend_block(kv, layer, s, q, t0, t1, pos0, kvh, split * per_split,
+            attend_block(kv, layer, s, q, t0, t1, pos0, n, kvh, split * per_split,
                          (split + 1) * per_split, out);
         }
     });

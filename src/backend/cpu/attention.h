@@ -2,7 +2,9 @@
 //
 // Computed as the reference engine does without flash attention: scores = K q (the query rounded
 // to the key type, F16 for the default cache), scaled by 1/sqrt(head_dim), masked to the
-// positions at or before the query's, softmax, then V^T w with the weights rounded to F16. Both
+// positions at or before the query's (and, in a sliding-window layer, after the window's start),
+// softmax (with a head's sink logit in the denominator when the model has sinks), then V^T w with
+// the weights rounded to F16. Both
 // products run on the quantized matmul kernels, one task per KV head and block of query tokens,
 // so the query heads sharing a KV head are multiplied together.
 #pragma once
@@ -23,6 +25,11 @@ struct AttentionShape {
     int head_dim_k = 0;
     int head_dim_v = 0;
     float scale = 1.0f;  // applied to q.k before the softmax
+    // n_head logits that join each head's softmax denominator and weigh no value (gpt-oss's
+    // attention sinks); null: none.
+    const float* sinks = nullptr;
+    // A query at position p sees keys p - window + 1 .. p; 0: every earlier position.
+    int64_t window = 0;
 };
 
 // What the tasks of one decode step share when it is split over positions (more threads than
@@ -35,10 +42,11 @@ struct DecodeScratch {
 };
 
 // q: n rows of n_head * head_dim_k (already rotated) for the tokens at positions pos0 .. pos0+n-1,
-// whose keys and values are already in the cache. out: n rows of n_head * head_dim_v.
-// Gives every thread of the pool scratch for a task over the whole context (a block of up to
-// kAttentionTokensPerTask of max_batch tokens, the widest query group), and the calling thread
-// the scores of every query head (at most `most_heads`, of `most_kv_heads` KV heads) for a
+// whose keys and values are already in the cache (in a ring, kv.positions(layer) slots, for a
+// sliding-window layer: it holds the window before pos0 and the n positions). out: n rows of n_head
+// * head_dim_v. Gives every thread of the pool scratch for a task over the whole context (a block
+// of up to kAttentionTokensPerTask of max_batch tokens, the widest query group), and the calling
+// thread the scores of every query head (at most `most_heads`, of `most_kv_heads` KV heads) for a
 // decode step split over positions, so that attention never allocates however long the context
 // grows, and never holds more than model/activation_memory.h counts.
 void reserve_attention_scratch(const KvCache& kv, const AttentionShape& widest, int most_heads,

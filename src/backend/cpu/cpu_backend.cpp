@@ -154,11 +154,13 @@ class CpuBackend final : public Backend {
         }
     }
 
-    void attention(int layer, std::span<const SeqRun> runs) override {
+    void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) override {
         const int hd_k = int(hp_.head_dim_k);
-        const AttentionShape shape{int(hp_.n_head_at(uint32_t(layer))),
-                                   int(hp_.n_head_kv_at(uint32_t(layer))), hd_k,
-                                   int(hp_.head_dim_v), 1.0f / std::sqrt(float(hd_k))};
+        AttentionShape shape{int(hp_.n_head_at(uint32_t(layer))),
+                             int(hp_.n_head_kv_at(uint32_t(layer))), hd_k, int(hp_.head_dim_v),
+                             1.0f / std::sqrt(float(hd_k))};
+        shape.sinks = sinks.present() ? sinks.f32() : nullptr;
+        shape.window = hp_.is_swa(uint32_t(layer)) ? int64_t(hp_.n_swa) : 0;
         const int64_t dq = int64_t(shape.n_head) * hd_k,
                       da = int64_t(shape.n_head) * shape.head_dim_v;
         for (const SeqRun& run : runs) {
@@ -276,7 +278,16 @@ class CpuBackend final : public Backend {
                         sizeof(float) * size_t(d));
         });
         matmul_segments(segments_, x_rows_.data(), total, pool_);
-        swiglu(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff, pool_);
+        if (hp_.has_expert_bias) {
+            add_expert_biases(jobs, &ExpertView::gate_bias, ffn_.gate.data(), ff);
+            add_expert_biases(jobs, &ExpertView::up_bias, ffn_.up.data(), ff);
+        }
+        if (hp_.expert_activation == FfnActivation::SwigluOai) {
+            swiglu_oai(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff,
+                       kSwigluOaiAlpha, kSwigluOaiLimit, pool_);
+        } else {
+            swiglu(ffn_.gate.data(), ffn_.up.data(), ffn_.gate.data(), total * ff, pool_);
+        }
         segments_.clear();
         row = 0;
         for (const ExpertJob& j : jobs) {
@@ -285,12 +296,28 @@ class CpuBackend final : public Backend {
             row += m;
         }
         matmul_segments(segments_, ffn_.gate.data(), total, pool_);
+        if (hp_.has_expert_bias) add_expert_biases(jobs, &ExpertView::down_bias, y_rows_.data(), d);
         rows_over_pool(total, [&](int64_t r) {
             const float w = row_weights_[size_t(r)];
             float* dst = &slot_out_[size_t(row_slots_[size_t(r)] * d)];
             const float* src = &y_rows_[size_t(r * d)];
             for (int64_t i = 0; i < d; ++i) dst[i] = src[i] * w;
         });
+    }
+
+    // Each job's rows of `rows` (width values each, the jobs' rows in order) plus its expert's
+    // bias (an F32 row; absent: none).
+    void add_expert_biases(std::span<const ExpertJob> jobs, TensorView ExpertView::*bias,
+                           float* rows, int64_t width) {
+        int64_t row = 0;
+        for (const ExpertJob& j : jobs) {
+            const int64_t m = int64_t(j.slots.size());
+            const TensorView& b = j.expert.*bias;
+            if (b.present()) {
+                for (int64_t r = row; r < row + m; ++r) add_into(rows + r * width, b.f32(), width);
+            }
+            row += m;
+        }
     }
 
     // f(r) for r < rows of n_embd values each, shared out over the pool when there are many
@@ -370,7 +397,8 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
     std::vector<KvCache> kvs;
     for (uint32_t s = 0; s < std::max(1u, config.n_seq); ++s) {
         STRATA_ASSIGN(KvCache kv,
-                      KvCache::create(config.hp, config.n_ctx, config.kv_type, config.layers));
+                      KvCache::create(config.hp, config.n_ctx, config.kv_type, config.layers,
+                                      uint32_t(batch_rows(config.max_batch, config.n_ctx))));
         kvs.push_back(std::move(kv));
     }
     return std::unique_ptr<Backend>(new CpuBackend(config, std::move(kvs)));

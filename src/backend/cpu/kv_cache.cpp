@@ -9,7 +9,7 @@ TensorType KvCache::element_type() const {
 }
 
 Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
-                                const std::vector<bool>& held) {
+                                const std::vector<bool>& held, uint32_t max_batch) {
     if (n_ctx == 0) return err("the context size must be at least 1");
     STRATA_TRY(check_kv_type(hp, type));
     KvCache c;
@@ -20,15 +20,17 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
         Layer L;
         L.n_embd_k = hp.n_head_kv_at(l) * hp.head_dim_k;
         L.n_embd_v = hp.n_head_kv_at(l) * hp.head_dim_v;
+        L.positions = kv_layer_positions(hp, l, n_ctx, max_batch);
         L.k_row_bytes = kv_row_bytes(type, L.n_embd_k);
-        // transposed F16 values: one row of n_ctx positions per value dimension
-        L.v_row_bytes = type == KvType::F16 ? size_t(n_ctx) * 2 : kv_row_bytes(type, L.n_embd_v);
+        // transposed F16 values: one row of the layer's slots per value dimension
+        L.v_row_bytes =
+            type == KvType::F16 ? size_t(L.positions) * 2 : kv_row_bytes(type, L.n_embd_v);
         L.k_offset = offset;
         L.v_offset = offset;
         if (held.empty() || (l < held.size() && held[l])) {
-            offset += round_up(L.k_row_bytes * n_ctx, kKvLayerAlign);
+            offset += round_up(L.k_row_bytes * L.positions, kKvLayerAlign);
             L.v_offset = offset;
-            offset += round_up(kv_row_bytes(type, L.n_embd_v) * n_ctx, kKvLayerAlign);
+            offset += round_up(kv_row_bytes(type, L.n_embd_v) * L.positions, kKvLayerAlign);
         }
         c.layers_.push_back(L);
     }
@@ -44,24 +46,25 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
 
 void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {
     const Layer& L = layers_[layer];
+    const size_t slot = size_t(pos) % L.positions;
     std::byte* base = buffer_.data();
-    std::byte* krow = base + L.k_offset + size_t(pos) * L.k_row_bytes;
+    std::byte* krow = base + L.k_offset + slot * L.k_row_bytes;
     if (type_ == KvType::F16) {
         quant::fp32_to_fp16_row(k, reinterpret_cast<uint16_t*>(krow), L.n_embd_k);
         auto* vt = reinterpret_cast<uint16_t*>(base + L.v_offset);
         for (uint32_t d = 0; d < L.n_embd_v; ++d) {
-            vt[size_t(d) * n_ctx_ + size_t(pos)] = quant::fp32_to_fp16(v[d]);
+            vt[size_t(d) * L.positions + slot] = quant::fp32_to_fp16(v[d]);
         }
     } else {
         quant::quantize_row(TensorType::Q8_0, k, krow, L.n_embd_k);
-        quant::quantize_row(TensorType::Q8_0, v, base + L.v_offset + size_t(pos) * L.v_row_bytes,
+        quant::quantize_row(TensorType::Q8_0, v, base + L.v_offset + slot * L.v_row_bytes,
                             L.n_embd_v);
     }
 }
 
-const std::byte* KvCache::key_row(int layer, int64_t pos) const {
+const std::byte* KvCache::key_row(int layer, int64_t slot) const {
     const Layer& L = layers_[layer];
-    return buffer_.data() + L.k_offset + size_t(pos) * L.k_row_bytes;
+    return buffer_.data() + L.k_offset + size_t(slot) * L.k_row_bytes;
 }
 
 const std::byte* KvCache::value_row(int layer, int64_t index) const {

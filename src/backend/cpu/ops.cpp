@@ -106,7 +106,29 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void swiglu(const f
 // Compiled for AVX-512, AVX2 and the baseline, picked by the CPU at load time; every operation
 // is the same in each (no contraction into FMA, fixed lanes: CMakeLists.txt), so the weights are
 // the same bits on every path.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax(float* x, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void swiglu_oai(
+    const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit);
+        const float u = std::clamp(up[i], -limit, limit);
+        // sigmoid(a g) = 1 / (1 + e^-ag), through e^-|ag| so the exponential never overflows.
+        const float e = exp_nonpositive(-std::fabs(alpha * g));
+        const float sig = alpha * g >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        out[i] = g * sig * (u + 1.0f);
+    }
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit,
+                ThreadPool& pool) {
+    constexpr int64_t kPerTask = 1 << 15;
+    if (n <= kPerTask) return swiglu_oai(gate, up, out, n, alpha, limit);
+    pool.parallel_for(n, kPerTask, [&](int64_t b, int64_t e, int) {
+        swiglu_oai(gate + b, up + b, out + b, e - b, alpha, limit);
+    });
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void softmax(float* x, int64_t n,
+                                                                          float sink) {
     // Eight lanes for the maximum and the sum, so that neither is one long dependency chain and
     // both vectorize; the tail goes through the same lanes.
     constexpr int kLanes = 8;
@@ -123,14 +145,17 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void softmax(float*
     }
     float max = lane_max[0];
     for (int l = 1; l < kLanes; ++l) max = std::max(max, lane_max[l]);
+    max = std::max(max, sink);
     for (int64_t i = 0; i < n; ++i) x[i] = exp_nonpositive(x[i] - max);
     double lane_sum[kLanes] = {};
     for (int64_t i = 0; i < whole; i += kLanes) {
         for (int l = 0; l < kLanes; ++l) lane_sum[l] += double(x[i + l]);
     }
     for (int64_t i = whole; i < n; ++i) lane_sum[i - whole] += double(x[i]);
+    // No sink (-inf) adds an exact 0: the same bits as a softmax without one.
     const double sum = ((lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3])) +
-                       ((lane_sum[4] + lane_sum[5]) + (lane_sum[6] + lane_sum[7]));
+                       ((lane_sum[4] + lane_sum[5]) + (lane_sum[6] + lane_sum[7])) +
+                       double(exp_nonpositive(sink - max));
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -32,8 +33,15 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
 float silu(float x);
 float sigmoid(float x);
-// In-place softmax of n values.
-void softmax(float* x, int64_t n);
+// In-place softmax of n values. A finite `sink` is one more logit in the denominator (its
+// exponential joins the sum and the maximum) that has no output of its own: attention sinks.
+void softmax(float* x, int64_t n, float sink = -std::numeric_limits<float>::infinity());
+// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = g * sigmoid(alpha * g) * (u + 1). out may be gate.
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                float limit);
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit,
+                ThreadPool& pool);
 
 // A 2-D weight view as the matmul kernels take it.
 cpu::QuantMatrix quant_matrix(const TensorView& W);

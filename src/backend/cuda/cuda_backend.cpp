@@ -50,10 +50,19 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
     STRATA_CUDA(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     shapes_ = shapes_of(config);
     const GpuShapes& s = shapes_;
+    // Sliding-window layers keep a ring of kv_layer_positions slots, as the CPU's cache does.
+    GpuKvWindows windows;
+    for (uint32_t l = 0; l < hp_.n_layer && hp_.n_swa > 0; ++l) {
+        windows.window.push_back(hp_.is_swa(l) ? hp_.n_swa : 0);
+        windows.slots.push_back(kv_layer_positions(hp_, l, config.n_ctx, uint32_t(s.rows)));
+    }
     for (uint32_t seq = 0; seq < std::max(1u, config.n_seq); ++seq) {
-        STRATA_ASSIGN(GpuKvCache kv,
-                      GpuKvCache::create(hp_, config.n_ctx, config.kv_type, config.layers));
+        STRATA_ASSIGN(GpuKvCache kv, GpuKvCache::create(hp_, config.n_ctx, config.kv_type,
+                                                        config.layers, windows));
         kvs_.push_back(std::move(kv));
+    }
+    if (hp_.expert_activation == FfnActivation::SwigluOai) {
+        glu_ = Glu{true, kSwigluOaiAlpha, kSwigluOaiLimit};
     }
     STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
     STRATA_ASSIGN(attention_,
@@ -86,6 +95,8 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
         STRATA_ASSIGN(slot_ids_,
                       gpu::DeviceBuffer::allocate(sizeof(int64_t) * size_t(slots), device_));
         STRATA_ASSIGN(slot_weights_, floats(slots));
+        STRATA_ASSIGN(bias_ids_, ints(slots));
+        STRATA_ASSIGN(bias_staging_, gpu::PinnedBuffer::allocate(sizeof(int32_t) * size_t(slots)));
         // Each slot's position and weight, and (experts() from the expert entries) entry.
         STRATA_ASSIGN(slot_staging_,
                       gpu::PinnedBuffer::allocate(
@@ -210,10 +221,11 @@ void CudaBackend::rope_store_kv(int layer, const TensorView& qn, const TensorVie
     }
 }
 
-void CudaBackend::attention(int layer, std::span<const SeqRun> runs) {
+void CudaBackend::attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) {
+    expect_device(sinks);
     for (const SeqRun& sr : runs) {
         position_is(sr.pos0);
-        Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, {}, {}, {}};
+        Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, sinks, {}, {}};
         r.seq = sr.seq;
         r.row0 = sr.row0;
         run(r);
@@ -362,7 +374,7 @@ void CudaBackend::launch_op(const Record& r, bool recorded, TensorType quantized
                            int(hp_.n_head_kv_at(l)), int(hp_.head_dim_k), int(hp_.head_dim_v),
                            1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q) + q0, r.n,
                            position(), recorded ? int64_t(n_ctx_) : pos_set_ + r.n,
-                           act(Act::AttnOut) + o0, stream_);
+                           act(Act::AttnOut) + o0, stream_, r.w0.present() ? r.w0.f32() : nullptr);
             break;
         }
         case OpKind::Ffn:

@@ -152,7 +152,7 @@ class CudaBackend final : public Backend {
     // One op per sequence of the batch, each at its own position (a decode step is one).
     void rope_store_kv(int layer, const TensorView& qn, const TensorView& kn,
                        std::span<const SeqRun> runs) override;
-    void attention(int layer, std::span<const SeqRun> runs) override;
+    void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) override;
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
                     Act out, int64_t n) override;
     void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override;
@@ -306,6 +306,7 @@ class CudaBackend final : public Backend {
     int device_ = 0;
     bool use_graphs_;  // a decode step's tape replays as a CUDA graph (Tuning::cuda_graphs)
     Pdl pdl_;          // how its kernels launch (Tuning::pdl)
+    Glu glu_{};        // the routed experts' activation (hp_.expert_activation)
     std::string name_;
     GpuShapes shapes_;
     cudaStream_t stream_ = nullptr;
@@ -341,6 +342,9 @@ class CudaBackend final : public Backend {
     gpu::DeviceBuffer router_logits_, choice_, choice_weights_, grouped_ids_, grouped_x_, moe_h_,
         moe_u_, moe_y_, moe_scratch_, moe_tiles_;
     gpu::PinnedBuffer logits_pinned_, slot_staging_;
+    // entries_job's experts' bias rows, per slot (host staging and device copy).
+    gpu::PinnedBuffer bias_staging_;
+    gpu::DeviceBuffer bias_ids_;
     int64_t pos_set_ = -1;
     int experts_k_ = 1;
     int64_t experts_n_ = 0, staged_ = 0;
