@@ -13,11 +13,7 @@
 // batch, a layer's attention, an FFN), so a backend can fuse within an operation and a GPU
 // backend can capture a whole decode step.
 //
-// The CPU backend (backend/cpu/) is the reference every other backend is tested against. It
-// alone runs gpt-oss's operations so far (ModelHparams::has_cpu_only_ops: attention sinks,
-// sliding-window layers and their ring caches, expert biases, the clamped SwiGLU, the router's
-// top-k softmax); the CUDA backend refuses such models at creation and the plan keeps them off
-// the GPU.
+// The CPU backend (backend/cpu/) is the reference every other backend is tested against.
 #pragma once
 
 #include <cstdint>
@@ -223,10 +219,10 @@ class Backend {
 
     // Routing and experts in one operation, for a layer whose experts all lie where this
     // backend reads them (a resident MoE layer on a GPU), so the router's choices never leave
-    // the device (models whose hparams have_cpu_only_ops() never come here: the engine routes
-    // them on the host, with the router's bias and their gating): router logits, softmax, the
-    // top k (lower id first on ties) and, with
-    // norm_weights, their weights renormalised to sum 1, as engine::route_token decides; then
+    // the device (the CUDA backend declines families with a router bias, expert biases, another
+    // gating or activation, gpt-oss: the engine then routes on the host): router logits,
+    // softmax, the top k (lower id first on ties) and, with norm_weights, their weights
+    // renormalised to sum 1, as engine::route_token decides; then
     // the chosen experts' SwiGLU FFNs, their weighted sum in `out`. Returns false, having done
     // nothing, when it does not take this batch: the engine then routes on the host (above).
     virtual bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,

@@ -145,13 +145,6 @@ struct ModelHparams {
     uint64_t conv_channels() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
 
     bool is_moe() const { return n_expert > 0; }
-    // Uses operations only the CPU backend has so far (gpt-oss's attention sinks, sliding
-    // window, expert biases, top-k softmax gating and clamped SwiGLU): the plan keeps such a
-    // model off the GPU and the CUDA backend refuses it.
-    bool has_cpu_only_ops() const {
-        return has_attn_sinks || n_swa > 0 || has_expert_bias ||
-               expert_gating != ExpertGating::Softmax || expert_activation != FfnActivation::Silu;
-    }
     // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *
     // n_expert): one whose RAM-resident experts are worth shipping to a GPU, one read of them
     // against the CPU's compute over the whole batch. The engine ships such batches; the plan

@@ -344,6 +344,17 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
     const int device = gpu.index;
     const ModelHparams& hp = in.hp;
     const MemoryPlan host = gpu_host_overhead(in, plan.threads);
+    // Expert biases lie with their layer's tensors, while a split may compute the layer's experts
+    // on the other unit (an expert split's CPU experts, a layer split's shipped prompt experts,
+    // the GPU level of the expert cache): such a model runs wholly on one unit or the other.
+    if (hp.has_expert_bias) {
+        plan.gpu_note = whole + ", and " + hp.arch +
+                        " models do not split between the GPU and the CPU yet (their experts' "
+                        "biases lie with the layer, where the unit computing the experts may "
+                        "not read them)";
+        plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
+        return false;
+    }
     std::optional<Split> best;
     std::string refused;
     for (bool by_experts : {false, true}) {
@@ -454,10 +465,6 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
     }
     if (!in.options.gpu) {
         plan.gpu_note = "the plan was asked for the CPU";
-        return false;
-    }
-    if (in.hp.has_cpu_only_ops()) {
-        plan.gpu_note = "the GPU backend has no kernels for " + in.hp.arch + " models yet";
         return false;
     }
     if (plan.budgets.gpu_mem == 0) {

@@ -142,6 +142,12 @@ std::vector<Case> cases() {
         out.push_back({preset, TensorType::Q8_0});
         out.push_back({preset, TensorType::Q4_K});
     }
+    // gpt-oss: sinks, windowed layers whose rings wrap within the run, expert biases and the
+    // clamped SwiGLU (MXFP4 experts, as its files have them).
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_K, TensorType::MXFP4}) {
+        out.push_back({"tiny-gpt-oss", t});
+    }
+    out.push_back({"tiny-gpt-oss", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny-qwen3", TensorType::Q4_K, KvType::Q8_0});
     return out;

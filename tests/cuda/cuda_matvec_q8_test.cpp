@@ -40,8 +40,9 @@ using cuda::kMaxQ8Tokens;
 const Tuning kTuning;
 
 constexpr TensorType kTypes[] = {
-    TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0, TensorType::Q4_0, TensorType::Q5_K,
-    TensorType::Q5_0, TensorType::Q4_1, TensorType::Q5_1, TensorType::Q3_K, TensorType::Q2_K,
+    TensorType::Q4_K, TensorType::Q6_K, TensorType::Q8_0,  TensorType::Q4_0,
+    TensorType::Q5_K, TensorType::Q5_0, TensorType::Q4_1,  TensorType::Q5_1,
+    TensorType::Q3_K, TensorType::Q2_K, TensorType::MXFP4,
 };
 
 size_t row_bytes(TensorType t, int64_t cols) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "gpu/gpu.h"
@@ -27,5 +28,18 @@ std::vector<T> download(const void* src, size_t count) {
     EXPECT_TRUE(gpu::copy(v.data(), src, count * sizeof(T), gpu::CopyKind::DeviceToHost).ok());
     return v;
 }
+
+// A device copy of a host vector, for a kernel's arguments.
+class DeviceVector {
+  public:
+    template <class T>
+    explicit DeviceVector(const std::vector<T>& host)
+        : buf_(upload(host.data(), host.size() * sizeof(T))) {}
+    float* f32() const { return reinterpret_cast<float*>(buf_.data()); }
+    int32_t* i32() const { return reinterpret_cast<int32_t*>(buf_.data()); }
+
+  private:
+    gpu::DeviceBuffer buf_;
+};
 
 }  // namespace strata::test

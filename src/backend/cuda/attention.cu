@@ -215,16 +215,20 @@ GpuAttention::LaunchShape GpuAttention::launch_shape(KvType type, int n_head, in
 
 void GpuAttention::run(const GpuKvCache& kv, int layer, int n_head, int n_head_kv, int head_dim_k,
                        int head_dim_v, float scale, const float* q, int64_t n, const int32_t* pos0,
-                       int64_t kv_bound, float* out, cudaStream_t s) {
+                       int64_t kv_bound, float* out, cudaStream_t s, const float* sinks) {
     if (n <= 0) return;
     const GpuKvLayer& L = kv.layer(layer);
     const bool q8 = kv.type() == KvType::Q8_0;
+    // A row group sees at most window + its tokens - 1 positions of a windowed layer.
+    const int64_t span = L.window > 0 ? std::min<int64_t>(kv_bound, L.window + n - 1) : kv_bound;
     const LaunchShape ls =
-        launch_shape(kv.type(), n_head, n_head_kv, head_dim_k, head_dim_v, n, kv_bound);
+        launch_shape(kv.type(), n_head, n_head_kv, head_dim_k, head_dim_v, n, span);
     Args a{};
     a.k = L.k;
     a.v = L.v;
-    a.n_ctx = int(kv.n_ctx());
+    a.slots = L.slots;
+    a.window = L.window;
+    a.sinks = sinks;
     a.n_head = n_head;
     a.group = n_head / n_head_kv;
     a.hd_k = head_dim_k;

@@ -55,14 +55,18 @@ class GpuAttention {
 
     // out = causal attention of the n query rows q (n_head * head_dim_k floats each, token t at
     // position *pos0 + t, already rotated, keys and values already stored) over the layer's
-    // cached positions 0 .. *pos0 + t, with `scale` applied to q.k; n rows of
-    // n_head * head_dim_v floats. q, out, pos0: device memory. kv_bound: a host-known bound on
-    // *pos0 + n (n_ctx in a captured decode graph), used only to size the grid.
+    // cached positions 0 .. *pos0 + t (a sliding-window layer: the last `window` of them,
+    // GpuKvLayer), with `scale` applied to q.k; n rows of n_head * head_dim_v floats. With
+    // `sinks` (n_head floats), head h's softmax has one more term in its sum, exp(sinks[h]),
+    // that weighs no value (gpt-oss' attention sinks). q, out, pos0, sinks: device memory.
+    // kv_bound: a host-known bound on *pos0 + n (n_ctx in a captured decode graph), used only
+    // to size the grid.
     // PRECONDITION: the layer is held; head sizes as at create; n_head % n_head_kv == 0;
-    //               n <= max_batch; *pos0 + n <= kv_bound <= kv.n_ctx().
+    //               n <= max_batch; *pos0 + n <= kv_bound <= kv.n_ctx(); a windowed layer's
+    //               ring holds window + n - 1 positions or more.
     void run(const GpuKvCache& kv, int layer, int n_head, int n_head_kv, int head_dim_k,
              int head_dim_v, float scale, const float* q, int64_t n, const int32_t* pos0,
-             int64_t kv_bound, float* out, cudaStream_t s);
+             int64_t kv_bound, float* out, cudaStream_t s, const float* sinks = nullptr);
 
     // How run() would launch (for tests and benchmarks): rows per block, tokens per block, the
     // tile of positions, and the most blocks one row group's positions are split over.

@@ -27,7 +27,7 @@ __host__ __device__ constexpr int align16(int x) {
 //           one row's column over positions is free of bank conflicts)
 //   wt:     float [T][R]: their softmax weights (16-byte rows: the value loop reads a
 //           position's R weights as float4s)
-//   stats:  float m[R], l[R], alpha[R]; int row_end[R]
+//   stats:  float m[R], l[R], alpha[R]; int row_end[R], row_begin[R]
 //   stage:  two stages of one tile of keys and values, reused at the end as float [R][hd_v]
 //           for the reduction over position groups
 //     F16:  keys [T][k_stride bytes], values [T][hd_v] halves at v
@@ -55,7 +55,7 @@ struct Smem {
         wt = align16(end);
         end = wt + T * R * 4;
         stats = align16(end);
-        end = stats + 4 * R * 4;
+        end = stats + 5 * R * 4;
         stage = align16(end);
         if (!q8) {
             // a row's 16-byte chunks: stride = tpp (mod 8) chunks, so a quarter warp (8 lanes,
@@ -85,10 +85,12 @@ struct Smem {
 
 struct Args {
     GpuKvPlane k, v;  // the layer's planes
-    int n_ctx;
+    int slots;        // positions a head's plane holds: position p lies in slot p % slots
+    int window;       // a row sees the `window` positions up to its own; 0: every one before it
     int n_head, group, hd_k, hd_v;  // group: query heads per KV head
     float scale;
-    const float* q;  // [n][n_head][hd_k]
+    const float* sinks;  // [n_head]: a logit per head in every row's softmax sum, or null
+    const float* q;      // [n][n_head][hd_k]
     int n;
     const int32_t* pos0;
     int hb, bq, head_chunks;  // a block's rows: bq tokens x hb heads of one chunk of a group
@@ -98,9 +100,17 @@ struct Args {
     float* ml;    // [n * n_head][max_splits][2]: running max and sum of each partial
 };
 
-// Positions the last token of row group `group` sees: the block's range is [0, length).
+// The positions row group `group`'s tokens see, [group_start, group_length): up to the last
+// token's own, from the first token's window start (0 without a window).
 __device__ inline int group_length(const Args& a, int pos, int group) {
     return pos + min((group + 1) * a.bq, a.n);
+}
+__device__ inline int group_start(const Args& a, int pos, int group) {
+    return a.window > 0 ? max(0, pos + group * a.bq + 1 - a.window) : 0;
+}
+// The first position a row whose own position is end - 1 sees.
+__device__ inline int row_begin(const Args& a, int end) {
+    return a.window > 0 ? max(0, end - a.window) : 0;
 }
 // Tiles per split when `length` positions are split over at most max_splits blocks.
 __device__ inline int tiles_per_split(int length, int tile, int max_splits) {
@@ -150,17 +160,57 @@ __device__ inline void copy_rows(unsigned char* dst, int dst_stride, const unsig
     }
 }
 
-// Byte offset, in a plane's scale array, of the first scale of (head, position p).
-__device__ inline size_t scale_byte(int head, int n_ctx, int hd, int p) {
-    return (size_t(head) * n_ctx + p) * size_t(hd / 32) * 2;
+// Positions [p0, p0 + rows) of one head in a plane of `slots` positions per head: they lie in
+// slots p0 % slots onwards, the last `wrapped` of them (past the ring's end) from slot 0.
+struct SlotRun {
+    int first;    // slot of p0
+    int wrapped;  // positions continuing at slot 0
+};
+__device__ inline SlotRun slot_run(int slots, int p0, int rows) {
+    const int first = p0 % slots;
+    return {first, max(0, first + rows - slots)};
+}
+
+// Rows of a head's plane (row_bytes each, `slots` rows from `head_base`) for positions
+// [p0, p0 + rows) into shared rows dst_stride apart.
+__device__ inline void copy_ring_rows(unsigned char* dst, int dst_stride,
+                                      const unsigned char* head_base, int row_bytes, int slots,
+                                      int p0, int rows) {
+    const SlotRun run = slot_run(slots, p0, rows);
+    copy_rows(dst, dst_stride, head_base + size_t(run.first) * row_bytes, row_bytes,
+              rows - run.wrapped);
+    if (run.wrapped > 0) {
+        copy_rows(dst + (rows - run.wrapped) * dst_stride, dst_stride, head_base, row_bytes,
+                  run.wrapped);
+    }
+}
+
+// Byte offset, in a plane's scale array, of the first scale of (head, slot s).
+__device__ inline size_t scale_byte(int head, int slots, int hd, int s) {
+    return (size_t(head) * slots + s) * size_t(hd / 32) * 2;
 }
 
 // The Q8_0 scales of `rows` positions from p: the 16-byte aligned span that holds them (it
 // stays inside the plane's 64-byte padded region). The first scale lands at
-// dst + (scale_byte(...) & 15).
-__device__ inline void copy_scales(unsigned char* dst, const uint16_t* scales, int head, int n_ctx,
+// dst + (scale_byte(head, slots, hd, p % slots) & 15), the others after it in position order.
+// Where the positions wrap around a ring, the scales are copied one by one with plain loads
+// instead (once per pass over the ring: the stores are seen after the barrier that precedes
+// the tile's use, as the asynchronous copies are).
+__device__ inline void copy_scales(unsigned char* dst, const uint16_t* scales, int head, int slots,
                                    int hd, int p, int rows) {
-    const size_t first = scale_byte(head, n_ctx, hd, p);
+    const SlotRun run = slot_run(slots, p, rows);
+    const size_t first = scale_byte(head, slots, hd, run.first);
+    if (run.wrapped > 0) {
+        const int nb = hd / 32;
+        auto* out = reinterpret_cast<uint16_t*>(dst + (first & 15));
+        const uint16_t* head_scales = scales + size_t(head) * slots * nb;
+        for (int u = int(threadIdx.x); u < rows * nb; u += kThreads) {
+            const int r = u / nb, b = u % nb;
+            const int s = r < rows - run.wrapped ? run.first + r : r - (rows - run.wrapped);
+            out[u] = head_scales[size_t(s) * nb + b];
+        }
+        return;
+    }
     const size_t last = first + size_t(rows) * (hd / 32) * 2;
     const size_t a0 = first & ~size_t(15), a1 = (last + 15) & ~size_t(15);
     const auto* base = reinterpret_cast<const unsigned char*>(scales);
@@ -174,15 +224,15 @@ template <bool Q8>
 __device__ void load_tile(const Args& a, const Smem& L, unsigned char* stage, int kvh, int p0,
                           int rows) {
     const int eb = Q8 ? 1 : 2;  // bytes per element
-    const size_t kfirst = (size_t(kvh) * a.n_ctx + p0) * a.hd_k * eb;
-    const size_t vfirst = (size_t(kvh) * a.n_ctx + p0) * a.hd_v * eb;
-    const auto* kd = reinterpret_cast<const unsigned char*>(a.k.data);
-    const auto* vd = reinterpret_cast<const unsigned char*>(a.v.data);
-    copy_rows(stage, L.k_stride, kd + kfirst, a.hd_k * eb, rows);
-    copy_rows(stage + L.v, L.v_stride, vd + vfirst, a.hd_v * eb, rows);
+    const auto* kd =
+        reinterpret_cast<const unsigned char*>(a.k.data) + size_t(kvh) * a.slots * a.hd_k * eb;
+    const auto* vd =
+        reinterpret_cast<const unsigned char*>(a.v.data) + size_t(kvh) * a.slots * a.hd_v * eb;
+    copy_ring_rows(stage, L.k_stride, kd, a.hd_k * eb, a.slots, p0, rows);
+    copy_ring_rows(stage + L.v, L.v_stride, vd, a.hd_v * eb, a.slots, p0, rows);
     if constexpr (Q8) {
-        copy_scales(stage + L.ks, a.k.scales, kvh, a.n_ctx, a.hd_k, p0, rows);
-        copy_scales(stage + L.vs, a.v.scales, kvh, a.n_ctx, a.hd_v, p0, rows);
+        copy_scales(stage + L.ks, a.k.scales, kvh, a.slots, a.hd_k, p0, rows);
+        copy_scales(stage + L.vs, a.v.scales, kvh, a.slots, a.hd_v, p0, rows);
     }
 }
 
@@ -293,6 +343,18 @@ __device__ void score_position(const Args& a, const Smem& L, const unsigned char
     }
 }
 
+// How a row's accumulator becomes its output, out = acc * x / y, given its running max m and
+// sum l (of exp(s - m)): x = 1, y = l without a sink; with the head's sink logit z, a term
+// exp(z) joins the sum, taken over the larger of m and z so that neither overflows:
+// x = exp(m - M), y = l x + exp(z - M), M = max(m, z).
+__device__ inline float2 finish(const Args& a, int head, float m, float l) {
+    if (!a.sinks) return make_float2(1.0f, l);
+    const float z = a.sinks[head];
+    const float M = fmaxf(m, z);
+    const float x = expf(m - M);
+    return make_float2(x, l * x + expf(z - M));
+}
+
 // One value pair (dimensions 2 dp, 2 dp + 1) of tile position p, as floats.
 template <bool Q8>
 __device__ inline float2 value_pair(const Args& a, const Smem& L, const unsigned char* stage,
@@ -329,14 +391,16 @@ __device__ inline void load_weights(const float* src, float (&w)[R]) {
 // grid: (max_splits, n_head_kv * head_chunks, ceil(n / bq)); block: kThreads; dynamic shared
 // memory: Smem(Q8, R, tile, hd_k, hd_v).total.
 // Block (split, kvh * head_chunks + chunk, group) attends rows [group * bq, +bq) x heads
-// [chunk * hb, +hb) of KV head kvh's group over its split of positions [0, length).
+// [chunk * hb, +hb) of KV head kvh's group over its split of positions [start, length)
+// (group_start, group_length); each row sees those of its own window.
 // Roles of the 128 threads:
 //   scores:  tpp = 128 / tile threads per key position, each a share of its dimensions;
 //   softmax: one warp per row, lanes over the tile's positions;
 //   values:  hd_v / 2 threads per position group, each a pair of output dimensions for all R
 //            rows, 128 / (hd_v / 2) position groups summed at the end.
 // PRECONDITION: R >= hb * bq; hd_k, hd_v multiples of 8 (32 for Q8_0) and <= 256;
-//               tile in {16, 32, 64}; *pos0 + n <= n_ctx.
+//               tile in {16, 32, 64}; the plane holds positions [start, length) of every
+//               row group: slots >= length, or window > 0 and slots >= window + bq - 1.
 template <bool Q8, int R>
 __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
     pdl_trigger();  // launched with launch_pdl
@@ -350,8 +414,9 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
     const int t0 = int(blockIdx.z) * a.bq;
     const int pos = *a.pos0;
     const int length = group_length(a, pos, int(blockIdx.z));
-    const int per = tiles_per_split(length, T, a.max_splits);
-    const int c0 = split * per * T;
+    const int start = group_start(a, pos, int(blockIdx.z));
+    const int per = tiles_per_split(length - start, T, a.max_splits);
+    const int c0 = start + split * per * T;
     if (c0 >= length) return;  // a surplus split: the context is shorter than the grid allows
     const int c1 = min(length, c0 + per * T);
 
@@ -359,12 +424,14 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
     float* l_s = m_s + R;
     float* al_s = l_s + R;
     int* end_s = reinterpret_cast<int*>(al_s + R);
+    int* begin_s = end_s + R;
     float* sw = reinterpret_cast<float*>(smem + L.sw);
     float* wt = reinterpret_cast<float*>(smem + L.wt);
     if (tid < R) {
         int t, head;
         const bool valid = query_row(a, tid, kvh, chunk, t0, &t, &head) != nullptr;
         end_s[tid] = valid ? pos + t + 1 : 0;  // padding rows see nothing
+        begin_s[tid] = row_begin(a, end_s[tid]);
         m_s[tid] = -INFINITY;
         l_s[tid] = 0.0f;
     }
@@ -398,11 +465,12 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
         const unsigned char* stage = stages + (it & 1) * L.stage_bytes;
         int kskew = 0, vskew = 0;
         if constexpr (Q8) {
-            kskew = int(scale_byte(kvh, a.n_ctx, a.hd_k, p0) & 15);
-            vskew = int(scale_byte(kvh, a.n_ctx, a.hd_v, p0) & 15);
+            kskew = int(scale_byte(kvh, a.slots, a.hd_k, p0 % a.slots) & 15);
+            vskew = int(scale_byte(kvh, a.slots, a.hd_v, p0 % a.slots) & 15);
         }
 
-        // Scores: s = scale * q.k, -inf where the row's token cannot see the position.
+        // Scores: s = scale * q.k, -inf where the row's token cannot see the position (after
+        // its own, or before its window).
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -414,7 +482,8 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
         if (sub == 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                const bool seen = qpos < nvalid && p0 + qpos < end_s[r];
+                const int p = p0 + qpos;
+                const bool seen = qpos < nvalid && p < end_s[r] && p >= begin_s[r];
                 sw[qpos * L.sw_stride + r] = seen ? acc[r] * a.scale : -INFINITY;
             }
         }
@@ -494,9 +563,9 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
             if (!query_row(a, r, kvh, chunk, t0, &t, &head)) continue;
             const size_t row = size_t(t) * a.n_head + head;
             if (!a.part) {
-                const float l = l_s[r];
+                const float2 f = finish(a, head, m_s[r], l_s[r]);
                 reinterpret_cast<float2*>(a.out + row * a.hd_v)[dp] =
-                    make_float2(o[r].x / l, o[r].y / l);
+                    make_float2(o[r].x * f.x / f.y, o[r].y * f.x / f.y);
             } else {
                 const size_t idx = row * a.max_splits + split;
                 reinterpret_cast<float2*>(a.part + idx * a.hd_v)[dp] = o[r];
@@ -510,24 +579,26 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(const Args a) {
 }
 
 // grid: (n_head, n); block: kThreads. Merges the partials of a row: out = sum_s e_s acc_s /
-// sum_s e_s l_s with e_s = exp(m_s - max m), over the splits the attend kernel ran for it.
+// (sum_s e_s l_s + [sink] e^(z - M)) with e_s = exp(m_s - M), M the largest m_s (and the head's
+// sink logit z), over the splits the attend kernel ran for it.
 // PRECONDITION: the Args of the attend launch before it, with part and ml set.
 __global__ void __launch_bounds__(kThreads) combine_kernel(const Args a) {
     pdl_trigger();  // launched with launch_pdl
     pdl_wait();
     __shared__ float weight[kMaxSplits];
     const int head = int(blockIdx.x), t = int(blockIdx.y);
-    const int length = group_length(a, *a.pos0, t / a.bq);
-    const int per = tiles_per_split(length, a.tile, a.max_splits);
-    const int tiles = (length + a.tile - 1) / a.tile;
+    const int span = group_length(a, *a.pos0, t / a.bq) - group_start(a, *a.pos0, t / a.bq);
+    const int per = tiles_per_split(span, a.tile, a.max_splits);
+    const int tiles = (span + a.tile - 1) / a.tile;
     const int used = (tiles + per - 1) / per;
     const size_t row = size_t(t) * a.n_head + head;
     const float* ml = a.ml + row * a.max_splits * 2;
-    float mx = -INFINITY;
+    float mx = a.sinks ? a.sinks[head] : -INFINITY;
     for (int s = 0; s < used; ++s) mx = fmaxf(mx, ml[2 * s]);
+    // (a split that saw none of the row's positions has m = -inf: weight 0)
     for (int s = int(threadIdx.x); s < used; s += kThreads) weight[s] = expf(ml[2 * s] - mx);
     __syncthreads();
-    float den = 0.0f;
+    float den = a.sinks ? expf(a.sinks[head] - mx) : 0.0f;
     for (int s = 0; s < used; ++s) den += weight[s] * ml[2 * s + 1];
     const float* acc = a.part + row * a.max_splits * a.hd_v;
     for (int d = int(threadIdx.x); d < a.hd_v; d += kThreads) {

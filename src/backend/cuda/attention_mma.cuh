@@ -73,10 +73,12 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
 template <int HD>
 __device__ void mma_load_tile(const Args& a, unsigned char* stage, int kvh, int p0, int rows) {
     constexpr int rb = mma_row_bytes(HD);
-    const size_t first = (size_t(kvh) * a.n_ctx + p0) * HD * 2;
-    copy_rows(stage, rb, reinterpret_cast<const unsigned char*>(a.k.data) + first, HD * 2, rows);
+    const size_t head = size_t(kvh) * a.slots * HD * 2;
+    copy_ring_rows(stage, rb, reinterpret_cast<const unsigned char*>(a.k.data) + head, HD * 2,
+                   a.slots, p0, rows);
     unsigned char* v = stage + kMmaTile * rb;
-    copy_rows(v, rb, reinterpret_cast<const unsigned char*>(a.v.data) + first, HD * 2, rows);
+    copy_ring_rows(v, rb, reinterpret_cast<const unsigned char*>(a.v.data) + head, HD * 2, a.slots,
+                   p0, rows);
     for (int u = int(threadIdx.x); u < (kMmaTile - rows) * (HD / 8); u += kThreads) {
         const int r = rows + u / (HD / 8), c = u % (HD / 8);
         *reinterpret_cast<uint4*>(v + r * rb + c * 16) = make_uint4(0, 0, 0, 0);
@@ -86,7 +88,8 @@ __device__ void mma_load_tile(const Args& a, unsigned char* stage, int kvh, int 
 // grid: (max_splits, n_head_kv * head_chunks, ceil(n / bq)); block: kThreads; dynamic shared
 // memory: mma_smem_bytes(HD). Rows, splits and outputs as attend_kernel's, with R = kMmaRows
 // and tile = kMmaTile.
-// PRECONDITION: F16 cache; hd_k == hd_v == HD; hb * bq <= kMmaRows; *pos0 + n <= n_ctx.
+// PRECONDITION: F16 cache; hd_k == hd_v == HD; hb * bq <= kMmaRows; the plane holds the
+//               positions each row group sees (as attend_kernel's).
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attend_mma_kernel(const Args a) {
     pdl_trigger();  // launched with launch_pdl
@@ -103,17 +106,20 @@ __global__ void __launch_bounds__(kThreads) attend_mma_kernel(const Args a) {
     const int t0 = int(blockIdx.z) * a.bq;
     const int pos = *a.pos0;
     const int length = group_length(a, pos, int(blockIdx.z));
-    const int per = tiles_per_split(length, kMmaTile, a.max_splits);
-    const int c0 = split * per * kMmaTile;
+    const int start = group_start(a, pos, int(blockIdx.z));
+    const int per = tiles_per_split(length - start, kMmaTile, a.max_splits);
+    const int c0 = start + split * per * kMmaTile;
     if (c0 >= length) return;
     const int c1 = min(length, c0 + per * kMmaTile);
 
-    // This lane's two rows: g and g + 8 of the warp's 16.
-    int tr[2], hr[2], end[2];
+    // This lane's two rows: g and g + 8 of the warp's 16, and the positions they see,
+    // [begin, end).
+    int tr[2], hr[2], end[2], begin[2];
     const float* qr[2];
     for (int i = 0; i < 2; ++i) {
         qr[i] = query_row(a, warp * 16 + g + 8 * i, kvh, chunk, t0, &tr[i], &hr[i]);
         end[i] = qr[i] ? pos + tr[i] + 1 : 0;  // padding rows see nothing
+        begin[i] = row_begin(a, end[i]);
     }
     uint32_t qa[KS][4];
 #pragma unroll
@@ -168,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) attend_mma_kernel(const Args a) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int p = p0 + nt * 8 + 2 * tq + (e & 1);
-                const bool seen = p < c1 && p < end[e / 2];
+                const bool seen = p < c1 && p < end[e / 2] && p >= begin[e / 2];
                 s[nt][e] = seen ? s[nt][e] * a.scale : -INFINITY;
                 mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
             }
@@ -227,10 +233,11 @@ __global__ void __launch_bounds__(kThreads) attend_mma_kernel(const Args a) {
         if (!qr[i]) continue;
         const size_t row = size_t(tr[i]) * a.n_head + hr[i];
         if (!a.part) {
+            const float2 f = finish(a, hr[i], m[i], l[i]);
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
                 reinterpret_cast<float2*>(a.out + row * HD + dt * 8)[tq] =
-                    make_float2(o[dt][2 * i] / l[i], o[dt][2 * i + 1] / l[i]);
+                    make_float2(o[dt][2 * i] * f.x / f.y, o[dt][2 * i + 1] * f.x / f.y);
             }
         } else {
             const size_t idx = row * a.max_splits + split;

@@ -50,10 +50,19 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
     STRATA_CUDA(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     shapes_ = shapes_of(config);
     const GpuShapes& s = shapes_;
+    // Sliding-window layers keep a ring of kv_layer_positions slots, as the CPU's cache does.
+    GpuKvWindows windows;
+    for (uint32_t l = 0; l < hp_.n_layer && hp_.n_swa > 0; ++l) {
+        windows.window.push_back(hp_.is_swa(l) ? hp_.n_swa : 0);
+        windows.slots.push_back(kv_layer_positions(hp_, l, config.n_ctx, uint32_t(s.rows)));
+    }
     for (uint32_t seq = 0; seq < std::max(1u, config.n_seq); ++seq) {
-        STRATA_ASSIGN(GpuKvCache kv,
-                      GpuKvCache::create(hp_, config.n_ctx, config.kv_type, config.layers));
+        STRATA_ASSIGN(GpuKvCache kv, GpuKvCache::create(hp_, config.n_ctx, config.kv_type,
+                                                        config.layers, windows));
         kvs_.push_back(std::move(kv));
+    }
+    if (hp_.expert_activation == FfnActivation::SwigluOai) {
+        glu_ = Glu{true, kSwigluOaiAlpha, kSwigluOaiLimit};
     }
     STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
     STRATA_ASSIGN(attention_,
@@ -87,6 +96,8 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
         STRATA_ASSIGN(slot_ids_,
                       gpu::DeviceBuffer::allocate(sizeof(int64_t) * size_t(slots), device_));
         STRATA_ASSIGN(slot_weights_, floats(slots));
+        STRATA_ASSIGN(bias_ids_, ints(slots));
+        STRATA_ASSIGN(bias_staging_, gpu::PinnedBuffer::allocate(sizeof(int32_t) * size_t(slots)));
         // Each slot's position and weight, and (experts() from the expert entries) entry.
         STRATA_ASSIGN(slot_staging_,
                       gpu::PinnedBuffer::allocate(
@@ -212,11 +223,11 @@ void CudaBackend::rope_store_kv(int layer, const TensorView& qn, const TensorVie
     }
 }
 
-void CudaBackend::attention(int layer, const TensorView& /*sinks: refused at creation*/,
-                            std::span<const SeqRun> runs) {
+void CudaBackend::attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) {
+    expect_device(sinks);
     for (const SeqRun& sr : runs) {
         position_is(sr.pos0);
-        Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, {}, {}, {}};
+        Record r{OpKind::Attention, Act::Q, Act::AttnOut, layer, sr.n, sinks, {}, {}};
         r.seq = sr.seq;
         r.row0 = sr.row0;
         run(r);
@@ -365,7 +376,7 @@ void CudaBackend::launch_op(const Record& r, bool recorded, TensorType quantized
                            int(hp_.n_head_kv_at(l)), int(hp_.head_dim_k), int(hp_.head_dim_v),
                            1.0f / std::sqrt(float(hp_.head_dim_k)), act(Act::Q) + q0, r.n,
                            position(), recorded ? int64_t(n_ctx_) : pos_set_ + r.n,
-                           act(Act::AttnOut) + o0, stream_);
+                           act(Act::AttnOut) + o0, stream_, r.w0.present() ? r.w0.f32() : nullptr);
             break;
         }
         case OpKind::Ffn:
@@ -403,13 +414,15 @@ void CudaBackend::expect_device(const TensorView& t) const {
 }
 
 void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const TensorView& down,
-                      const float* x, float* out, int64_t n, TensorType quantized) {
+                      const float* x, float* out, int64_t n, TensorType quantized,
+                      const float* gate_bias, const float* up_bias, const float* down_bias,
+                      Glu glu) {
     expect_device(gate);
     expect_device(up);
     expect_device(down);
     float* g = dev(gate_);
-    matmul_->swiglu(gate, up, x, g, dev(up_), n, quantized);
-    matmul_->linear(down, nullptr, g, out, n);
+    matmul_->swiglu(gate, up, x, g, dev(up_), n, quantized, gate_bias, up_bias, glu);
+    matmul_->linear(down, down_bias, g, out, n);
 }
 
 }  // namespace strata::cuda_impl
@@ -426,13 +439,6 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, 
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);
         return err("there is no GPU ", std::to_string(device), " (",
                    std::to_string(devs.list.size()), " found)");
-    }
-    // gpt-oss's operations have no kernels here yet: its models run on the CPU.
-    const ModelHparams& hp = config.hp;
-    if (hp.has_cpu_only_ops()) {
-        return err("the CUDA backend cannot run ", hp.arch,
-                   " models yet (attention sinks, sliding-window layers, expert biases and the "
-                   "clamped SwiGLU have no GPU kernels); plans for it keep it on the CPU");
     }
     auto backend = std::make_unique<cuda_impl::CudaBackend>(config, device);
     STRATA_TRY(backend->init(config));

@@ -25,6 +25,8 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/expert_entries.h"
 #include "backend/cuda/kv_cache_gpu.h"
+#include "backend/cuda/matmul_kernels.h"
+#include "backend/cuda/moe_route.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_matmul.h"
 #include "backend/cuda/rope_kv.h"
@@ -81,6 +83,11 @@ struct Record {
     std::array<size_t, 3> strides{};
     int n_expert = 0, k = 0;
     bool norm_weights = false;
+    // Experts: the router's bias is biases[0]; how the chosen weights come from its logits, the
+    // experts' biases (none where null) and the activation joining gate and up.
+    RouteGating gating = RouteGating::SoftmaxOfAll;
+    ExpertBiases expert_biases{};
+    Glu glu{};
     // RopeStoreKv, Attention: the sequence whose KV cache the rows use, and the first row.
     int seq = 0;
     int64_t row0 = 0;
@@ -228,8 +235,11 @@ class CudaBackend final : public Backend {
 
     void to_host(float* dst, const float* src, int64_t count);
     void expect_device(const TensorView& t) const;
+    // out = down(glu(gate x + gate_bias, up x + up_bias)) + down_bias (null biases: none).
     void ffn(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
-             float* out, int64_t n, TensorType quantized = TensorType::F32);
+             float* out, int64_t n, TensorType quantized = TensorType::F32,
+             const float* gate_bias = nullptr, const float* up_bias = nullptr,
+             const float* down_bias = nullptr, Glu glu = {});
 
     // ---- the decode step's tape and its graphs (cuda_graphs.cpp)
 
@@ -296,6 +306,7 @@ class CudaBackend final : public Backend {
     int device_ = 0;
     bool use_graphs_;  // a decode step's tape replays as a CUDA graph (Tuning::cuda_graphs)
     Pdl pdl_;          // how its kernels launch (Tuning::pdl)
+    Glu glu_{};        // the routed experts' activation (hp_.expert_activation)
     std::string name_;
     GpuShapes shapes_;
     cudaStream_t stream_ = nullptr;
@@ -331,6 +342,9 @@ class CudaBackend final : public Backend {
     gpu::DeviceBuffer router_logits_, choice_, choice_weights_, grouped_ids_, grouped_x_, moe_h_,
         moe_u_, moe_y_, moe_scratch_, moe_tiles_;
     gpu::PinnedBuffer logits_pinned_, slot_staging_;
+    // entries_job's experts' bias rows, per slot (host staging and device copy).
+    gpu::PinnedBuffer bias_staging_;
+    gpu::DeviceBuffer bias_ids_;
     int64_t pos_set_ = -1;
     int experts_k_ = 1;
     int64_t experts_n_ = 0, staged_ = 0;

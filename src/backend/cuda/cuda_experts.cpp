@@ -2,6 +2,8 @@
 // entries, the GPU level of the expert cache) as one job, and experts routed on the device
 // (router, top-k and the chosen experts recorded as one op of a decode step).
 #include <cassert>
+#include <climits>
+#include <cstddef>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -9,6 +11,15 @@
 #include "backend/cuda/moe_route.h"
 
 namespace strata::cuda_impl {
+
+namespace {
+
+// An expert's bias row in device memory, or null when it has none.
+const float* bias_of(const TensorView& b) {
+    return b.present() ? b.f32() : nullptr;
+}
+
+}  // namespace
 
 void CudaBackend::begin_experts(int64_t n, int k, bool some_slots) {
     flush();
@@ -50,7 +61,10 @@ void CudaBackend::expert(const ExpertView& e, std::span<const int64_t> slots,
     float* x = dev(x_rows_);
     float* y = dev(y_rows_);
     gather_rows(act(in), ids_dev, experts_k_, m, d, x, stream_);
-    profiled("expert", e.gate, m, [&] { ffn(e.gate, e.up, e.down, x, y, m); });
+    profiled("expert", e.gate, m, [&] {
+        ffn(e.gate, e.up, e.down, x, y, m, TensorType::F32, bias_of(e.gate_bias),
+            bias_of(e.up_bias), bias_of(e.down_bias), glu_);
+    });
     scatter_weighted(y, ids_dev, w_dev, m, d, dev(slot_out_), stream_);
 }
 
@@ -84,6 +98,44 @@ bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
     if (!expert_ffn_supports(stack) || staged_ + m > total || first.gate.rows() > shapes_.ff) {
         return false;
     }
+    // The experts' biases: rows of the layer's bias tensors, each slot's found from its job's
+    // first row relative to the first job's (the entries number the matrices, not the experts).
+    ExpertBiases biases;
+    auto* bias_ids_host = reinterpret_cast<int32_t*>(bias_staging_.data()) + staged_;
+    auto* bias_ids_dev = reinterpret_cast<int32_t*>(bias_ids_.data()) + staged_;
+    if (first.gate_bias.present() || first.up_bias.present() || first.down_bias.present()) {
+        const auto row_of = [](const TensorView& b, const TensorView& b0, int64_t* row) {
+            if (b.present() != b0.present()) return false;
+            if (!b.present()) return true;
+            const std::ptrdiff_t bytes = b.data - b0.data;
+            if (b.row_bytes != b0.row_bytes || bytes % std::ptrdiff_t(b0.row_bytes) != 0) {
+                return false;
+            }
+            const int64_t r = int64_t(bytes / std::ptrdiff_t(b0.row_bytes));
+            if (*row != INT64_MIN && *row != r) return false;
+            *row = r;
+            return true;
+        };
+        int64_t u = 0;
+        for (const ExpertJob& j : jobs) {
+            int64_t row = INT64_MIN;
+            if (!row_of(j.expert.gate_bias, first.gate_bias, &row) ||
+                !row_of(j.expert.up_bias, first.up_bias, &row) ||
+                !row_of(j.expert.down_bias, first.down_bias, &row)) {
+                return false;  // biases not laid out as one tensor's rows: one by one
+            }
+            for (size_t i = 0; i < j.slots.size(); ++i) bias_ids_host[u++] = int32_t(row);
+        }
+        biases.gate = bias_of(first.gate_bias);
+        biases.up = bias_of(first.up_bias);
+        biases.down = bias_of(first.down_bias);
+        biases.gate_stride = int64_t(first.gate_bias.row_bytes / sizeof(float));
+        biases.up_stride = int64_t(first.up_bias.row_bytes / sizeof(float));
+        biases.down_stride = int64_t(first.down_bias.row_bytes / sizeof(float));
+        biases.ids = bias_ids_dev;
+        STRATA_CUDA(cudaMemcpyAsync(bias_ids_dev, bias_ids_host, sizeof(int32_t) * size_t(m),
+                                    cudaMemcpyHostToDevice, stream_));
+    }
     const int64_t d = shapes_.d;
     if (experts_n_ == 1 && zero_slots_ && staged_ == 0) {
         // Some of one token's slots: their weights and entries in one copy (into slot_ids_,
@@ -103,8 +155,9 @@ bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
                                     cudaMemcpyHostToDevice, stream_));
         const auto* entry_dev =
             reinterpret_cast<const int32_t*>(reinterpret_cast<const float*>(slot_ids_.data()) + m);
-        const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), act(in), false,
-                                               dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+        const bool taken =
+            matmul_->expert_ffn(stack, entry_dev, int(m), act(in), false, dev(moe_h_), dev(moe_y_),
+                                moe_scratch_.data(), biases, glu_);
         assert(taken);  // expert_ffn_supports said so
         (void)taken;
         zero_slots_ = false;
@@ -137,8 +190,9 @@ bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
     staged_ += m;
     // A batch: each slot's row gathered first.
     gather_rows(act(in), ids_dev, experts_k_, m, d, dev(grouped_x_), stream_);
-    const bool taken = matmul_->expert_ffn(stack, entry_dev, int(m), dev(grouped_x_), true,
-                                           dev(moe_h_), dev(moe_y_), moe_scratch_.data());
+    const bool taken =
+        matmul_->expert_ffn(stack, entry_dev, int(m), dev(grouped_x_), true, dev(moe_h_),
+                            dev(moe_y_), moe_scratch_.data(), biases, glu_);
     assert(taken);  // expert_ffn_supports said so
     (void)taken;
     scatter_weighted(dev(moe_y_), ids_dev, w_dev, m, d, dev(slot_out_), stream_);
@@ -158,7 +212,11 @@ void CudaBackend::end_experts(Act out, int64_t n) {
 
 bool CudaBackend::takes_routing(const TensorView& router, const ExpertStack& experts, int k,
                                 int64_t n) const {
-    return n >= 1 && hp_.is_moe() && experts.n_expert <= kMaxRoutedExperts && k >= 1 &&
+    // The router's bias and the experts' biases do not reach this operation: a family with
+    // them (or with another gating or activation) routes on the host.
+    const bool plain = !hp_.has_expert_bias && hp_.expert_gating == ExpertGating::Softmax &&
+                       hp_.expert_activation == FfnActivation::Silu;
+    return plain && n >= 1 && hp_.is_moe() && experts.n_expert <= kMaxRoutedExperts && k >= 1 &&
            k <= kMaxExpertsUsed && k <= experts.n_expert && k <= shapes_.n_expert_used &&
            n * k <= 65535 && router.rows() == experts.n_expert && linear_supports(router.type) &&
            expert_ffn_supports(experts) && experts.first.gate.rows() <= shapes_.ff;
@@ -190,8 +248,8 @@ void CudaBackend::routed(const Record& r) {
     float* logits = dev(router_logits_);
     auto* choice = reinterpret_cast<int32_t*>(choice_.data());
     float* weight = dev(choice_weights_);
-    matmul_->linear(r.w0, nullptr, act(r.a), logits, n);
-    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_);
+    matmul_->linear(r.w0, r.biases[0], act(r.a), logits, n);
+    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_, r.gating);
     ExpertStack stack;
     stack.first.gate = r.w1;
     stack.first.up = r.w2;
@@ -203,7 +261,7 @@ void CudaBackend::routed(const Record& r) {
     bool taken = false;
     if (n == 1) {
         taken = matmul_->expert_ffn(stack, choice, r.k, act(r.a), false, dev(moe_h_), dev(moe_y_),
-                                    moe_scratch_.data());
+                                    moe_scratch_.data(), r.expert_biases, r.glu);
         sum_weighted_slots(dev(moe_y_), weight, r.k, 1, d, act(r.b), stream_);
     } else {
         auto* order = reinterpret_cast<int64_t*>(slot_ids_.data());
@@ -214,10 +272,11 @@ void CudaBackend::routed(const Record& r) {
         gather_rows(act(r.a), order, r.k, slots, d, dev(grouped_x_), stream_);
         taken = matmul_->expert_ffn_grouped(stack, ids, int(slots), dev(grouped_x_), dev(moe_h_),
                                             dev(moe_u_), dev(moe_y_), moe_scratch_.data(),
-                                            reinterpret_cast<int32_t*>(moe_tiles_.data()));
+                                            reinterpret_cast<int32_t*>(moe_tiles_.data()),
+                                            r.expert_biases, r.glu);
         if (!taken) {
             taken = matmul_->expert_ffn(stack, ids, int(slots), dev(grouped_x_), true, dev(moe_h_),
-                                        dev(moe_y_), moe_scratch_.data());
+                                        dev(moe_y_), moe_scratch_.data(), r.expert_biases, r.glu);
         }
         scatter_weighted(dev(moe_y_), order, grouped_weight, slots, d, dev(slot_out_), stream_);
         sum_slots(dev(slot_out_), r.k, n, d, act(r.b), stream_);

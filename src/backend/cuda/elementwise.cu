@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quantize_q8.cuh"
@@ -153,6 +154,29 @@ __global__ void swiglu_kernel(const float* gate, const float* __restrict__ up, f
     }
 }
 
+// grid: (row blocks, slots).
+__global__ void expert_glu_kernel(float* h, const float* __restrict__ u, int64_t rows,
+                                  const int32_t* __restrict__ ids, ExpertBiases b, Glu glu) {
+    const int64_t slot = blockIdx.y;
+    const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (r >= rows) return;
+    const int64_t e = b.ids ? b.ids[slot] : ids ? ids[slot] : 0;
+    const size_t i = size_t(slot) * size_t(rows) + size_t(r);
+    float g = h[i], v = u[i];
+    if (b.gate) g += b.gate[e * b.gate_stride + r];
+    if (b.up) v += b.up[e * b.up_stride + r];
+    h[i] = glu_value(glu, g, v);
+}
+
+__global__ void add_expert_bias_kernel(float* y, int64_t rows, const int32_t* __restrict__ ids,
+                                       const float* __restrict__ bias, int64_t stride) {
+    const int64_t slot = blockIdx.y;
+    const int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (r >= rows) return;
+    const int64_t e = ids ? ids[slot] : 0;
+    y[size_t(slot) * size_t(rows) + size_t(r)] += bias[e * stride + r];
+}
+
 __global__ void sigmoid_scale_kernel(float* rows, const float* __restrict__ g, int64_t d) {
     const float s = 1.0f / (1.0f + expf(-g[blockIdx.x]));
     float* r = rows + blockIdx.x * d;
@@ -215,6 +239,22 @@ void add(float* y, const float* x, int64_t count, cudaStream_t s) {
 void swiglu(const float* gate, const float* up, float* out, int64_t count, cudaStream_t s) {
     if (count <= 0) return;
     swiglu_kernel<<<blocks_for(count), kThreads, 0, s>>>(gate, up, out, count);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void expert_glu(float* h, const float* u, int64_t rows, int64_t slots, const int32_t* ids,
+                const ExpertBiases& b, Glu glu, cudaStream_t s) {
+    if (rows <= 0 || slots <= 0) return;
+    const dim3 grid(unsigned((rows + kThreads - 1) / kThreads), unsigned(slots));
+    expert_glu_kernel<<<grid, kThreads, 0, s>>>(h, u, rows, ids, b, glu);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void add_expert_bias(float* y, int64_t rows, int64_t slots, const int32_t* ids, const float* bias,
+                     int64_t stride, cudaStream_t s) {
+    if (rows <= 0 || slots <= 0 || !bias) return;
+    const dim3 grid(unsigned((rows + kThreads - 1) / kThreads), unsigned(slots));
+    add_expert_bias_kernel<<<grid, kThreads, 0, s>>>(y, rows, ids, bias, stride);
     STRATA_CUDA_LAUNCHED();
 }
 

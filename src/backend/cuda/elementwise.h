@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/matmul_kernels.h"
 #include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 
@@ -36,6 +37,17 @@ void add_rms_norm(float* h, const float* x, const float* w, float* y, int64_t ro
 void add(float* y, const float* x, int64_t count, cudaStream_t s);
 // out[i] = silu(gate[i]) * up[i], i < count; out may be gate.
 void swiglu(const float* gate, const float* up, float* out, int64_t count, cudaStream_t s);
+// h[s][r] = glu(h[s][r] + gb_e[r], u[s][r] + ub_e[r]) for s < slots, r < rows, with e =
+// b.ids[s], else ids[s] (both null: e = 0 for every slot) and the gate and up biases of `b`
+// (null: none): the FFN's
+// activation after its gate and up products, for GEMMs that write them apart (matmul_kernels.h:
+// Glu, ExpertBiases).
+void expert_glu(float* h, const float* u, int64_t rows, int64_t slots, const int32_t* ids,
+                const ExpertBiases& b, Glu glu, cudaStream_t s);
+// y[s][r] += bias[ids[s] * stride + r] for s < slots, r < rows (ids null: bias[r]): the down
+// projection's bias of each slot's expert.
+void add_expert_bias(float* y, int64_t rows, int64_t slots, const int32_t* ids, const float* bias,
+                     int64_t stride, cudaStream_t s);
 // rows[t][i] *= sigmoid(g[t]) for t < n, i < d.
 void sigmoid_scale(float* rows, const float* g, int64_t n, int64_t d, cudaStream_t s);
 // out[u] = x[slots[u] / k] for u < m: the input rows of the (token, choice) slots that chose an

@@ -122,7 +122,7 @@ template <>
 struct FormatTraits<TensorType::MXFP4>
     : BlockGeometry<TensorType::MXFP4, quant::BlockMXFP4, quant::kQK> {
     static constexpr TensorType kActivation = TensorType::Q8_0;
-    static constexpr bool kDequant = true, kQ8Matvec = false, kMmq = false;
+    static constexpr bool kDequant = true, kQ8Matvec = true, kMmq = false;
 };
 
 // ---- 256-element super-block formats

@@ -25,7 +25,7 @@ Result<void> check_head_dim(const char* what, uint32_t d, KvType type) {
 }  // namespace
 
 Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
-                                      const std::vector<bool>& held) {
+                                      const std::vector<bool>& held, const GpuKvWindows& windows) {
     if (n_ctx == 0) return err("the context size must be at least 1");
     STRATA_TRY(check_kv_type(hp, type));
     STRATA_TRY(check_head_dim("key head", hp.head_dim_k, type));
@@ -46,12 +46,20 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
         L.k.head_dim = int(hp.head_dim_k);
         L.v.head_dim = int(hp.head_dim_v);
         L.held = held.empty() || (l < held.size() && held[l]);
+        L.window = int(windows.window_at(l));
+        L.slots = int(windows.slots_at(l, n_ctx));
+        if (uint32_t(L.slots) < n_ctx && (L.window == 0 || L.slots < L.window)) {
+            return err("layer ", std::to_string(l), ": a KV ring of ", std::to_string(L.slots),
+                       " positions cannot hold its window of ", std::to_string(L.window),
+                       " (a layer of full attention holds the whole context)");
+        }
         if (L.held) {
+            const uint64_t slots = uint64_t(L.slots);
             offsets[l].k = total;
-            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_k) * n_ctx,
+            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_k) * slots,
                               kKvLayerAlign);
             offsets[l].v = total;
-            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_v) * n_ctx,
+            total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_v) * slots,
                               kKvLayerAlign);
         }
         c.layers_.push_back(L);
@@ -78,7 +86,8 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
             p.data = c.buffer_.data() + offset;
             if (type == KvType::Q8_0) {
                 // The scales follow the codes; the codes' size is a multiple of 32 bytes.
-                const uint64_t codes = uint64_t(L.n_head_kv) * n_ctx * uint64_t(p.head_dim);
+                const uint64_t codes =
+                    uint64_t(L.n_head_kv) * uint64_t(L.slots) * uint64_t(p.head_dim);
                 p.scales = reinterpret_cast<uint16_t*>(p.data + codes);
             }
         };

@@ -1,21 +1,29 @@
 // The KV cache in GPU memory: every layer's keys and values, laid out for the decode read.
 //
-// Both keys and values are head-major, [n_head_kv][n_ctx][head_dim]: the positions one KV head
+// Both keys and values are head-major, [n_head_kv][slots][head_dim]: the positions one KV head
 // attends over are one contiguous run, so an attention block that takes a (head, range of
 // positions) reads a single span with 16-byte loads, and a tile of positions is one bulk copy
-// into shared memory. (The CPU cache is position-major and transposes F16 values for its matmul
-// kernels; the layouts need not agree, only the sizes do.)
+// into shared memory (two where the range wraps, below).
+//
+// A layer of sliding-window attention (a query sees only the `window` positions up to its own)
+// holds only window + batch positions, as a ring: position p lies in slot p % slots. A batch of
+// n tokens stores its keys and values before it attends, and its first token still needs the
+// window - 1 positions before it, so a ring of window + n - 1 slots or more serves any batch of
+// up to n tokens. A layer of full attention has slots = n_ctx: slot p is position p. (The CPU cache
+// is position-major and transposes F16 values for its matmul kernels; the layouts need not agree,
+// only the sizes do.)
 //
 // Element types (model/kv_layout.h):
 //   F16:  one half per element.
 //   Q8_0: the 32-element blocks of the reference format, split in two arrays so the codes stay
-//         16-byte aligned: int8 codes [n_head_kv][n_ctx][head_dim], then fp16 scales
-//         [n_head_kv][n_ctx][head_dim / 32]. Same bytes as the blocks (34 per 32 elements).
-// Each layer's keys, then its values, take kv_row_bytes(type, n_head_kv * head_dim) * n_ctx
-// bytes rounded up to kKvLayerAlign, exactly as kv_cache_bytes() counts them, so the plan's
-// figure for the cache is what the GPU holds.
+//         16-byte aligned: int8 codes [n_head_kv][slots][head_dim], then fp16 scales
+//         [n_head_kv][slots][head_dim / 32]. Same bytes as the blocks (34 per 32 elements).
+// Each layer's keys, then its values, take kv_row_bytes(type, n_head_kv * head_dim) * slots
+// bytes rounded up to kKvLayerAlign, exactly as the plan counts them (kv_layout.h), so the
+// plan's figure for the cache is what the GPU holds.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -27,10 +35,11 @@
 
 namespace strata::cuda {
 
-// One layer's keys or values. Element (head h, position p, dimension d) is
-//   F16:  reinterpret_cast<const __half*>(data)[(h * n_ctx + p) * head_dim + d]
-//   Q8_0: int8 code data[(h * n_ctx + p) * head_dim + d] times the fp16 scale
-//         scales[(h * n_ctx + p) * (head_dim / 32) + d / 32].
+// One layer's keys or values. Element (head h, position p, dimension d), in slot s = p % slots
+// (GpuKvLayer), is
+//   F16:  reinterpret_cast<const __half*>(data)[(h * slots + s) * head_dim + d]
+//   Q8_0: int8 code data[(h * slots + s) * head_dim + d] times the fp16 scale
+//         scales[(h * slots + s) * (head_dim / 32) + d / 32].
 struct GpuKvPlane {
     std::byte* data = nullptr;
     uint16_t* scales = nullptr;  // Q8_0 only (fp16 bits)
@@ -40,16 +49,33 @@ struct GpuKvPlane {
 struct GpuKvLayer {
     GpuKvPlane k, v;
     int n_head_kv = 0;
+    int slots = 0;      // positions held per head: n_ctx, or a sliding window's ring
+    int window = 0;     // a query sees the `window` positions up to its own; 0: all before it
     bool held = false;  // false: this cache holds nothing for the layer
+};
+
+// How many positions a layer keeps (slots) and sees (window), per layer; empty vectors: every
+// layer full attention over n_ctx slots. A window of 0 is full attention; a layer's slots of 0
+// mean n_ctx.
+struct GpuKvWindows {
+    std::vector<uint32_t> window;
+    std::vector<uint32_t> slots;
+
+    uint32_t window_at(uint32_t l) const { return l < window.size() ? window[l] : 0; }
+    uint32_t slots_at(uint32_t l, uint32_t n_ctx) const {
+        return l < slots.size() && slots[l] > 0 ? std::min(slots[l], n_ctx) : n_ctx;
+    }
 };
 
 class GpuKvCache {
   public:
     // A cache for the layers `held` marks (empty: every layer); the others take no memory.
+    // `windows`: the sliding-window layers' windows and rings (none: every layer full).
     // Errors: a head size the GPU kernels cannot store (F16 needs multiples of 8, Q8_0 of 32,
-    // both at most 256), or too little GPU memory.
+    // both at most 256), a ring smaller than its window, or too little GPU memory.
     static Result<GpuKvCache> create(const ModelHparams& hp, uint32_t n_ctx, KvType type,
-                                     const std::vector<bool>& held = {});
+                                     const std::vector<bool>& held = {},
+                                     const GpuKvWindows& windows = {});
 
     KvType type() const { return type_; }
     uint32_t n_ctx() const { return n_ctx_; }

@@ -28,6 +28,27 @@ struct WeightRows {
     int64_t cols = 0;
 };
 
+// The activation joining an FFN's gate and up products g and u (per element): silu(g) * u, or
+// gpt-oss' clamped SwiGLU: g' = min(g, limit), u' = clamp(u, -limit, limit),
+// g' * sigmoid(alpha g') * (u' + 1), as cpu::swiglu_oai computes it.
+struct Glu {
+    bool oai = false;
+    float alpha = 0.0f, limit = 0.0f;
+};
+
+// Biases of routed experts (gpt-oss), per matrix: expert 0's row of floats (the matrix's output
+// width), expert e's `stride` floats further; a null pointer: no bias on that matrix. Slot s
+// takes expert ids[s]'s rows where `ids` is given (device memory: the expert entries, whose
+// matrices are numbered by entry, not by expert), else those of the expert whose matrices it
+// takes; with no expert ids at all (a single expert's product), expert 0's.
+struct ExpertBiases {
+    const float* gate = nullptr;
+    const float* up = nullptr;
+    const float* down = nullptr;
+    int64_t gate_stride = 0, up_stride = 0, down_stride = 0;
+    const int32_t* ids = nullptr;
+};
+
 // Device scratch for the activations of one matvec launch as the CPU rounds them for the weight
 // type (matvec_chunk.cuh, QuantizedActivations): kMaxMatvecTokens tokens of at most max_cols
 // elements (int8 codes, a step per 32 elements, sums per 16 and per 32; or rounded floats).

@@ -181,25 +181,34 @@ void launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
 }
 
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,
-                      cudaStream_t stream, const Tuning& tuning) {
-    q8k::Args a = args_for(gate, 1, nullptr, y, scratch);
+                      cudaStream_t stream, const Tuning& tuning, const float* gate_bias,
+                      const float* up_bias, Glu glu) {
+    q8k::Args a = args_for(gate, 1, gate_bias, y, scratch);
     a.w2 = up.data;
     a.stride2 = up.row_stride;
+    a.bias2 = up_bias;
+    a.glu = glu;
     launch_args(gate.type, a, 1, stream, tuning);
 }
 
 void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const WeightRows& up,
                           size_t up_stride, const WeightRows& down, size_t down_stride,
                           const int32_t* ids, int slots, const float* x, bool x_per_slot, float* h,
-                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning) {
+                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning,
+                          const ExpertBiases& biases, Glu glu) {
     const int nx = x_per_slot ? slots : 1;
     launch_quantize_for(gate.type, x, nx, gate.cols, scratch, stream, tuning.pdl);
-    q8k::Args a = args_for(gate, nx, nullptr, h, scratch);
+    q8k::Args a = args_for(gate, nx, biases.gate, h, scratch);
     a.w2 = up.data;
     a.stride2 = up.row_stride;
+    a.bias2 = biases.up;
+    a.glu = glu;
     a.ids = ids;
     a.expert_stride = gate_stride;
     a.expert_stride2 = up_stride;
+    a.bias_expert_stride = biases.gate_stride;
+    a.bias_expert_stride2 = biases.up_stride;
+    a.bias_ids = biases.ids;
     a.y_slot_stride = gate.rows;
     a.slots = slots;
     a.act_per_slot = x_per_slot;
@@ -207,9 +216,11 @@ void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const Weig
 
     launch_quantize_for(down.type, h, slots, down.cols, scratch, stream, tuning.pdl);
     // Slot s's activations are token s of the rows just quantized.
-    q8k::Args b = args_for(down, slots, nullptr, y, scratch);
+    q8k::Args b = args_for(down, slots, biases.down, y, scratch);
     b.ids = ids;
     b.expert_stride = down_stride;
+    b.bias_expert_stride = biases.down_stride;
+    b.bias_ids = biases.ids;
     b.y_slot_stride = down.rows;
     b.slots = slots;
     b.act_per_slot = true;

@@ -63,23 +63,27 @@ inline constexpr int kMaxQ8Parts = 3;
 void launch_matvec_q8_parts(std::span<const WeightRows> w, int n,
                             std::span<const float* const> biases, std::span<float* const> ys,
                             const void* scratch, cudaStream_t stream, const Tuning& tuning);
-// y[r] = silu(gate[r] . x) * (up[r] . x) for one token, in one pass over both matrices; the
-// scratch holds x quantized for gate.type. PRECONDITION: gate and up of the same type and shape.
+// y[r] = glu(gate[r] . x + gate_bias[r], up[r] . x + up_bias[r]) for one token (silu(g) * u by
+// default; a null bias adds nothing), in one pass over both matrices; the scratch holds x
+// quantized for gate.type. PRECONDITION: gate and up of the same type and shape.
 void launch_swiglu_q8(const WeightRows& gate, const WeightRows& up, float* y, const void* scratch,
-                      cudaStream_t stream, const Tuning& tuning);
+                      cudaStream_t stream, const Tuning& tuning, const float* gate_bias = nullptr,
+                      const float* up_bias = nullptr, Glu glu = {});
 
 // Routed experts chosen on the device, slot by slot: for slot s < slots and e = ids[s] (device
-// memory), h[s] = silu(gate_e . x_s) * (up_e . x_s) (h: slots rows of gate.rows floats), then
-// y[s] = down_e . h[s] (y: slots rows of down.rows floats). x_s is row s of x with x_per_slot,
-// else row 0 (one token's k choices). gate, up and down are expert 0's matrices, expert e's lie
-// e strides further. Four launches however many slots.
-// PRECONDITION: gate and up of one type and shape, matvec_q8_supports of it and of down's type;
-// scratch of matvec_q8_scratch_bytes(max(gate.cols, down.cols), slots) bytes at least; x, h and
-// scratch 16-byte aligned; ids valid expert numbers; slots <= 65535.
+// memory), h[s] = glu(gate_e . x_s + gb_e, up_e . x_s + ub_e) (h: slots rows of gate.rows
+// floats), then y[s] = down_e . h[s] + db_e (y: slots rows of down.rows floats), with expert e's
+// biases from `biases` (none where null) and silu(g) * u unless `glu` says otherwise. x_s is row s
+// of x with x_per_slot, else row 0 (one token's k choices). gate, up and down are expert 0's
+// matrices, expert e's lie e strides further. Four launches however many slots. PRECONDITION: gate
+// and up of one type and shape, matvec_q8_supports of it and of down's type; scratch of
+// matvec_q8_scratch_bytes(max(gate.cols, down.cols), slots) bytes at least; x, h and scratch
+// 16-byte aligned; ids valid expert numbers; slots <= 65535.
 void launch_expert_ffn_q8(const WeightRows& gate, size_t gate_stride, const WeightRows& up,
                           size_t up_stride, const WeightRows& down, size_t down_stride,
                           const int32_t* ids, int slots, const float* x, bool x_per_slot, float* h,
-                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning);
+                          float* y, void* scratch, cudaStream_t stream, const Tuning& tuning,
+                          const ExpertBiases& biases = {}, Glu glu = {});
 
 namespace q8detail {
 

@@ -27,6 +27,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/format_traits.h"
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "gguf/tensor_type.h"
 
@@ -137,14 +138,21 @@ struct Args {
     Act act;
     const float* bias;
     float* y;
-    // The up matrix of a SwiGLU pair (w is the gate): same type and shape, its own stride.
+    // The up matrix of a SwiGLU pair (w is the gate): same type and shape, its own stride; its
+    // bias (bias is the gate's), and the activation joining the two.
     const uint8_t* w2 = nullptr;
     size_t stride2 = 0;
+    const float* bias2 = nullptr;
+    Glu glu{};
     // Routed experts (one token): grid row s (blockIdx.y) computes slot s with expert
     // ids[s]'s matrices (w + ids[s] * expert_stride, w2 + ids[s] * expert_stride2) into
     // y + s * y_slot_stride, on the activations of token 0, or of token s with act_per_slot.
+    // The biases too: expert e's are bias_expert_stride (bias_expert_stride2) floats further,
+    // with e = bias_ids[s] where given, else ids[s].
     const int32_t* ids = nullptr;
     size_t expert_stride = 0, expert_stride2 = 0;
+    int64_t bias_expert_stride = 0, bias_expert_stride2 = 0;
+    const int32_t* bias_ids = nullptr;
     int64_t y_slot_stride = 0;
     int slots = 1;  // grid rows (with ids)
     bool act_per_slot = false;
@@ -174,9 +182,9 @@ struct RowAt {
     int64_t rows;
 };
 __device__ __forceinline__ RowAt row_at(const Args& a, const uint8_t* wbase, float* y,
-                                        int64_t row) {
+                                        const float* bias, int64_t row) {
     if (a.n_parts == 0) {
-        return {wbase + size_t(row) * a.stride, y + row, a.bias ? a.bias + row : nullptr, a.rows};
+        return {wbase + size_t(row) * a.stride, y + row, bias ? bias + row : nullptr, a.rows};
     }
     int p = 0;
     while (p + 1 < a.n_parts && row >= a.parts[p].rows) row -= a.parts[p++].rows;
@@ -185,15 +193,10 @@ __device__ __forceinline__ RowAt row_at(const Args& a, const uint8_t* wbase, flo
             part.rows};
 }
 
-// silu(g) * u, as the CPU backend and elementwise.cu compute it.
-__device__ __forceinline__ float swiglu_value(float g, float u) {
-    return g / (1.0f + expf(-g)) * u;
-}
-
 // F: the weight format (Format<T>). NT tokens, R rows per warp, A16: rows 16-byte
 // aligned (only matters for formats whose blocks are a multiple of 16 bytes). kSwiGlu: the
 // warp's two "rows" are row r of the gate (args.w) and row r of the up matrix (args.w2), and it
-// writes silu(gate . x) * (up . x) to y[t * rows + r] (R == 2; no bias).
+// writes glu(gate . x + bias, up . x + bias2) to y[t * rows + r] (R == 2; glu.h).
 // PRECONDITION: blockDim.x == kThreads; args as launch_matvec_q8 says; the activations of
 // the NT tokens quantized into args.act before this kernel (by the kernel just before it on the
 // stream, or earlier).
@@ -213,6 +216,8 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
     const int64_t nwarps = (int64_t(gridDim.x) * kThreads) >> 5;
     const uint8_t* wbase = args.w;
     const uint8_t* wbase2 = args.w2;
+    const float* bias = args.bias;
+    const float* bias2 = args.bias2;
     float* y = args.y;
     Act act = args.act;
     // Launched early (pdl.cuh); the kernel behind may launch now too where asked (it waits for
@@ -226,6 +231,9 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
         const size_t e = size_t(args.ids[slot]);
         wbase += e * args.expert_stride;
         wbase2 += e * args.expert_stride2;
+        const int64_t eb = args.bias_ids ? int64_t(args.bias_ids[slot]) : int64_t(e);
+        if (bias) bias += eb * args.bias_expert_stride;
+        if (bias2) bias2 += eb * args.bias_expert_stride2;
         y += slot * args.y_slot_stride;
         if (args.act_per_slot) {
             act.codes += slot * act.cols;
@@ -243,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const int64_t row = row0 + r < args.rows ? row0 + r : args.rows - 1;
-                rp[r] = row_at(args, wbase, y, row).w;
+                rp[r] = row_at(args, wbase, y, bias, row).w;
             }
         }
         float acc[R][NT];
@@ -290,15 +298,20 @@ __global__ void __launch_bounds__(kThreads, 4) matvec_q8_kernel(Args args) {
                     acc[r][t] += __shfl_xor_sync(0xffffffffu, acc[r][t], o);
         if constexpr (kSwiGlu) {
             if (lane == 0) {
+                const float bg = bias ? bias[row0] : 0.0f, bu = bias2 ? bias2[row0] : 0.0f;
 #pragma unroll
-                for (int t = 0; t < NT; ++t)
-                    y[t * args.rows + row0] = swiglu_value(acc[0][t], acc[1][t]);
+                for (int t = 0; t < NT; ++t) {
+                    // (a product without a bias keeps its bits: no + 0)
+                    const float g = bias ? acc[0][t] + bg : acc[0][t];
+                    const float u = bias2 ? acc[1][t] + bu : acc[1][t];
+                    y[t * args.rows + row0] = glu_value(args.glu, g, u);
+                }
             }
         } else if (lane == 0) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 if (row0 + r >= args.rows) continue;
-                const RowAt at = row_at(args, wbase, y, row0 + r);
+                const RowAt at = row_at(args, wbase, y, bias, row0 + r);
                 const float b = at.bias ? *at.bias : 0.0f;
 #pragma unroll
                 for (int t = 0; t < NT; ++t) at.y[t * at.rows] = acc[r][t] + b;

@@ -8,37 +8,42 @@ namespace strata::cuda {
 
 namespace {
 
-// One warp per token; the token's probabilities in shared memory (n_expert floats).
+// One warp per token; the token's probabilities (or, for SoftmaxOfChosen, its logits) in
+// shared memory (n_expert floats).
 __global__ void route_top_k_kernel(const float* __restrict__ logits, int n_expert, int k,
-                                   bool norm_weights, int32_t* __restrict__ choice,
-                                   float* __restrict__ weight) {
+                                   bool norm_weights, RouteGating gating,
+                                   int32_t* __restrict__ choice, float* __restrict__ weight) {
     extern __shared__ float probs[];
     const int lane = int(threadIdx.x);
     const float* l = logits + int64_t(blockIdx.x) * n_expert;
-    float max = -FLT_MAX;
-    for (int i = lane; i < n_expert; i += 32) max = fmaxf(max, l[i]);
-    for (int o = 16; o > 0; o >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
-    double sum = 0.0;
-    for (int i = lane; i < n_expert; i += 32) {
-        const float p = expf(l[i] - max);
-        probs[i] = p;
-        sum += p;
+    if (gating == RouteGating::SoftmaxOfAll) {
+        float max = -FLT_MAX;
+        for (int i = lane; i < n_expert; i += 32) max = fmaxf(max, l[i]);
+        for (int o = 16; o > 0; o >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, o));
+        double sum = 0.0;
+        for (int i = lane; i < n_expert; i += 32) {
+            const float p = expf(l[i] - max);
+            probs[i] = p;
+            sum += p;
+        }
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = float(1.0 / sum);
+        for (int i = lane; i < n_expert; i += 32) probs[i] *= inv;
+    } else {
+        for (int i = lane; i < n_expert; i += 32) probs[i] = l[i];
     }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = float(1.0 / sum);
-    for (int i = lane; i < n_expert; i += 32) probs[i] *= inv;
     __syncwarp();
 
     int32_t* c = choice + int64_t(blockIdx.x) * k;
     float* w = weight + int64_t(blockIdx.x) * k;
-    float chosen_sum = 0.0f;
     for (int j = 0; j < k; ++j) {
-        // The most probable expert not yet chosen (chosen ones are marked -1), lower id on ties.
-        float best = -2.0f;
+        // The largest value not yet chosen (chosen ones are marked NaN), lower id on ties.
+        float best = -INFINITY;
         int id = n_expert;
         for (int i = lane; i < n_expert; i += 32) {
-            if (probs[i] > best) {
-                best = probs[i];
+            const float v = probs[i];
+            if (v == v && (id == n_expert || v > best)) {
+                best = v;
                 id = i;
             }
         }
@@ -53,12 +58,29 @@ __global__ void route_top_k_kernel(const float* __restrict__ logits, int n_exper
         if (lane == 0) {
             c[j] = id;
             w[j] = best;
-            probs[id] = -1.0f;
+            probs[id] = NAN;
         }
-        chosen_sum += best;  // in choice order, as the host sums
         __syncwarp();
     }
-    if (norm_weights && lane < k) w[lane] = w[lane] / chosen_sum;
+    __syncwarp();
+    if (gating == RouteGating::SoftmaxOfChosen && lane == 0) {
+        // A softmax over the k chosen logits (the first is their maximum), summed in double as
+        // the host's softmax sums.
+        const float max = w[0];
+        double sum = 0.0;
+        for (int j = 0; j < k; ++j) {
+            w[j] = expf(w[j] - max);
+            sum += w[j];
+        }
+        const float inv = float(1.0 / sum);
+        for (int j = 0; j < k; ++j) w[j] *= inv;
+    }
+    __syncwarp();
+    if (norm_weights && lane == 0) {
+        float chosen_sum = 0.0f;
+        for (int j = 0; j < k; ++j) chosen_sum += w[j];  // in choice order, as the host sums
+        for (int j = 0; j < k; ++j) w[j] = w[j] / chosen_sum;
+    }
 }
 
 // One block per token row; products rounded before the add (no fused multiply-add), as the
@@ -116,10 +138,10 @@ void group_slots_by_expert(const int32_t* choice, const float* weight, int64_t s
 }
 
 void route_top_k(const float* logits, int64_t n, int n_expert, int k, bool norm_weights,
-                 int32_t* choice, float* weight, cudaStream_t stream) {
+                 int32_t* choice, float* weight, cudaStream_t stream, RouteGating gating) {
     if (n <= 0) return;
     route_top_k_kernel<<<unsigned(n), 32, sizeof(float) * size_t(n_expert), stream>>>(
-        logits, n_expert, k, norm_weights, choice, weight);
+        logits, n_expert, k, norm_weights, gating, choice, weight);
     STRATA_CUDA_LAUNCHED();
 }
 

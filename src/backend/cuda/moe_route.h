@@ -1,7 +1,8 @@
 // MoE routing on the GPU: the top-k experts of each token from its router logits, decided as
 // engine::route_token decides on the host (softmax with the maximum subtracted and the sum in
 // double, the k most probable experts in decreasing probability with the lower id first on
-// ties, their probabilities as weights, optionally renormalised to sum 1), so that a resident
+// ties, their probabilities as weights, optionally renormalised to sum 1; or gpt-oss' softmax
+// over the k largest logits alone, RouteGating), so that a resident
 // MoE decode step needs no round trip to the host. The probabilities differ from the host's in
 // the last bits (the device's expf), which can only matter where two experts are that close.
 #pragma once
@@ -16,11 +17,20 @@ namespace strata::cuda {
 inline constexpr int kMaxRoutedExperts = 1024;
 inline constexpr int kMaxExpertsUsed = 32;
 
-// For t < n: choice[t * k + j] and weight[t * k + j], j < k, from logits[t * n_expert ..].
+// How the chosen experts' weights come from the router's logits:
+//   SoftmaxOfAll:    softmax over all n_expert logits, the k most probable, their
+//                    probabilities (Mixtral, Qwen MoE);
+//   SoftmaxOfChosen: the k largest logits, then a softmax over those k alone (gpt-oss).
+// Either way the k are in decreasing order, the lower id first on ties.
+enum class RouteGating : uint8_t { SoftmaxOfAll, SoftmaxOfChosen };
+
+// For t < n: choice[t * k + j] and weight[t * k + j], j < k, from logits[t * n_expert ..]; with
+// norm_weights the k weights are then divided by their sum (summed in choice order).
 // PRECONDITION: 1 <= k <= min(n_expert, kMaxExpertsUsed), n_expert <= kMaxRoutedExperts; all
 // pointers device memory.
 void route_top_k(const float* logits, int64_t n, int n_expert, int k, bool norm_weights,
-                 int32_t* choice, float* weight, cudaStream_t stream);
+                 int32_t* choice, float* weight, cudaStream_t stream,
+                 RouteGating gating = RouteGating::SoftmaxOfAll);
 
 // The slots (token t's choice j is slot t * k + j) grouped by expert, experts ascending: the
 // u-th slot of the grouping is order[u], its expert ids[u] and its weight sorted_weight[u]. The

@@ -209,7 +209,8 @@ class CudaMatmul final : public Matmul {
     }
 
     void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g, float* u,
-                int64_t n, TensorType quantized = TensorType::F32) override {
+                int64_t n, TensorType quantized = TensorType::F32, const float* gate_bias = nullptr,
+                const float* up_bias = nullptr, Glu glu = {}) override {
         const WeightRows gr = checked_rows(gate, n), ur = checked_rows(up, n);
         if (n == 1 && gr.type == ur.type && gr.rows == ur.rows && gr.cols == ur.cols &&
             q8_path(gr, x, n)) {
@@ -217,12 +218,17 @@ class CudaMatmul final : public Matmul {
                 launch_quantize_for(gr.type, x, 1, gr.cols, q8_activations_.data(), stream_,
                                     tuning_.pdl);
             }
-            launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_, tuning_);
+            launch_swiglu_q8(gr, ur, g, q8_activations_.data(), stream_, tuning_, gate_bias,
+                             up_bias, glu);
             return;
         }
-        const Product both[] = {{&gate, nullptr, g}, {&up, nullptr, u}};
+        const Product both[] = {{&gate, gate_bias, g}, {&up, up_bias, u}};
         linear_many(both, x, n, quantized);
-        cuda::swiglu(g, u, g, n * gr.rows, stream_);
+        if (glu.oai) {
+            cuda::expert_glu(g, u, gr.rows, n, nullptr, {}, glu, stream_);
+        } else {
+            cuda::swiglu(g, u, g, n * gr.rows, stream_);
+        }
     }
 
     TensorType q8_input_type(const TensorView& w, int64_t n) const override {
@@ -239,7 +245,8 @@ class CudaMatmul final : public Matmul {
     }
 
     bool expert_ffn(const ExpertStack& s, const int32_t* ids, int slots, const float* x,
-                    bool x_per_slot, float* h, float* y, void* scratch) override {
+                    bool x_per_slot, float* h, float* y, void* scratch, const ExpertBiases& biases,
+                    Glu glu) override {
         const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
         if (!scratch && slots > kMaxExpertsUsed) return false;
         if (!expert_ffn_supports(s) || slots < 1 || !aligned(x) || !aligned(h)) return false;
@@ -247,12 +254,13 @@ class CudaMatmul final : public Matmul {
                          d = checked_rows(s.first.down, 1);
         launch_expert_ffn_q8(g, s.gate_stride, u, s.up_stride, d, s.down_stride, ids, slots, x,
                              x_per_slot, h, y, scratch ? scratch : q8_activations_.data(), stream_,
-                             tuning_);
+                             tuning_, biases, glu);
         return true;
     }
 
     bool expert_ffn_grouped(const ExpertStack& s, const int32_t* ids, int slots, const float* x,
-                            float* h, float* u, float* y, void* q8, int32_t* tiles) override {
+                            float* h, float* u, float* y, void* q8, int32_t* tiles,
+                            const ExpertBiases& biases, Glu glu) override {
         if (!mmq_ || !expert_ffn_supports(s) || slots < 1) return false;
         const WeightRows g = checked_rows(s.first.gate, 1), up = checked_rows(s.first.up, 1),
                          d = checked_rows(s.first.down, 1);
@@ -264,9 +272,15 @@ class CudaMatmul final : public Matmul {
         launch_quantize_for(g.type, x, slots, g.cols, q8, stream_, tuning_.pdl);
         launch_mmq_grouped(g, s.gate_stride, tiles, slots, s.n_expert, h, q8, stream_);
         launch_mmq_grouped(up, s.up_stride, tiles, slots, s.n_expert, u, q8, stream_);
-        cuda::swiglu(h, u, h, int64_t(slots) * g.rows, stream_);
+        if (glu.oai || biases.gate || biases.up) {
+            cuda::expert_glu(h, u, g.rows, slots, ids, biases, glu, stream_);
+        } else {
+            cuda::swiglu(h, u, h, int64_t(slots) * g.rows, stream_);
+        }
         launch_quantize_for(d.type, h, slots, d.cols, q8, stream_, tuning_.pdl);
         launch_mmq_grouped(d, s.down_stride, tiles, slots, s.n_expert, y, q8, stream_);
+        add_expert_bias(y, d.rows, slots, biases.ids ? biases.ids : ids, biases.down,
+                        biases.down_stride, stream_);
         return true;
     }
 

@@ -33,6 +33,7 @@
 #include <span>
 #include <string_view>
 
+#include "backend/cuda/matmul_kernels.h"
 #include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 #include "model/tensor_view.h"
@@ -80,34 +81,41 @@ class Matmul {
     // take it from there instead of quantizing x again.
     virtual void linear_many(std::span<const Product> products, const float* x, int64_t n,
                              TensorType quantized = TensorType::F32) = 0;
-    // g = silu(x gate^T) * (x up^T): n x gate.rows() floats; u (as large) is scratch. One token
+    // g = glu(x gate^T + gate_bias, x up^T + up_bias): n x gate.rows() floats (silu(g) * u
+    // unless `glu` says otherwise; null biases add nothing); u (as large) is scratch. One token
     // with gate and up of one type reads both matrices in one pass and writes g directly.
     // `quantized` as for linear_many.
     // PRECONDITION: as linear()'s for each, gate and up of the same shape.
     virtual void swiglu(const TensorView& gate, const TensorView& up, const float* x, float* g,
-                        float* u, int64_t n, TensorType quantized = TensorType::F32) = 0;
+                        float* u, int64_t n, TensorType quantized = TensorType::F32,
+                        const float* gate_bias = nullptr, const float* up_bias = nullptr,
+                        Glu glu = {}) = 0;
     // The activation type the int8 matvec quantizes x to for a product of w at n tokens (Q8_0,
     // Q8_1 or Q8_K), or F32 where another kernel takes the product; and the scratch it
     // quantizes into. A kernel that produces x can quantize it there itself.
     virtual TensorType q8_input_type(const TensorView& w, int64_t n) const = 0;
     virtual void* q8_scratch() = 0;
     // Routed experts chosen on the device, slot by slot (matvec_q8.h, launch_expert_ffn_q8):
-    // for slot s < slots, e = ids[s], h[s] = silu(gate_e x_s) * (up_e x_s) and
-    // y[s] = down_e h[s]; x_s is row s of x with x_per_slot, else row 0. The activations'
-    // quantization goes to `scratch` (null: this object's, for up to kMaxExpertsUsed slots).
-    // Returns false, having launched nothing, where the int8 matvec does not take the experts'
-    // types (expert_ffn_supports).
+    // for slot s < slots, e = ids[s], h[s] = glu(gate_e x_s + gb_e, up_e x_s + ub_e) and
+    // y[s] = down_e h[s] + db_e (expert e's biases of `biases`, none where null; silu(g) * u
+    // unless `glu` says otherwise); x_s is row s of x with x_per_slot, else row 0. The
+    // activations' quantization goes to `scratch` (null: this object's, for up to
+    // kMaxExpertsUsed slots). Returns false, having launched nothing, where the int8 matvec does
+    // not take the experts' types (expert_ffn_supports).
     virtual bool expert_ffn(const ExpertStack& experts, const int32_t* ids, int slots,
-                            const float* x, bool x_per_slot, float* h, float* y, void* scratch) = 0;
+                            const float* x, bool x_per_slot, float* h, float* y, void* scratch,
+                            const ExpertBiases& biases = {}, Glu glu = {}) = 0;
     // The routed experts of a prompt on int8 tensor cores (mmq.h): slot u < slots (x's row u)
     // goes to expert ids[u], the ids ascending (group_slots_by_expert's order), each expert's
-    // slots multiplied as one GEMM per matrix. h[u] = silu(gate_e x_u) * (up_e x_u) (u: as large,
-    // scratch), y[u] = down_e h[u]; q8: matvec_q8_scratch_bytes(max(gate.cols, down.cols), slots)
-    // bytes; tiles: 3 * mmq_max_tiles(slots, n_expert) ints. Returns false, having launched
-    // nothing, where the GEMM does not take the experts' types or shapes.
+    // slots multiplied as one GEMM per matrix. h[u] = glu(gate_e x_u + gb_e, up_e x_u + ub_e)
+    // (u: as large, scratch), y[u] = down_e h[u] + db_e, biases and glu as expert_ffn's; q8:
+    // matvec_q8_scratch_bytes(max(gate.cols, down.cols), slots) bytes; tiles: 3 *
+    // mmq_max_tiles(slots, n_expert) ints. Returns false, having launched nothing, where the GEMM
+    // does not take the experts' types or shapes.
     virtual bool expert_ffn_grouped(const ExpertStack& experts, const int32_t* ids, int slots,
                                     const float* x, float* h, float* u, float* y, void* q8,
-                                    int32_t* tiles) = 0;
+                                    int32_t* tiles, const ExpertBiases& biases = {},
+                                    Glu glu = {}) = 0;
     // What prompt batches multiply with: "cublas" or "matvec" (cuBLAS could not be loaded, or
     // Tuning::prompt_cublas is false).
     virtual std::string_view gemm_engine() const = 0;

@@ -54,8 +54,8 @@ __device__ void rope_angle(const RopeParams& rp, int i, int pos, float* c, float
 struct RopeJob {
     RopeParams rope;
     GpuKvLayer layer;
-    int n_ctx;
-    bool q8;  // the cache is Q8_0 (else F16)
+    int n_ctx;  // the context: positions beyond it are a bug
+    bool q8;    // the cache is Q8_0 (else F16)
     int n_head, n_head_kv, hd_k, hd_v;
     float* q;        // [n][n_head][hd_k]
     float* k;        // [n][n_head_kv][hd_k]
@@ -65,12 +65,13 @@ struct RopeJob {
     float eps;
 };
 
-// Stores one head row (hd elements, x[e] held by thread e) at position p of a cache plane.
+// Stores one head row (hd elements, x[e] held by thread e) at position p of a cache plane of
+// `slots` positions per head (slot p % slots: a sliding window's ring, or p itself).
 // PRECONDITION: hd is a multiple of 32 for Q8_0; blockDim.x >= hd.
-__device__ void store_row(const GpuKvPlane& plane, bool q8, int head, int n_ctx, int p, float x) {
+__device__ void store_row(const GpuKvPlane& plane, bool q8, int head, int slots, int p, float x) {
     const int e = int(threadIdx.x);
     const int hd = plane.head_dim;
-    const size_t row = size_t(head) * size_t(n_ctx) + size_t(p);
+    const size_t row = size_t(head) * size_t(slots) + size_t(p % slots);
     if (!q8) {
         if (e < hd) reinterpret_cast<__half*>(plane.data)[row * hd + e] = __float2half_rn(x);
         return;
@@ -158,8 +159,8 @@ __global__ void rope_store_kernel(RopeJob J, const int32_t* pos0) {
         if (e < hd) val = x[e];
     }
     if (row && e < hd) row[e] = val;
-    if (kind == Key) store_row(J.layer.k, J.q8, head, J.n_ctx, p, val);
-    if (kind == Value) store_row(J.layer.v, J.q8, head, J.n_ctx, p, val);
+    if (kind == Key) store_row(J.layer.k, J.q8, head, J.layer.slots, p, val);
+    if (kind == Value) store_row(J.layer.v, J.q8, head, J.layer.slots, p, val);
 }
 
 }  // namespace

@@ -59,11 +59,13 @@ class GpuRope {
 //     head_dim_k floats) are non-null: x / sqrt(mean(x^2) + eps) * w;
 //   - rotary embedding of q and k, in place;
 //   - k and v (rows of n_head_kv * head_dim_k and n_head_kv * head_dim_v floats) converted to the
-//     cache type and stored at position p of the layer.
+//     cache type and stored at position p of the layer (in slot p % slots of a sliding window's
+//     ring: a batch stores no more tokens than the ring has slots, or two would share one).
 // q: n rows of n_head * head_dim_k floats; k, v as above; all device memory, enqueued on s and
 // launched as `pdl` says (the backend's Tuning::pdl; pdl.cuh).
 // PRECONDITION: the layer is held with these head sizes; n_rot <= head_dim_k;
-//               *pos0 + n <= kv.n_ctx() (a kernel past it traps: a bug, not an input error).
+//               *pos0 + n <= kv.n_ctx() (a kernel past it traps: a bug, not an input error);
+//               n <= the layer's slots.
 void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, int n_head_kv,
                    int head_dim_k, int head_dim_v, float* q, float* k, const float* v,
                    const float* q_norm, const float* k_norm, float eps, int64_t n,
