@@ -21,7 +21,7 @@ bool same(const Record& x, const Record& y) {
            x.seq == y.seq && x.row0 == y.row0 && view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) &&
            view_eq(x.w2, y.w2) && x.outs == y.outs && x.biases == y.biases && view_eq(x.w3, y.w3) &&
            x.strides == y.strides && x.n_expert == y.n_expert && x.k == y.k &&
-           x.norm_weights == y.norm_weights;
+           x.norm_weights == y.norm_weights && x.cols == y.cols;
 }
 
 }  // namespace
