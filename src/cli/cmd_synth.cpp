@@ -148,7 +148,7 @@ void add_synth(CLI::App& app) {
     auto o = std::make_shared<SynthOptions>();
     cmd->footer(preset_help());
     cmd->add_option("-o,--output", o->output, "GGUF file to write")->required();
-    cmd->add_option("--arch", o->arch, "Architecture: llama, qwen2, qwen3, qwen2moe, qwen3moe");
+    cmd->add_option("--arch", o->arch, "Architecture: " + supported_architectures());
     cmd->add_option("--preset", o->preset, "Named shape (default: tiny, or tiny-<arch>)");
     o->o_layers = cmd->add_option("--layers", o->layers, "Number of blocks");
     o->o_embd = cmd->add_option("--embd", o->embd, "Embedding width (n_embd)");

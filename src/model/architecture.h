@@ -39,7 +39,7 @@ struct ArchTraits {
 const ArchTraits* find_arch_traits(std::string_view arch);
 // Every supported family, in a fixed order.
 std::span<const ArchTraits> known_arch_traits();
-// "llama, qwen2, qwen3, qwen2moe, qwen3moe"
+// "llama, qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe"
 std::string supported_architectures();
 
 }  // namespace strata

@@ -369,6 +369,15 @@ Result<void> load_delta_net(const ArchKeys& keys, ModelHparams& hp) {
                                                   keys.key("ssm.state_size") + " is " +
                                                   std::to_string(hp.ssm_value_dim()));
     }
+    // The reference converter appends the multi-token-prediction block(s) to block_count by
+    // default; strata runs only the trunk and does not yet set such blocks aside.
+    STRATA_ASSIGN(auto nextn, keys.u32("nextn_predict_layers"));
+    if (nextn && *nextn > 0) {
+        return keys.invalid("nextn_predict_layers",
+                            "is " + std::to_string(*nextn) +
+                                ": the file carries multi-token-prediction layers, which strata "
+                                "does not run yet (convert with --no-mtp to leave them out)");
+    }
     STRATA_ASSIGN(auto interval, keys.u32("full_attention_interval"));
     const uint32_t every = interval.value_or(4);
     if (every == 0) return keys.invalid("full_attention_interval", "is 0");

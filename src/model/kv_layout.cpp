@@ -37,6 +37,14 @@ uint64_t recurrent_delta_bytes(const ModelHparams& hp) {
     return round_up(uint64_t(hp.ssm_dt_rank) * s * s * sizeof(float), kKvLayerAlign);
 }
 
+uint64_t recurrent_state_bytes(const ModelHparams& hp) {
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        if (hp.is_recurrent(l)) total += recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
+    }
+    return total;
+}
+
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type) {
     if (hp.is_recurrent(layer)) return recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
     const uint64_t kv = hp.n_head_kv_at(layer);

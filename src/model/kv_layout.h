@@ -31,6 +31,9 @@ inline constexpr uint64_t kKvLayerAlign = 64;
 // each padded to kKvLayerAlign.
 uint64_t recurrent_conv_bytes(const ModelHparams& hp);
 uint64_t recurrent_delta_bytes(const ModelHparams& hp);
+// Every recurrent layer's state for one sequence: the part of kv_cache_bytes that is not keys
+// and values (0 for models without recurrent layers).
+uint64_t recurrent_state_bytes(const ModelHparams& hp);
 // Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model. A
 // recurrent layer holds no keys or values, only its recurrent state (above), whatever n_ctx.
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type);

@@ -403,6 +403,7 @@ void count_memory(Plan& plan, const Inputs& in) {
     m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
     m.kv_cache = in.kv_bytes - plan.gpu_memory.kv_cache;
+    m.recurrent_state = uint64_t(in.options.n_seq) * recurrent_state_bytes(in.hp);
     m.activations = in.overhead.activations;
     if (plan.gpu_resident()) {
         m.activations = gpu_host_overhead(in, 0).activations;

@@ -233,6 +233,9 @@ struct MemoryPlan {
     uint64_t slack = 0;   // allocator rounding, page tables
     uint64_t total = 0;   // the sum of the above; never above budget
     uint64_t budget = 0;  // the RAM budget
+    // Of kv_cache: hybrid models' fixed-size recurrent state (model/kv_layout.h), whatever the
+    // context; 0 for others.
+    uint64_t recurrent_state = 0;
 
     // What the process holds whatever it loads (baseline and slack), and what one model adds.
     uint64_t process() const { return baseline + slack; }

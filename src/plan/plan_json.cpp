@@ -55,7 +55,8 @@ Result<Plan> from_json(const json& j) {
                 m.at("baseline_measured"),
                 m.at("slack"),
                 m.at("total"),
-                m.at("budget")};
+                m.at("budget"),
+                m.value("recurrent_state", 0ull)};
     p.gpu_device = j.value("gpu_device", -1);
     p.gpu_note = j.value("gpu_note", std::string());
     if (j.contains("gpu_memory")) {
@@ -195,7 +196,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"baseline_measured", m.baseline_measured},
               {"slack", m.slack},
               {"total", m.total},
-              {"budget", m.budget}}},
+              {"budget", m.budget},
+              {"recurrent_state", m.recurrent_state}}},
             {"gpu_device", p.gpu_device},
             {"gpu_layers", p.gpu_layers},
             {"cpu_expert_layers", p.cpu_expert_layers},

@@ -194,8 +194,13 @@ std::string plan_text(const Plan& p) {
                                      ? format_bytes(p.memory.kv_cache)
                                      : format_bytes(p.memory.kv_cache) + " in RAM and " +
                                            format_bytes(p.gpu_memory.kv_cache) + " on the GPU";
+    // A hybrid model's recurrent state is part of it, the same size whatever the context.
+    const std::string state =
+        p.memory.recurrent_state > 0
+            ? ", with the recurrent state (" + format_bytes(p.memory.recurrent_state) + ")"
+            : std::string();
     kv.add_row({"kv cache", kv_where + " for " + seqs + std::to_string(p.n_ctx) + " tokens (" +
-                                std::string(kv_type_name(p.kv_type)) + ")"});
+                                std::string(kv_type_name(p.kv_type)) + ")" + state});
     kv.add_row({"streaming", streaming_line(p)});
     kv.add_row({"speed limit", fmt("%.2f", p.tokens_per_second) + " tokens/s, bound by " +
                                    std::string(tier_name(p.bound))});

@@ -248,6 +248,9 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }
 
+    if (!traits->hybrid_delta_net && hp.ssm_d_state != 0) {
+        return err(hp.arch, " has no delta-net layers; a hybrid preset's shape does not fit it");
+    }
     if (traits->hybrid_delta_net) {
         if (hp.ssm_d_conv < 2 || hp.ssm_d_state == 0 || hp.ssm_n_group == 0 ||
             hp.ssm_dt_rank % hp.ssm_n_group != 0) {
