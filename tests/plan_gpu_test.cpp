@@ -68,6 +68,9 @@ TEST(PlanGpu, HybridModelIsResidentWithItsRecurrentStateCounted) {
     }
     EXPECT_GT(state, 0u);
     EXPECT_GE(g.kv_cache, state);
+    // All of it on the GPU, none in RAM.
+    EXPECT_EQ(g.recurrent_state, uint64_t(plan->n_seq) * state);
+    EXPECT_EQ(plan->memory.recurrent_state, 0u);
     EXPECT_EQ(g.activations, gpu_activation_bytes(hp, {plan->batch, plan->n_ctx}));
     EXPECT_LE(g.total, g.budget);
 }

@@ -128,8 +128,8 @@ TEST_P(CudaDeltaNet, MatchesTheCpuBackend) {
         // by token: rounding apart, where a wrong state, gate or head pairing is off by O(1).
         const double e = test::rel_l2({got, w.size()}, w);
         EXPECT_LE(e, 2e-5) << what;
-        std::printf("  S %3d, %d key / %2d value heads, %d taps: %-28s relative error %.2e\n",
-                    sh.S, sh.k_heads, sh.v_heads, sh.d_conv, what, e);
+        std::printf("  S %3d, %d key / %2d value heads, %d taps: %-28s relative error %.2e\n", sh.S,
+                    sh.k_heads, sh.v_heads, sh.d_conv, what, e);
     };
     // Two prompts in one batch, one longer than a chunk of the CPU's.
     const SeqRun prompts[] = {{0, 0, 70, 0}, {1, 70, 9, 0}};
@@ -159,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaDeltaNet,
                          });
 
 // The gated attention layer of tiny-qwen35 (layer 3): its query and gate apart, multi-section
-// rope (some pairs unturned) over part of each head with the q/k norms, attention, then the gate on its output.
+// rope (some pairs unturned) over part of each head with the q/k norms, attention, then the gate on
+// its output.
 TEST(CudaGatedAttention, MatchesTheCpuBackend) {
     STRATA_REQUIRE_GPU();
     const std::string& path = test::synth_test_model("tiny-qwen35", TensorType::F32);

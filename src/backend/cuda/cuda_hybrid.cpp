@@ -20,8 +20,8 @@ void CudaBackend::sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n) {
 void CudaBackend::delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) {
     for (const TensorView* v : {w.conv1d, w.dt_bias, w.a, w.norm}) expect_device(*v);
     for (const SeqRun& sr : runs) {
-        Record r{OpKind::DeltaNet, Act::Mixed, Act::AttnOut, layer, sr.n, *w.conv1d, *w.dt_bias,
-                 *w.a};
+        Record r{OpKind::DeltaNet, Act::Mixed, Act::AttnOut, layer, sr.n,
+                 *w.conv1d,        *w.dt_bias, *w.a};
         r.w3 = *w.norm;
         r.seq = sr.seq;
         r.row0 = sr.row0;
@@ -58,8 +58,7 @@ void CudaBackend::launch_hybrid(const Record& r) {
                                   L.conv_state,
                                   L.delta_state,
                                   r.n};
-            cuda::delta_net(shape, {r.w0.f32(), r.w1.f32(), r.w2.f32(), r.w3.f32()}, run,
-                            stream_);
+            cuda::delta_net(shape, {r.w0.f32(), r.w1.f32(), r.w2.f32(), r.w3.f32()}, run, stream_);
             break;
         }
         default:

@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-        for (int e = 0; e < kElems; ++e) m[r][e] = state[(warp + kDeltaWarps * r) * S + lane + 32 * e];
+        for (int e = 0; e < kElems; ++e)
+            m[r][e] = state[(warp + kDeltaWarps * r) * S + lane + 32 * e];
     }
     const float scale = 1.0f / sqrtf(float(S));
 
@@ -180,7 +181,8 @@ __global__ void __launch_bounds__(kDeltaThreads)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-        for (int e = 0; e < kElems; ++e) state[(warp + kDeltaWarps * r) * S + lane + 32 * e] = m[r][e];
+        for (int e = 0; e < kElems; ++e)
+            state[(warp + kDeltaWarps * r) * S + lane + 32 * e] = m[r][e];
     }
 }
 
@@ -255,7 +257,7 @@ void split_query_gate(const float* mixed, float* q, float* gate, int64_t n, int 
 void sigmoid_mul(float* rows, const float* gate, int64_t count, cudaStream_t s) {
     if (count <= 0) return;
     sigmoid_mul_kernel<<<blocks_for(count, kElementThreads), kElementThreads, 0, s>>>(rows, gate,
-                                                                                        count);
+                                                                                      count);
     STRATA_CUDA_LAUNCHED();
 }
 
