@@ -50,6 +50,31 @@ std::pair<uint64_t, uint64_t> layer_bytes_shipped(const ModelInfo& m, const Plan
     return {largest, shipped};
 }
 
+// A hybrid (Gated DeltaNet) model is placed on the GPU like any other; its delta-net layers'
+// recurrent state, held in GPU memory where their keys and values would be, is counted in the
+// GPU's KV cache figure (model/kv_layout.h: kv_layer_bytes).
+TEST(PlanGpu, HybridModelIsResidentWithItsRecurrentStateCounted) {
+    const ModelInfo m = test::synthetic_model_info("qwen35-35b-a3b", "Q4_K_M");
+    const ModelHparams& hp = *m.hparams;
+    ASSERT_TRUE(hp.has_recurrent());
+    auto plan = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, 60 * GiB));
+    ASSERT_TRUE(plan) << plan.error().message;
+    EXPECT_TRUE(plan->gpu_resident()) << plan->gpu_note;
+    const GpuMemoryPlan& g = plan->gpu_memory;
+    EXPECT_EQ(g.kv_cache, kv_cache_bytes(hp, plan->n_ctx, plan->kv_type));
+    uint64_t state = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        if (hp.is_recurrent(l)) state += recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
+    }
+    EXPECT_GT(state, 0u);
+    EXPECT_GE(g.kv_cache, state);
+    // All of it on the GPU, none in RAM.
+    EXPECT_EQ(g.recurrent_state, uint64_t(plan->n_seq) * state);
+    EXPECT_EQ(plan->memory.recurrent_state, 0u);
+    EXPECT_EQ(g.activations, gpu_activation_bytes(hp, {plan->batch, plan->n_ctx}));
+    EXPECT_LE(g.total, g.budget);
+}
+
 TEST(PlanGpu, ModelThatFitsTheGpuIsResidentThere) {
     const ModelInfo m = test::synthetic_model_info("1b", "Q4_K_M");
     auto plan = make_plan(m, with_gpu(70 * GiB), budgets(8 * GiB, 60 * GiB));

@@ -155,11 +155,21 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
         n_head_kv = std::max<uint64_t>(n_head_kv, hp.n_head_kv_at(l));
     }
     const uint64_t q = n_head * hp.head_dim_k, k = n_head_kv * hp.head_dim_k,
-                   v = n_head_kv * hp.head_dim_v, attn = n_head * hp.head_dim_v;
+                   v = n_head_kv * hp.head_dim_v;
+    uint64_t attn = n_head * hp.head_dim_v;
+    // Hybrid models: the gated query or a delta-net layer's q/k/v (Act::Mixed), the output gate,
+    // the delta net's beta and alpha per value head, its output in the attention output's.
+    uint64_t mixed = 0, gate = 0, v_heads = 0;
+    if (hp.has_recurrent()) {
+        mixed = std::max<uint64_t>(2 * q, hp.conv_channels());
+        gate = std::max<uint64_t>(attn, hp.ssm_value_dim());
+        attn = std::max<uint64_t>(attn, hp.ssm_value_dim());
+        v_heads = hp.ssm_dt_rank;
+    }
     const uint64_t ff = widest_ffn(hp);
     const uint64_t used = std::max(1u, hp.n_expert_used);
-    uint64_t bytes = R * (4 * d + q + k + v + attn) * f;  // the activations
-    bytes += 2 * R * ff * f + R * f;                      // gate, up, a scalar per row
+    uint64_t bytes = R * (4 * d + q + k + v + attn + mixed + gate + 2 * v_heads) * f;
+    bytes += 2 * R * ff * f + R * f;  // gate, up, a scalar per row
     bytes += std::max<uint64_t>(uint64_t(kGpuLogitRowsPerChunk) * hp.n_vocab,
                                 R * std::max(1u, hp.n_expert)) *
              f;  // results read back
@@ -173,7 +183,7 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
         bytes += slots * std::max(d, ff) * 5 / 4 + 64 + 3 * 4 * (slots / 64 + 1 + e);
     }
     const uint64_t max_cols = std::max({d, ff, attn});
-    const uint64_t max_weight = d * std::max({ff, q, k, v, d});
+    const uint64_t max_weight = d * std::max({ff, q, k, v, d, mixed, gate});
     bytes += 2 * max_weight + 2 * R * max_cols + kGpuLibraryWorkspace;  // fp16 GEMM staging
     // The int8 codes of a batch (one byte a column) and their scales (at most 8 bytes per 32).
     bytes += R * max_cols + R * max_cols / 4 + 64;

@@ -471,10 +471,6 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
         plan.gpu_note = "a GPU budget of 0";
         return false;
     }
-    if (in.hp.has_recurrent()) {
-        plan.gpu_note = "the GPU backend does not run Gated DeltaNet layers yet";
-        return false;
-    }
     GpuMemoryPlan g;
     g.budget = plan.budgets.gpu_mem;
     for (const ModelTensor& t : in.model.tensors) {

@@ -403,7 +403,17 @@ void count_memory(Plan& plan, const Inputs& in) {
     m.expert_cache = plan.expert_cache.capacity * plan.expert_cache.expert_bytes;
     m.slots = plan.stream.slots * plan.stream.slot_bytes;
     m.kv_cache = in.kv_bytes - plan.gpu_memory.kv_cache;
-    m.recurrent_state = uint64_t(in.options.n_seq) * recurrent_state_bytes(in.hp);
+    // The recurrent state lives with its layer's KV cache: in GPU memory for the GPU's layers.
+    const uint64_t state = uint64_t(in.options.n_seq) * recurrent_state_bytes(in.hp);
+    uint64_t gpu_state = 0;
+    for (uint32_t l = 0; l < in.hp.n_layer && l < plan.layers.size(); ++l) {
+        if (in.hp.is_recurrent(l) && (plan.gpu_resident() || plan.layers[l].on_gpu)) {
+            gpu_state += uint64_t(in.options.n_seq) *
+                         (recurrent_conv_bytes(in.hp) + recurrent_delta_bytes(in.hp));
+        }
+    }
+    plan.gpu_memory.recurrent_state = gpu_state;
+    m.recurrent_state = state - gpu_state;
     m.activations = in.overhead.activations;
     if (plan.gpu_resident()) {
         m.activations = gpu_host_overhead(in, 0).activations;

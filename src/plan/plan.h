@@ -233,8 +233,8 @@ struct MemoryPlan {
     uint64_t slack = 0;   // allocator rounding, page tables
     uint64_t total = 0;   // the sum of the above; never above budget
     uint64_t budget = 0;  // the RAM budget
-    // Of kv_cache: hybrid models' fixed-size recurrent state (model/kv_layout.h), whatever the
-    // context; 0 for others.
+    // Of kv_cache: hybrid models' fixed-size recurrent state (model/kv_layout.h) of the layers
+    // the CPU computes, whatever the context; 0 for others.
     uint64_t recurrent_state = 0;
 
     // What the process holds whatever it loads (baseline and slack), and what one model adds.
@@ -261,6 +261,8 @@ struct GpuMemoryPlan {
     double expert_hit_rate = 0;  // predicted: entries / the CPU's experts
     uint64_t total = 0;          // never above budget
     uint64_t budget = 0;         // the GPU budget
+    // Of kv_cache: the recurrent state of the hybrid models' delta-net layers on the GPU.
+    uint64_t recurrent_state = 0;
 };
 
 struct TierTraffic {

@@ -68,6 +68,7 @@ Result<Plan> from_json(const json& j) {
         p.gpu_memory.expert_cache = g.value("expert_cache", uint64_t(0));
         p.gpu_memory.expert_entries = g.value("expert_entries", 0u);
         p.gpu_memory.expert_entry_bytes = g.value("expert_entry_bytes", uint64_t(0));
+        p.gpu_memory.recurrent_state = g.value("recurrent_state", uint64_t(0));
         p.gpu_memory.expert_hit_rate = g.value("expert_hit_rate", 0.0);
         p.gpu_memory.total = g.at("total");
         p.gpu_memory.budget = g.at("budget");
@@ -212,7 +213,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
               {"expert_entry_bytes", p.gpu_memory.expert_entry_bytes},
               {"expert_hit_rate", p.gpu_memory.expert_hit_rate},
               {"total", p.gpu_memory.total},
-              {"budget", p.gpu_memory.budget}}},
+              {"budget", p.gpu_memory.budget},
+              {"recurrent_state", p.gpu_memory.recurrent_state}}},
             {"stream",
              {{"slots", s.slots},
               {"slot_bytes", s.slot_bytes},

@@ -194,11 +194,12 @@ std::string plan_text(const Plan& p) {
                                      ? format_bytes(p.memory.kv_cache)
                                      : format_bytes(p.memory.kv_cache) + " in RAM and " +
                                            format_bytes(p.gpu_memory.kv_cache) + " on the GPU";
-    // A hybrid model's recurrent state is part of it, the same size whatever the context.
-    const std::string state =
-        p.memory.recurrent_state > 0
-            ? ", with the recurrent state (" + format_bytes(p.memory.recurrent_state) + ")"
-            : std::string();
+    // A hybrid model's recurrent state is part of it (in RAM and on the GPU), the same size
+    // whatever the context.
+    const uint64_t recurrent = p.memory.recurrent_state + p.gpu_memory.recurrent_state;
+    const std::string state = recurrent > 0
+                                  ? ", with the recurrent state (" + format_bytes(recurrent) + ")"
+                                  : std::string();
     kv.add_row({"kv cache", kv_where + " for " + seqs + std::to_string(p.n_ctx) + " tokens (" +
                                 std::string(kv_type_name(p.kv_type)) + ")" + state});
     kv.add_row({"streaming", streaming_line(p)});

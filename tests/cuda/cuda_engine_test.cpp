@@ -8,6 +8,7 @@
 // type (an int8 grid step is 1/254 of a block's range; a wrong kernel is off by O(1)).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -25,8 +26,12 @@ namespace {
 
 struct Outputs {
     std::vector<std::vector<float>> rows;  // prompt rows, then one row per decode step
-    std::vector<int32_t> greedy;           // argmax of every decode step
+    std::vector<int32_t> greedy;           // argmax of every row
 };
+
+int32_t argmax(const std::vector<float>& row) {
+    return int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
 
 // MoE models route every token of both runs to the experts of one fixed trace: a router near
 // tie that the two backends' rounding breaks differently would otherwise send a token to other
@@ -71,6 +76,7 @@ Outputs evaluate(const std::string& path, int gpu, KvType kv) {
         EXPECT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
         out.rows.push_back(logits);
     }
+    for (const auto& row : out.rows) out.greedy.push_back(argmax(row));
     return out;
 }
 
@@ -95,6 +101,9 @@ struct Case {
     std::string preset;
     TensorType type;
     KvType kv = KvType::F16;
+    // The greedy choices must agree too (float weights, where the rounding the two backends
+    // differ by is far below the gaps between the tiny models' top logits).
+    bool greedy = false;
 };
 
 class CudaEngine : public ::testing::TestWithParam<Case> {};
@@ -117,6 +126,9 @@ TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
     }
     // With 8-bit activations, rounding flips make a few rows worse; a wrong kernel makes them
     // all so. (Float types differ by rounding alone, about as much in every row.)
+    if (c.greedy) {
+        EXPECT_EQ(gpu.greedy, cpu.greedy) << "greedy ids";
+    }
     const double mean = sum / double(cpu.rows.size());
     const bool float_type =
         c.type == TensorType::F32 || c.type == TensorType::F16 || c.type == TensorType::BF16;
@@ -148,9 +160,40 @@ std::vector<Case> cases() {
         out.push_back({"tiny-gpt-oss", t});
     }
     out.push_back({"tiny-gpt-oss", TensorType::Q8_0, KvType::Q8_0});
+    // The hybrids (Gated DeltaNet layers and gated attention): a prompt in two batches carries
+    // the recurrent state across them, the decode steps replay it in graphs.
+    for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe"}) {
+        out.push_back({preset, TensorType::F32, KvType::F16, true});
+        out.push_back({preset, TensorType::Q8_0});
+        out.push_back({preset, TensorType::Q4_K});
+    }
+    out.push_back({"tiny-qwen35", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny-qwen3", TensorType::Q4_K, KvType::Q8_0});
     return out;
+}
+
+// A hybrid model on the GPU keeps a prefix only whole (engine_hybrid_test's rule): cut shorter,
+// the sequence starts again with its recurrent state in GPU memory forgotten, and the same prompt
+// gives the same logits as the first time.
+TEST(CudaEngineHybrid, ForgetsTheRecurrentStateWhenTheSequenceStartsAgain) {
+    STRATA_REQUIRE_GPU();
+    const std::string& path = test::synth_test_model("tiny-qwen35", TensorType::Q8_0);
+    ModelLoadOptions options;
+    options.engine.threads = 2;
+    options.engine.n_ctx = 96;
+    options.gpu = 0;
+    auto loaded = LoadedModel::load(path, options);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    engine::Engine& e = *(*loaded)->engine;
+    const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81, 97};
+    std::vector<float> fresh, again, logits;
+    ASSERT_TRUE(e.eval(prompt, engine::LogitsWanted::Last, fresh));
+    const int32_t t = 5;
+    ASSERT_TRUE(e.eval({&t, 1}, engine::LogitsWanted::Last, logits));
+    EXPECT_EQ(e.truncate(3), 0u);
+    ASSERT_TRUE(e.eval(prompt, engine::LogitsWanted::Last, again));
+    EXPECT_LE(test::rel_l2(again, fresh), 1e-6) << "the recurrent state was not forgotten";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaEngine, ::testing::ValuesIn(cases()), [](const auto& p) {

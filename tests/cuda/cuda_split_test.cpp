@@ -550,13 +550,13 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CudaSplit,
-    ::testing::Values(Case{"tiny", GpuSplit::Layers}, Case{"tiny-qwen2", GpuSplit::Layers},
-                      Case{"tiny-moe", GpuSplit::Layers}, Case{"tiny-moe", GpuSplit::Experts},
-                      Case{"tiny-qwen2moe", GpuSplit::Experts},
-                      Case{"tiny-qwen3moe", GpuSplit::Experts},
-                      Case{"tiny", GpuSplit::Layers, true},
-                      Case{"tiny-moe", GpuSplit::Experts, true},
-                      Case{"tiny-qwen3moe", GpuSplit::Experts, true}),
+    ::testing::Values(
+        Case{"tiny", GpuSplit::Layers}, Case{"tiny-qwen2", GpuSplit::Layers},
+        Case{"tiny-moe", GpuSplit::Layers}, Case{"tiny-moe", GpuSplit::Experts},
+        Case{"tiny-qwen2moe", GpuSplit::Experts}, Case{"tiny-qwen3moe", GpuSplit::Experts},
+        Case{"tiny-qwen35", GpuSplit::Layers}, Case{"tiny-qwen35moe", GpuSplit::Layers},
+        Case{"tiny-qwen35moe", GpuSplit::Experts}, Case{"tiny", GpuSplit::Layers, true},
+        Case{"tiny-moe", GpuSplit::Experts, true}, Case{"tiny-qwen3moe", GpuSplit::Experts, true}),
     [](const auto& p) {
         return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)) +
                                (p.param.streamed ? "_streamed" : ""));

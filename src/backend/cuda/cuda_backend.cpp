@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/delta_net.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq.h"
 #include "model/activation_memory.h"
@@ -36,9 +37,18 @@ GpuShapes shapes_of(const BackendConfig& c) {
     s.attn = int64_t(n_head) * hp.head_dim_v;
     s.ff = widest_ffn(hp);
     s.n_expert_used = std::max<int64_t>(1, hp.n_expert_used);
+    if (hp.has_recurrent()) {
+        // A gated query is each head's query and gate; a delta-net layer's q/k/v before its
+        // convolution, its output gate z and its output (in AttnOut) span its heads.
+        const int64_t value_dim = int64_t(hp.ssm_value_dim());
+        s.mixed = std::max(2 * s.q, int64_t(hp.conv_channels()));
+        s.gate = std::max(s.attn, value_dim);
+        s.attn = std::max(s.attn, value_dim);
+        s.v_heads = hp.ssm_dt_rank;
+    }
     s.max_cols = std::max({s.d, s.ff, s.attn});
     // The largest matrix of a layer (the head is multiplied in tiles of this size).
-    s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d});
+    s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d, s.mixed, s.gate});
     return s;
 }
 
@@ -64,17 +74,18 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
     if (hp_.expert_activation == FfnActivation::SwigluOai) {
         glu_ = Glu{true, kSwigluOaiAlpha, kSwigluOaiLimit};
     }
+    if (hp_.has_recurrent()) {
+        STRATA_TRY(check_delta_net_sizes(int(hp_.ssm_d_state), int(hp_.ssm_d_conv),
+                                         int(hp_.ssm_n_group), int(hp_.ssm_dt_rank)));
+    }
     STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
     STRATA_ASSIGN(attention_,
                   GpuAttention::create(hp_, config.n_ctx, uint32_t(s.rows), config.tuning.pdl));
     STRATA_ASSIGN(matmul_,
                   Matmul::create(s.max_weight, s.rows, s.max_cols, stream_, config.tuning));
 
-    // The hybrid models' activations (Mixed .. Alpha) are none of this backend's: it refuses them.
-    const std::array<int64_t, size_t(Act::Count)> cols = {s.d, s.d, s.q, s.k, s.v, s.attn,
-                                                          s.d, s.d, 0,   0,   0,   0};
-    for (size_t a = 0; a < cols.size(); ++a) {
-        STRATA_ASSIGN(acts_[a], floats(s.rows * cols[a]));
+    for (size_t a = 0; a < size_t(Act::Count); ++a) {
+        STRATA_ASSIGN(acts_[a], floats(s.rows * act_cols(Act(a))));
     }
     STRATA_ASSIGN(gate_, floats(s.rows * s.ff));
     STRATA_ASSIGN(up_, floats(s.rows * s.ff));
@@ -165,12 +176,17 @@ void CudaBackend::read_act(Act a, float* x, int64_t n, int64_t cols) {
 
 const float* CudaBackend::peek(Act a, int64_t rows) {
     flush();
-    const std::array<int64_t, size_t(Act::Count)> cols = {
-        shapes_.d, shapes_.d, shapes_.q, shapes_.k, shapes_.v, shapes_.attn,
-        shapes_.d, shapes_.d, 0,         0,         0,         0};
-    peeked_.resize(size_t(rows * cols[size_t(a)]));
-    to_host(peeked_.data(), act(a), rows * cols[size_t(a)]);
+    peeked_.resize(size_t(rows * act_cols(a)));
+    to_host(peeked_.data(), act(a), rows * act_cols(a));
     return peeked_.data();
+}
+
+int64_t CudaBackend::act_cols(Act a) const {
+    const GpuShapes& s = shapes_;
+    // Mixed .. Alpha are the hybrid models' (0 for others).
+    const std::array<int64_t, size_t(Act::Count)> cols = {
+        s.d, s.d, s.q, s.k, s.v, s.attn, s.d, s.d, s.mixed, s.gate, s.v_heads, s.v_heads};
+    return cols[size_t(a)];
 }
 
 void CudaBackend::embed(const TensorView& table, std::span<const int32_t> tokens) {
@@ -327,8 +343,9 @@ uint64_t CudaBackend::weight_bytes(const Record& r) {
 
 std::string CudaBackend::profile_name(const Record& r) const {
     static constexpr const char* kNames[] = {
-        "embed", "rms_norm",     "linear", "rope_store_kv", "attention",
-        "ffn",   "sigmoid_gate", "add",    "head",          "experts"};
+        "embed",        "rms_norm", "linear", "rope_store_kv", "attention",        "ffn",
+        "sigmoid_gate", "add",      "head",   "experts",       "split_query_gate", "sigmoid_mul",
+        "delta_net"};
     std::string name = kNames[size_t(r.kind)];
     if (r.w0.present() && r.kind != OpKind::RmsNorm) {
         name += " " + std::string(tensor_type_name(r.w0.type)) + " " + std::to_string(r.w0.ne[0]) +
@@ -397,6 +414,11 @@ void CudaBackend::launch_op(const Record& r, bool recorded, TensorType quantized
         case OpKind::Experts:
             routed(r);
             break;
+        case OpKind::SplitQueryGate:
+        case OpKind::SigmoidMul:
+        case OpKind::DeltaNet:
+            launch_hybrid(r);
+            break;
     }
 }
 
@@ -430,10 +452,6 @@ void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const Tensor
 namespace strata {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, int device) {
-    if (config.hp.has_recurrent()) {
-        return err("the CUDA backend cannot run ", config.hp.arch,
-                   " yet (Gated DeltaNet layers): run it on the CPU (--gpu-mem 0)");
-    }
     const gpu::Devices& devs = gpu::devices();
     if (device < 0 || size_t(device) >= devs.list.size()) {
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);

@@ -4,7 +4,8 @@
 //   cuda_graphs.cpp   the decode step's tape and its CUDA graphs (recording, capture, replay);
 //   cuda_experts.cpp  routed experts: from the host's choices, from the expert entries, and
 //                     routed on the device;
-//   cuda_staging.cpp  weights staged from host memory for a prompt batch.
+//   cuda_staging.cpp  weights staged from host memory for a prompt batch;
+//   cuda_hybrid.cpp   the hybrid models' operations (Gated DeltaNet, the gated query).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -45,6 +46,8 @@ inline constexpr int64_t kLogitRowsPerChunk = 16;
 struct GpuShapes {
     int64_t rows = 0;  // batch rows
     int64_t d = 0, q = 0, k = 0, v = 0, attn = 0, ff = 0;
+    // Hybrid models (0 for others): Act::Mixed, Act::Gate, and Act::Beta and Act::Alpha.
+    int64_t mixed = 0, gate = 0, v_heads = 0;
     int64_t n_expert_used = 0;
     int64_t max_cols = 0, max_weight = 0;
 };
@@ -62,7 +65,11 @@ enum class OpKind : uint8_t {
     SigmoidGate,
     Add,
     Head,
-    Experts  // routed on the device: router, top-k, the chosen experts, their weighted sum
+    Experts,  // routed on the device: router, top-k, the chosen experts, their weighted sum
+    // Hybrid models (cuda_hybrid.cpp):
+    SplitQueryGate,  // Mixed -> Q and Gate
+    SigmoidMul,      // a *= sigmoid(b) over `cols` values of n rows
+    DeltaNet         // a run of a sequence (seq, row0, n): w0..w3 conv1d, dt_bias, a, norm
 };
 
 // The most projections of one input a Linear record holds (q, k and v).
@@ -91,6 +98,7 @@ struct Record {
     // RopeStoreKv, Attention: the sequence whose KV cache the rows use, and the first row.
     int seq = 0;
     int64_t row0 = 0;
+    int64_t cols = 0;  // SigmoidMul: values per row
 };
 
 // The weights of a record, in order.
@@ -157,6 +165,13 @@ class CudaBackend final : public Backend {
                     Act out, int64_t n) override;
     void sigmoid_gate(const TensorView& gate, Act in, Act rows, int64_t n) override;
     void add(Act into, Act from, int64_t n) override;
+    // ---- hybrid models (cuda_hybrid.cpp)
+    void split_query_gate(int layer, int64_t n) override;
+    void sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n) override;
+    // One record per run: the convolution and the delta rule over the sequence's state in its
+    // KV cache (kv_cache_gpu.h), captured in a decode step's graph like attention.
+    void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override;
+    void reset_recurrent(int seq) override;
     void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
                          int64_t rows) override;
     void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override;
@@ -196,6 +211,8 @@ class CudaBackend final : public Backend {
     }
     static float* dev(const gpu::DeviceBuffer& b) { return reinterpret_cast<float*>(b.data()); }
     float* act(Act a) const { return dev(acts_[size_t(a)]); }
+    // Floats per row of each activation.
+    int64_t act_cols(Act a) const;
     float* scalar() const { return dev(scalar_); }
     float* host_out() const { return dev(host_out_); }
     StepParams* step_dev() const { return reinterpret_cast<StepParams*>(step_.data()); }
@@ -234,6 +251,8 @@ class CudaBackend final : public Backend {
     void launch_op(const Record& r, bool recorded, TensorType quantized, cuda::Q8Rows q8);
 
     void to_host(float* dst, const float* src, int64_t count);
+    // The hybrid models' records (cuda_hybrid.cpp).
+    void launch_hybrid(const Record& r);
     void expect_device(const TensorView& t) const;
     // out = down(glu(gate x + gate_bias, up x + up_bias)) + down_bias (null biases: none).
     void ffn(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,

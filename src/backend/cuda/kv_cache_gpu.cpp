@@ -53,7 +53,14 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
                        " positions cannot hold its window of ", std::to_string(L.window),
                        " (a layer of full attention holds the whole context)");
         }
-        if (L.held) {
+        if (hp.is_recurrent(l)) {
+            if (L.held) {
+                offsets[l].k = total;
+                total += recurrent_conv_bytes(hp);
+                offsets[l].v = total;
+                total += recurrent_delta_bytes(hp);
+            }
+        } else if (L.held) {
             const uint64_t slots = uint64_t(L.slots);
             offsets[l].k = total;
             total += round_up(kv_row_bytes(type, uint64_t(L.n_head_kv) * hp.head_dim_k) * slots,
@@ -82,6 +89,13 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         GpuKvLayer& L = c.layers_[l];
         if (!L.held) continue;
+        if (hp.is_recurrent(l)) {
+            L.conv_state = reinterpret_cast<float*>(c.buffer_.data() + offsets[l].k);
+            L.delta_state = reinterpret_cast<float*>(c.buffer_.data() + offsets[l].v);
+            c.state_bytes_.push_back(
+                {offsets[l].k, offsets[l].v - offsets[l].k + recurrent_delta_bytes(hp)});
+            continue;
+        }
         auto place = [&](GpuKvPlane& p, uint64_t offset) {
             p.data = c.buffer_.data() + offset;
             if (type == KvType::Q8_0) {
@@ -95,6 +109,12 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
         place(L.v, offsets[l].v);
     }
     return c;
+}
+
+void GpuKvCache::clear_recurrent(cudaStream_t s) {
+    for (const auto& [offset, size] : state_bytes_) {
+        STRATA_CUDA(cudaMemsetAsync(buffer_.data() + offset, 0, size, s));
+    }
 }
 
 }  // namespace strata::cuda

@@ -18,6 +18,7 @@
 //   Q8_0: the 32-element blocks of the reference format, split in two arrays so the codes stay
 //         16-byte aligned: int8 codes [n_head_kv][slots][head_dim], then fp16 scales
 //         [n_head_kv][slots][head_dim / 32]. Same bytes as the blocks (34 per 32 elements).
+// A recurrent layer takes recurrent_conv_bytes + recurrent_delta_bytes (its state) instead.
 // Each layer's keys, then its values, take kv_row_bytes(type, n_head_kv * head_dim) * slots
 // bytes rounded up to kKvLayerAlign, exactly as the plan counts them (kv_layout.h), so the
 // plan's figure for the cache is what the GPU holds.
@@ -26,12 +27,18 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu.h"
 #include "model/hparams.h"
 #include "model/kv_layout.h"
 #include "util/result.h"
+
+// cudaStream_t as the CUDA runtime declares it (driver_types.h), so code built without the CUDA
+// include path (the tests) can include this header.
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
 
 namespace strata::cuda {
 
@@ -52,6 +59,11 @@ struct GpuKvLayer {
     int slots = 0;      // positions held per head: n_ctx, or a sliding window's ring
     int window = 0;     // a query sees the `window` positions up to its own; 0: all before it
     bool held = false;  // false: this cache holds nothing for the layer
+    // A recurrent (Gated DeltaNet) layer holds no keys or values but its state, F32 and laid out
+    // as the CPU's (delta_net.h): the convolution's last inputs and the delta state, zero at
+    // first. Null for attention layers and layers not held.
+    float* conv_state = nullptr;
+    float* delta_state = nullptr;
 };
 
 // How many positions a layer keeps (slots) and sees (window), per layer; empty vectors: every
@@ -82,11 +94,14 @@ class GpuKvCache {
     uint64_t bytes() const { return buffer_.size(); }
     int n_layer() const { return int(layers_.size()); }
     const GpuKvLayer& layer(int l) const { return layers_[size_t(l)]; }
+    // Zeroes every recurrent layer's state (the sequence starts again), in order on stream s.
+    void clear_recurrent(cudaStream_t s);
 
   private:
     KvType type_ = KvType::F16;
     uint32_t n_ctx_ = 0;
     std::vector<GpuKvLayer> layers_;
+    std::vector<std::pair<uint64_t, uint64_t>> state_bytes_;  // recurrent layers': offset, size
     gpu::DeviceBuffer buffer_;
 };
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
@@ -37,7 +38,9 @@ __device__ void rope_angle(const RopeParams& rp, int i, int pos, float* c, float
     float theta = float(pos);
     for (int j = 0; j < i; ++j) theta = __fmul_rn(theta, rp.theta_scale);
     const float ff = rp.freq_factors ? rp.freq_factors[i] : 1.0f;
-    const float extrap = __fdiv_rn(theta, ff);
+    // A pair of multi-section rope's position-0 section turns by no angle (as rope_angles).
+    const bool still = rp.unrotated && rp.unrotated[i];
+    const float extrap = __fdiv_rn(still ? 0.0f : theta, ff);
     const float interp = __fmul_rn(rp.freq_scale, extrap);
     float t = interp;
     if (rp.ext_factor != 0.0f) {
@@ -194,6 +197,17 @@ Result<GpuRope> GpuRope::create(const RopeConfig& rc) {
         STRATA_TRY(gpu::copy(g.freq_factors_.data(), rc.freq_factors.data(), half * sizeof(float),
                              gpu::CopyKind::HostToDevice));
         p.freq_factors = reinterpret_cast<const float*>(g.freq_factors_.data());
+    }
+    if (!rc.unrotated_pairs.empty() && half > 0) {
+        if (rc.unrotated_pairs.size() < half) {
+            return err("rope: ", std::to_string(rc.unrotated_pairs.size()), " section flags for ",
+                       std::to_string(half), " rotation pairs");
+        }
+        std::vector<unsigned char> flags(half);
+        for (size_t i = 0; i < half; ++i) flags[i] = rc.unrotated_pairs[i] ? 1 : 0;
+        STRATA_ASSIGN(g.unrotated_, gpu::DeviceBuffer::allocate(half));
+        STRATA_TRY(gpu::copy(g.unrotated_.data(), flags.data(), half, gpu::CopyKind::HostToDevice));
+        p.unrotated = reinterpret_cast<const unsigned char*>(g.unrotated_.data());
     }
     // (nvcc's front end does not apply C++20's implicit move to a converting return)
     return Result<GpuRope>(std::move(g));

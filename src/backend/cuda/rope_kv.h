@@ -38,11 +38,15 @@ struct RopeParams {
     float ramp_denom = 1.0f;  // max(0.001, corr_high - corr_low)
     float mscale = 1.0f;      // attn_factor, times YaRN's magnitude correction when ext_factor != 0
     const float* freq_factors = nullptr;  // device, n_rot/2 divisors of theta, or null
+    // device, n_rot/2 flags (RopeConfig::unrotated_pairs: multi-section rope's pairs that turn
+    // by no angle), or null when every pair turns
+    const unsigned char* unrotated = nullptr;
 };
 
 class GpuRope {
   public:
-    // Uploads rc.freq_factors. Errors: an odd n_rot, or fewer factors than n_rot/2.
+    // Uploads rc.freq_factors and rc.unrotated_pairs. Errors: an odd n_rot, or fewer factors than
+    // n_rot/2.
     static Result<GpuRope> create(const RopeConfig& rc);
 
     const RopeConfig& config() const { return rc_; }
@@ -51,7 +55,7 @@ class GpuRope {
   private:
     RopeConfig rc_;
     RopeParams params_;
-    gpu::DeviceBuffer freq_factors_;
+    gpu::DeviceBuffer freq_factors_, unrotated_;
 };
 
 // For each of the n tokens t at position p = *pos0 + t (pos0: one int32 in device memory):
