@@ -42,7 +42,6 @@ TEST(GptOssModel, HparamsAndTensorsOfTheTinyPreset) {
     EXPECT_TRUE(hp->has_qkv_bias);
     EXPECT_TRUE(hp->ffn_norm_is_post_attention);
     EXPECT_FALSE(hp->tied_output);
-    EXPECT_TRUE(hp->has_cpu_only_ops());
     const TensorCheck check = check_tensors(*file, *hp);
     EXPECT_TRUE(check.errors.empty()) << check.errors.front();
     EXPECT_TRUE(check.warnings.empty()) << check.warnings.front();

@@ -235,7 +235,7 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                 std::vector<float> weights(static_cast<size_t>(rows * ku));
                 for (int64_t t = 0; t < rows; ++t) {
                     engine::route_token(&router_logits[size_t(t * ne)],
-                                        {ne, ku, norm, ExpertGating::Softmax, nullptr, 0},
+                                        {ne, ku, norm, nullptr, 0, ExpertGating::Softmax},
                                         &chosen[size_t(t * ku)], &weights[size_t(t * ku)]);
                 }
                 p.cpu->begin_experts(rows, ku, false);

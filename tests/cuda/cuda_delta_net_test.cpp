@@ -231,8 +231,8 @@ TEST(CudaGatedAttention, MatchesTheCpuBackend) {
     attend({&prompt, 1});
     expect_close(Act::Q, n, dq, 1e-5, "multi-section rope (+ q norm)");
     expect_close(Act::K, n, dk, 1e-5, "multi-section rope (+ k norm)");
-    cpu.attention(layer, {&prompt, 1});
-    cuda.attention(layer, {&prompt, 1});
+    cpu.attention(layer, TensorView{}, {&prompt, 1});
+    cuda.attention(layer, TensorView{}, {&prompt, 1});
     for (Backend* b : {&cpu, &cuda}) b->sigmoid_mul(Act::AttnOut, Act::Gate, da, n);
     // The CPU rounds attention weights to fp16 (cuda_backend_ops_test says why).
     expect_close(Act::AttnOut, n, da, 1e-3, "attention, gated");
