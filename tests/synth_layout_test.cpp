@@ -230,6 +230,14 @@ TEST(TensorLayout, RolesAndLayersAgreeWithNameClassification) {
         if (traits.always_moe) {
             hp.n_expert = 4;
             hp.n_expert_used = 1;
+            hp.n_ff_exp = 32;  // families whose files must give the expert width
+        }
+        if (traits.hybrid_delta_net) {  // the delta net's sizes have no defaults
+            hp.ssm_d_conv = 4;
+            hp.ssm_d_state = 16;
+            hp.ssm_n_group = 2;
+            hp.ssm_dt_rank = 4;
+            hp.ssm_d_inner = 64;
         }
         for (const auto& t : tensor_layout(hp)) {
             const TensorName n = classify_tensor_name(t.name);

@@ -24,7 +24,8 @@ bool same(const Record& x, const Record& y) {
            x.norm_weights == y.norm_weights && x.gating == y.gating &&
            x.expert_biases.gate == y.expert_biases.gate &&
            x.expert_biases.up == y.expert_biases.up &&
-           x.expert_biases.down == y.expert_biases.down && x.glu.oai == y.glu.oai && x.cols == y.cols;
+           x.expert_biases.down == y.expert_biases.down && x.glu.oai == y.glu.oai &&
+           x.cols == y.cols;
 }
 
 }  // namespace
