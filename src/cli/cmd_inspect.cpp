@@ -183,7 +183,12 @@ void print_summary(const ModelInfo& info) {
 
     if (const auto& hp = info.hparams) {
         kv.add_row({"context", grouped(hp->n_ctx_train) + " tokens"});
-        kv.add_row({"layers", std::to_string(hp->n_layer)});
+        std::string layers = std::to_string(hp->n_layer);
+        if (hp->n_layer_nextn > 0) {
+            layers += " (+" + std::to_string(hp->n_layer_nextn) + " multi-token-prediction, " +
+                      format_bytes(info.set_aside_totals.bytes) + ", not used)";
+        }
+        kv.add_row({"layers", layers});
         kv.add_row({"embedding", std::to_string(hp->n_embd)});
         kv.add_row({"attention", attention_line(*hp)});
         if (hp->is_moe()) {
