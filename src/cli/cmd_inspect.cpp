@@ -169,7 +169,8 @@ void print_summary(const ModelInfo& info) {
     kv.add_row({"format", "GGUF v" + std::to_string(f.version) + ", " + format_bytes(f.file_size) +
                               " (" + grouped(f.file_size) + " bytes), " +
                               std::to_string(f.metadata.size()) + " metadata keys, " +
-                              std::to_string(f.tensors.size()) + " tensors"});
+                              std::to_string(f.tensors.size() + info.set_aside.size()) +
+                              " tensors"});
     if (auto name = f.get_string("general.name")) kv.add_row({"name", *name});
     std::string arch = info.arch.empty() ? "unknown (no general.architecture)" : info.arch;
     if (!info.arch.empty() && !info.hparams) arch += " (not runnable, see the warnings)";
