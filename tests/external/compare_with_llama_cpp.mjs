@@ -353,7 +353,7 @@ async function runCase(llama, c, dir) {
       const n = ids.forced.length;
       const swaps = f.swaps.length ? ` (expert swap at ${f.swaps.join(",")} of ${n})` : "";
       lines.push(
-        `${name.padEnd(22)} ${mode.padEnd(13)} logits max|diff| ${f.maxDiff.toFixed(4)}` +
+        `${name.padEnd(26)} ${mode.padEnd(13)} logits max|diff| ${f.maxDiff.toFixed(4)}` +
           ` (${(100 * f.maxRel).toFixed(2)}% of top)${swaps}  top-1 ${(100 * f.top1).toFixed(1)}%` +
           `  mean KL ${f.kl.toExponential(2)}  greedy ${matched} of ${GREEDY_STEPS}`,
       );
@@ -393,7 +393,7 @@ async function main() {
       if (only && !only.test(caseName(c))) continue;
       const r = await runCase(llama, c, dir);
       if (r.skipped) {
-        console.log(`${r.name.padEnd(22)} skipped: ${r.skipped}`);
+        console.log(`${r.name.padEnd(26)} skipped: ${r.skipped}`);
         continue;
       }
       ++ran;
