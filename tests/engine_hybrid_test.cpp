@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "engine_test_support.h"
+#include "gguf/reader.h"
+#include "model/hparams.h"
 #include "model/kv_layout.h"
 #include "runtime/loaded_model.h"
+#include "synth/generator.h"
 #include "synth/synth_config.h"
 #include "test_support.h"
 
@@ -98,6 +101,100 @@ TEST(EngineHybrid, APrefixIsKeptOnlyWhole) {
     // Chunks cut at other places sum in another order: float rounding, which may tip an 8-bit
     // activation rounding a step (engine_invariants_test.cpp's kFlipTol), nothing more.
     EXPECT_LT(worst, 4.0 / 127 * scale);
+}
+
+// The reference converter appends the multi-token-prediction block after the trunk and counts it
+// in block_count. strata runs the trunk: the file with the block gives the logits of the file
+// without it (the trunk's weights are seeded by name, so they are the same bytes), in every
+// mode, and neither the plan nor the store counts or reads the block.
+TEST(EngineHybrid, MultiTokenPredictionBlocksAreSetAside) {
+    const std::string& plain = test::synth_test_model("tiny-qwen35moe", TensorType::Q4_K);
+    test::TempDir dir;
+    SynthConfig config;
+    config.hparams = *synth_preset("tiny-qwen35moe");
+    config.hparams.n_layer_nextn = 1;
+    config.weights = TensorType::Q4_K;
+    config.threads = 2;
+    const std::string with_mtp = dir.file("tiny-qwen35moe-mtp.gguf");
+    auto written = write_synthetic_model(config, with_mtp, /*overwrite=*/true);
+    ASSERT_TRUE(written) << written.error().message;
+
+    for (const std::string mode : {"resident", "expert-stream"}) {
+        SCOPED_TRACE(mode);
+        auto want_model = test::load_in_mode(plain, mode, small_options());
+        auto got_model = test::load_in_mode(with_mtp, mode, small_options());
+        ASSERT_TRUE(want_model && got_model);
+        const ModelInfo& info = got_model->info;
+        ASSERT_TRUE(info.hparams);
+        EXPECT_EQ(info.hparams->n_layer, 4u);
+        EXPECT_EQ(info.hparams->n_layer_nextn, 1u);
+        EXPECT_EQ(info.hparams->recurrent_layers.size(), 4u);
+        // The block's attention, FFN, shared expert and own tensors: set aside, named in a note.
+        EXPECT_GE(info.set_aside.size(), 15u);
+        EXPECT_EQ(info.file.tensors.size(), want_model->info.file.tensors.size());
+        EXPECT_EQ(info.totals.bytes, want_model->info.totals.bytes);
+        EXPECT_TRUE(std::any_of(info.warnings.begin(), info.warnings.end(), [](auto& w) {
+            return w.find("1 multi-token-prediction layer") != std::string::npos;
+        }));
+        ASSERT_EQ(got_model->plan.has_value(), want_model->plan.has_value());
+        if (got_model->plan) {
+            EXPECT_EQ(got_model->plan->memory.resident_weights,
+                      want_model->plan->memory.resident_weights);
+            EXPECT_EQ(got_model->plan->memory.expert_cache, want_model->plan->memory.expert_cache);
+            EXPECT_EQ(got_model->plan->memory.slots, want_model->plan->memory.slots);
+        }
+        EXPECT_EQ(got_model->loaded_bytes, want_model->loaded_bytes);
+
+        const std::vector<float> want =
+            test::prompt_then_decode(*want_model->engine, kPrompt, engine::LogitsWanted::All);
+        const std::vector<float> got =
+            test::prompt_then_decode(*got_model->engine, kPrompt, engine::LogitsWanted::All);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    }
+}
+
+// Sets <arch>.<key> in the file's metadata, replacing it when present.
+void set_key(GgufFile& f, const std::string& key, Value v) {
+    for (MetadataEntry& m : f.metadata) {
+        if (m.key == key) {
+            m.value = std::move(v);
+            return;
+        }
+    }
+    f.metadata.push_back({key, std::move(v)});
+    f.reindex();
+}
+
+TEST(EngineHybrid, RecurrentLayersAndPredictionBlocksFromTheMetadata) {
+    auto file = read_gguf(test::synth_test_model("tiny-qwen35moe", TensorType::Q4_K));
+    ASSERT_TRUE(file) << file.error().message;
+    GgufFile f = std::move(*file);
+
+    // One bool per layer of the file, the multi-token-prediction block included.
+    set_key(f, "qwen35moe.block_count", Value(uint32_t{5}));
+    set_key(f, "qwen35moe.nextn_predict_layers", Value(uint32_t{1}));
+    Array listed{ValueType::BOOL, {}};
+    for (bool b : {false, true, false, true, false}) listed.items.emplace_back(b);
+    set_key(f, "qwen35moe.attention.recurrent_layers", Value(listed));
+    auto hp = load_hparams(f);
+    ASSERT_TRUE(hp) << hp.error().message;
+    EXPECT_EQ(hp->n_layer, 4u);
+    EXPECT_EQ(hp->n_layer_nextn, 1u);
+    EXPECT_EQ(hp->recurrent_layers, (std::vector<bool>{false, true, false, true}));
+
+    // A list of the trunk's length only does not fit block_count.
+    listed.items.pop_back();
+    set_key(f, "qwen35moe.attention.recurrent_layers", Value(listed));
+    hp = load_hparams(f);
+    ASSERT_FALSE(hp);
+    EXPECT_NE(hp.error().message.find("attention.recurrent_layers"), std::string::npos);
+
+    // Every layer a prediction block: no trunk.
+    set_key(f, "qwen35moe.nextn_predict_layers", Value(uint32_t{5}));
+    hp = load_hparams(f);
+    ASSERT_FALSE(hp);
+    EXPECT_NE(hp.error().message.find("no trunk layer"), std::string::npos);
 }
 
 }  // namespace

@@ -169,7 +169,8 @@ void print_summary(const ModelInfo& info) {
     kv.add_row({"format", "GGUF v" + std::to_string(f.version) + ", " + format_bytes(f.file_size) +
                               " (" + grouped(f.file_size) + " bytes), " +
                               std::to_string(f.metadata.size()) + " metadata keys, " +
-                              std::to_string(f.tensors.size()) + " tensors"});
+                              std::to_string(f.tensors.size() + info.set_aside.size()) +
+                              " tensors"});
     if (auto name = f.get_string("general.name")) kv.add_row({"name", *name});
     std::string arch = info.arch.empty() ? "unknown (no general.architecture)" : info.arch;
     if (!info.arch.empty() && !info.hparams) arch += " (not runnable, see the warnings)";
@@ -183,7 +184,12 @@ void print_summary(const ModelInfo& info) {
 
     if (const auto& hp = info.hparams) {
         kv.add_row({"context", grouped(hp->n_ctx_train) + " tokens"});
-        kv.add_row({"layers", std::to_string(hp->n_layer)});
+        std::string layers = std::to_string(hp->n_layer);
+        if (hp->n_layer_nextn > 0) {
+            layers += " (+" + std::to_string(hp->n_layer_nextn) + " multi-token-prediction, " +
+                      format_bytes(info.set_aside_totals.bytes) + ", not used)";
+        }
+        kv.add_row({"layers", layers});
         kv.add_row({"embedding", std::to_string(hp->n_embd)});
         kv.add_row({"attention", attention_line(*hp)});
         if (hp->is_moe()) {

@@ -27,7 +27,7 @@ struct SynthOptions {
     unsigned threads = 0;
     bool force = false, pure = false;
     uint32_t layers = 0, embd = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0;
-    uint32_t experts = 0, experts_used = 0, ff_exp = 0, ff_shexp = 0, ctx = 0;
+    uint32_t experts = 0, experts_used = 0, ff_exp = 0, ff_shexp = 0, ctx = 0, nextn = 0;
     // Which shape flags were given (a given 0 is an override too, e.g. --experts 0).
     CLI::Option *o_layers = nullptr, *o_embd = nullptr, *o_ff = nullptr, *o_heads = nullptr,
                 *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_experts = nullptr,
@@ -83,6 +83,7 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     apply(o.o_ff_exp, o.ff_exp, hp->n_ff_exp);
     apply(o.o_ff_shexp, o.ff_shexp, hp->n_ff_shexp);
     apply(o.o_ctx, o.ctx, hp->n_ctx_train);
+    hp->n_layer_nextn = o.nextn;
     if (o.o_heads->count() > 0 && o.o_kv_heads->count() == 0 && hp->n_head_kv > hp->n_head) {
         hp->n_head_kv = hp->n_head;  // fewer heads than the preset's kv heads: no GQA
     }
@@ -161,6 +162,9 @@ void add_synth(CLI::App& app) {
     o->o_ff_exp = cmd->add_option("--ff-exp", o->ff_exp, "Expert FFN width (qwen MoE)");
     o->o_ff_shexp = cmd->add_option("--ff-shexp", o->ff_shexp, "Shared expert width (qwen2moe)");
     o->o_ctx = cmd->add_option("--ctx", o->ctx, "Training context length");
+    cmd->add_option("--nextn", o->nextn,
+                    "Multi-token-prediction blocks after the trunk, as the reference converter "
+                    "writes them (hybrid families; --layers counts the trunk only)");
     cmd->add_option("--type", o->type,
                     "Weight type (F16 default, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, "
                     "Q4_K, Q5_K, IQ4_NL, MXFP4) or llama-quantize mix (Q2_K, Q3_K_S, Q3_K_M, "

@@ -352,10 +352,42 @@ Result<void> load_rope(const ArchKeys& keys, const ArchTraits& traits, ModelHpar
     return {};
 }
 
+// Which trunk layers are delta nets: <arch>.attention.recurrent_layers, one bool per layer of
+// the file (multi-token-prediction blocks included), or else every full_attention_interval-th
+// layer is full attention (4 by default).
+Result<void> load_recurrent_layers(const GgufFile& f, const ArchKeys& keys, uint32_t n_layer_all,
+                                   ModelHparams& hp) {
+    hp.recurrent_layers.assign(hp.n_layer, false);
+    if (const Value* listed = f.find(keys.key("attention.recurrent_layers"))) {
+        const Array* a = listed->as_array();
+        if (!a || a->items.size() != n_layer_all) {
+            return keys.invalid("attention.recurrent_layers", "should hold one bool per layer (" +
+                                                                  std::to_string(n_layer_all) +
+                                                                  ") but is " + describe(*listed));
+        }
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            const auto b = a->items[il].as_bool();
+            const auto u = a->items[il].as_uint();
+            if (!b && !u) {
+                return keys.invalid("attention.recurrent_layers",
+                                    "should hold one bool per layer but entry " +
+                                        std::to_string(il) + " is " + describe(a->items[il]));
+            }
+            hp.recurrent_layers[il] = b ? *b : *u != 0;
+        }
+        return {};
+    }
+    STRATA_ASSIGN(auto interval, keys.u32("full_attention_interval"));
+    const uint32_t every = interval.value_or(4);
+    if (every == 0) return keys.invalid("full_attention_interval", "is 0");
+    for (uint32_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layers[il] = (il + 1) % every != 0;
+    return {};
+}
+
 // Hybrid families: the Gated DeltaNet's sizes, which layers are recurrent, the gated query and
 // the multi-section rope. The state's head size is ssm.state_size for keys and values alike (the
 // reference engine's kernels assume it), so ssm.inner_size must be value heads x state size.
-Result<void> load_delta_net(const ArchKeys& keys, ModelHparams& hp) {
+Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, ModelHparams& hp) {
     STRATA_ASSIGN(hp.ssm_d_conv, keys.positive_u32("ssm.conv_kernel"));
     STRATA_ASSIGN(hp.ssm_d_inner, keys.positive_u32("ssm.inner_size"));
     STRATA_ASSIGN(hp.ssm_d_state, keys.positive_u32("ssm.state_size"));
@@ -373,20 +405,22 @@ Result<void> load_delta_net(const ArchKeys& keys, ModelHparams& hp) {
                                                   keys.key("ssm.state_size") + " is " +
                                                   std::to_string(hp.ssm_value_dim()));
     }
-    // The reference converter appends the multi-token-prediction block(s) to block_count by
-    // default; strata runs only the trunk and does not yet set such blocks aside.
+    // The reference converter appends the multi-token-prediction block(s) after the trunk and
+    // counts them in block_count; strata runs only the trunk and sets those blocks aside.
     STRATA_ASSIGN(auto nextn, keys.u32("nextn_predict_layers"));
-    if (nextn && *nextn > 0) {
-        return keys.invalid("nextn_predict_layers",
-                            "is " + std::to_string(*nextn) +
-                                ": the file carries multi-token-prediction layers, which strata "
-                                "does not run yet (convert with --no-mtp to leave them out)");
+    hp.n_layer_nextn = nextn.value_or(0);
+    if (hp.n_layer_nextn >= hp.n_layer) {
+        return keys.invalid("nextn_predict_layers", "is " + std::to_string(hp.n_layer_nextn) +
+                                                        " but " + keys.key("block_count") + " is " +
+                                                        std::to_string(hp.n_layer) +
+                                                        ": no trunk layer would be left");
     }
-    STRATA_ASSIGN(auto interval, keys.u32("full_attention_interval"));
-    const uint32_t every = interval.value_or(4);
-    if (every == 0) return keys.invalid("full_attention_interval", "is 0");
-    hp.recurrent_layers.assign(hp.n_layer, false);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) hp.recurrent_layers[il] = (il + 1) % every != 0;
+    const uint32_t n_layer_all = hp.n_layer;
+    hp.n_layer -= hp.n_layer_nextn;
+    for (auto* v : {&hp.n_head_per_layer, &hp.n_head_kv_per_layer, &hp.n_ff_per_layer}) {
+        if (v->size() > hp.n_layer) v->resize(hp.n_layer);
+    }
+    STRATA_TRY(load_recurrent_layers(f, keys, n_layer_all, hp));
     hp.attn_output_gate = true;
     return {};
 }
@@ -513,7 +547,7 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
     if (traits->hybrid_delta_net) {
-        STRATA_TRY(load_delta_net(keys, hp));
+        STRATA_TRY(load_delta_net(f, keys, hp));
         STRATA_TRY(load_rope_sections(f, keys, hp));
     }
     STRATA_TRY(load_sliding_window(f, keys, *traits, hp));

@@ -59,7 +59,7 @@ struct ModelHparams {
     uint32_t n_vocab = 0;
     uint32_t n_ctx_train = 0;  // <arch>.context_length
     uint32_t n_embd = 0;       // <arch>.embedding_length
-    uint32_t n_layer = 0;      // <arch>.block_count
+    uint32_t n_layer = 0;      // <arch>.block_count less n_layer_nextn: the layers run
 
     uint32_t n_head = 0;      // <arch>.attention.head_count
     uint32_t n_head_kv = 0;   // <arch>.attention.head_count_kv (defaults to n_head)
@@ -120,13 +120,18 @@ struct ModelHparams {
     // (value head h reads key head h % ssm_n_group), each ssm_d_state wide; its recurrent state
     // per sequence and layer is (ssm_d_conv - 1) x conv_channels() convolution inputs and
     // ssm_dt_rank x ssm_d_state x ssm_d_state floats. All zero for other families.
+    // Multi-token-prediction blocks (<arch>.nextn_predict_layers) that the file stores after the
+    // trunk, as blk.<n_layer>.. ; block_count counts them, n_layer does not. strata runs the
+    // trunk only and leaves their tensors unread (ModelInfo::set_aside).
+    uint32_t n_layer_nextn = 0;
     uint32_t ssm_d_conv = 0;   // <arch>.ssm.conv_kernel
     uint32_t ssm_d_inner = 0;  // <arch>.ssm.inner_size: value heads x value head size
     uint32_t ssm_d_state = 0;  // <arch>.ssm.state_size: the head size of q, k and v
     uint32_t ssm_n_group = 0;  // <arch>.ssm.group_count: key heads
     uint32_t ssm_dt_rank = 0;  // <arch>.ssm.time_step_rank: value heads
-    // Per layer: true for a delta-net layer (<arch>.full_attention_interval: every interval-th
-    // layer is full attention, 4 by default). Empty: no recurrent layers.
+    // Per layer: true for a delta-net layer (<arch>.attention.recurrent_layers, or else
+    // <arch>.full_attention_interval: every interval-th layer is full attention, 4 by default).
+    // Empty: no recurrent layers.
     std::vector<bool> recurrent_layers;
     // Full attention whose q projection also yields a per-head output gate (sigmoid), as
     // [q_head0, gate_head0, q_head1, ...]: attn_q is [n_embd, 2 * n_head * head_dim_k].

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "model/tensor_validation.h"
+#include "util/units.h"
 
 namespace strata {
 
@@ -81,6 +82,29 @@ void add_totals(ModelInfo& m) {
     }
 }
 
+// Moves the multi-token-prediction blocks' tensors (layers n_layer and up) out of the file's list.
+void set_aside_nextn_blocks(ModelInfo& m) {
+    const int n_layer = static_cast<int>(m.hparams->n_layer);
+    std::vector<TensorInfo> kept;
+    kept.reserve(m.file.tensors.size());
+    for (TensorInfo& t : m.file.tensors) {
+        if (classify_tensor_name(t.name).layer >= n_layer) {
+            m.set_aside_totals.add(t.n_elements(), t.n_bytes, 0.0, false);
+            m.set_aside.push_back(std::move(t));
+        } else {
+            kept.push_back(std::move(t));
+        }
+    }
+    m.file.tensors = std::move(kept);
+    m.file.reindex();
+    const uint32_t n = m.hparams->n_layer_nextn;
+    m.warnings.push_back(std::to_string(n) + " multi-token-prediction layer" + (n == 1 ? "" : "s") +
+                         " (" + format_bytes(m.set_aside_totals.bytes) + ", " +
+                         std::to_string(m.set_aside.size()) + " tensors) " +
+                         (n == 1 ? "is" : "are") + " not used: strata runs the " +
+                         std::to_string(m.hparams->n_layer) + " layers of the trunk");
+}
+
 }  // namespace
 
 ModelInfo describe_model(GgufFile file) {
@@ -103,6 +127,8 @@ ModelInfo describe_model(GgufFile file) {
         for (auto& e : check.errors) m.problems.push_back(std::move(e));
         for (auto& w : check.warnings) m.warnings.push_back(std::move(w));
     }
+
+    if (m.hparams && m.hparams->n_layer_nextn > 0) set_aside_nextn_blocks(m);
 
     const double expert_fraction = expert_read_fraction(m);
     const bool tied_output = m.file.find_tensor("output.weight") == nullptr;

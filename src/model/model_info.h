@@ -74,6 +74,12 @@ struct ModelInfo {
 
     std::vector<ModelTensor> tensors;  // parallel to file.tensors
 
+    // Tensors of the multi-token-prediction blocks (hparams->n_layer_nextn) after the trunk:
+    // validated, then taken out of file.tensors so that no plan, store or engine counts or reads
+    // them. Their bytes stay in the file, unread.
+    std::vector<TensorInfo> set_aside;
+    ByteTotals set_aside_totals;
+
     ByteTotals totals;
     ByteTotals non_layer;  // tensors outside the blocks: token_embd, output, ...
     // Layers 0..n_layer-1 and any other layer a tensor names (kept sparse: a broken file may

@@ -77,6 +77,7 @@ json hparams_json(const ModelHparams& hp) {
         {"n_ctx_train", hp.n_ctx_train},
         {"n_embd", hp.n_embd},
         {"n_layer", hp.n_layer},
+        {"n_layer_nextn", hp.n_layer_nextn},
         {"n_head", hp.n_head},
         {"n_head_kv", hp.n_head_kv},
         {"head_dim_k", hp.head_dim_k},
@@ -152,6 +153,8 @@ json model_info_json(const ModelInfo& info, const ModelJsonOptions& options) {
     }
     out["by_layer"] = std::move(layers);
     out["non_layer"] = totals_json(info.non_layer);
+    // The multi-token-prediction blocks' tensors: in the file, not in "tensors", never read.
+    out["set_aside"] = totals_json(info.set_aside_totals);
 
     json metadata = json::object();
     for (const MetadataEntry& e : f.metadata) {

@@ -129,29 +129,13 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
 
     const TensorRole ffn_norm =
         hp.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        LayoutBuilder blk(out, static_cast<int>(il));
-        blk.weight(TensorRole::AttnNorm, {n_embd});
-        if (hp.is_recurrent(il)) {
-            const uint64_t conv = hp.conv_channels(), value = hp.ssm_value_dim();
-            blk.weight(TensorRole::AttnQkv, {n_embd, conv});
-            blk.weight(TensorRole::AttnGate, {n_embd, value});
-            blk.weight(TensorRole::SsmConv1d, {hp.ssm_d_conv, conv});
-            blk.bias(TensorRole::SsmDt, hp.ssm_dt_rank);
-            blk.weight(TensorRole::SsmA, {hp.ssm_dt_rank});
-            blk.weight(TensorRole::SsmBeta, {n_embd, hp.ssm_dt_rank});
-            blk.weight(TensorRole::SsmAlpha, {n_embd, hp.ssm_dt_rank});
-            blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
-            blk.weight(TensorRole::SsmOut, {value, n_embd});
-        } else {
-            add_attention(blk, hp);
-        }
+    const auto add_ffn = [&](LayoutBuilder& blk) {
         blk.weight(ffn_norm, {n_embd});
         if (!hp.is_moe()) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnDown, {hp.n_ff, n_embd});
-            continue;
+            return;
         }
         const uint64_t n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
         blk.weight(TensorRole::MoeRouter, {n_embd, n_expert});
@@ -170,6 +154,47 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             blk.weight(TensorRole::SharedUp, {n_embd, hp.n_ff_shexp});
             blk.weight(TensorRole::SharedDown, {hp.n_ff_shexp, n_embd});
         }
+    };
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        LayoutBuilder blk(out, static_cast<int>(il));
+        blk.weight(TensorRole::AttnNorm, {n_embd});
+        if (hp.is_recurrent(il)) {
+            const uint64_t conv = hp.conv_channels(), value = hp.ssm_value_dim();
+            blk.weight(TensorRole::AttnQkv, {n_embd, conv});
+            blk.weight(TensorRole::AttnGate, {n_embd, value});
+            blk.weight(TensorRole::SsmConv1d, {hp.ssm_d_conv, conv});
+            blk.bias(TensorRole::SsmDt, hp.ssm_dt_rank);
+            blk.weight(TensorRole::SsmA, {hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmBeta, {n_embd, hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmAlpha, {n_embd, hp.ssm_dt_rank});
+            blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
+            blk.weight(TensorRole::SsmOut, {value, n_embd});
+        } else {
+            add_attention(blk, hp);
+        }
+        add_ffn(blk);
+    }
+    // Multi-token-prediction blocks after the trunk: a full-attention layer and its FFN, then the
+    // block's own tensors (the projection of [embedding-norm; hidden-norm], the two norms and the
+    // head's norm).
+    for (uint32_t k = 0; k < hp.n_layer_nextn; ++k) {
+        const int il = static_cast<int>(hp.n_layer + k);
+        LayoutBuilder blk(out, il);
+        blk.weight(TensorRole::AttnNorm, {n_embd});
+        add_attention(blk, hp);
+        add_ffn(blk);
+        const std::string prefix = "blk." + std::to_string(il) + ".nextn.";
+        const auto own = [&](std::string_view base, std::vector<uint64_t> shape) {
+            TensorSpec t;
+            t.name = prefix + std::string(base) + ".weight";
+            t.layer = il;
+            t.shape = std::move(shape);
+            out.push_back(std::move(t));
+        };
+        own("eh_proj", {2 * n_embd, n_embd});
+        own("enorm", {n_embd});
+        own("hnorm", {n_embd});
+        own("shared_head_norm", {n_embd});
     }
     return out;
 }

