@@ -90,10 +90,12 @@ struct ExpertJob {
     std::span<const float> weights;
 };
 
-// One output of project_to_host: rows x weight->rows() floats in host memory.
+// One output of project_to_host: rows x weight->rows() floats in host memory, each plus `bias`
+// (F32, where the weight lies; null or absent for none) when given.
 struct HostProjection {
     const TensorView* weight;
     float* out;
+    const TensorView* bias = nullptr;
 };
 
 // Host bytes a prompt batch stages onto the backend that computes them (Backend::stage): a
@@ -219,14 +221,16 @@ class Backend {
 
     // Routing and experts in one operation, for a layer whose experts all lie where this
     // backend reads them (a resident MoE layer on a GPU), so the router's choices never leave
-    // the device (the CUDA backend declines families with a router bias, expert biases, another
-    // gating or activation, gpt-oss: the engine then routes on the host): router logits,
-    // softmax, the top k (lower id first on ties) and, with norm_weights, their weights
-    // renormalised to sum 1, as engine::route_token decides; then
-    // the chosen experts' SwiGLU FFNs, their weighted sum in `out`. Returns false, having done
-    // nothing, when it does not take this batch: the engine then routes on the host (above).
-    virtual bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
-                                bool norm_weights, Act in, Act out, int64_t n) = 0;
+    // the device: router logits plus `router_bias` (F32, absent in most families), the gating
+    // the hparams name (softmax then the top k, or gpt-oss' top k then their softmax; lower id
+    // first on ties) and, with norm_weights, the weights renormalised to sum 1, as
+    // engine::route_token decides; then the chosen experts' FFNs (the hparams' activation, the
+    // biases `experts.first` carries as expert 0's rows, each next expert one bias row further),
+    // their weighted sum in `out`. Returns false, having done nothing, when it does not take
+    // this batch: the engine then routes on the host (above).
+    virtual bool routed_experts(const TensorView& router, const TensorView& router_bias,
+                                const ExpertStack& experts, int k, bool norm_weights, Act in,
+                                Act out, int64_t n) = 0;
     // --- Staging: weights a prompt batch computes here though they lie in host RAM (a layer
     // whose matrices or experts stay in RAM beside a GPU, ExecutionTable's PromptStaging). The
     // backend copies the pieces into its staging room (BackendConfig::staging_bytes) on its own

@@ -8,6 +8,25 @@
 
 namespace strata::engine {
 
+namespace {
+
+// Expert e's biases (one row each of the layer's ffn_*_exps.bias) on the store's matrices.
+ExpertView with_biases(ExpertView ev, const LayerView& w, int e) {
+    const auto row = [e](const TensorView& all) {
+        if (!all.present()) return TensorView{};
+        TensorView v = all;
+        v.data += size_t(e) * all.row_bytes;
+        v.ne = {all.ne[0], 1, 1, 1};
+        return v;
+    };
+    ev.gate_bias = row(w.bias(TensorRole::ExpertGate));
+    ev.up_bias = row(w.bias(TensorRole::ExpertUp));
+    ev.down_bias = row(w.bias(TensorRole::ExpertDown));
+    return ev;
+}
+
+}  // namespace
+
 Result<void> Engine::set_up_experts(const EngineOptions& options) {
     const size_t n_expert = hp_.n_expert, k = hp_.n_expert_used, rows = max_batch_;
     router_logits_.resize(rows * n_expert);
@@ -41,8 +60,9 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
 
 bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool norm_weights) {
     const int layer = a.layer;
-    const auto stack = store_.resident_experts(layer);
+    auto stack = store_.resident_experts(layer);
     if (!stack) return false;
+    if (hp_.has_expert_bias) stack->first = with_biases(stack->first, a.w, 0);
     Backend* on = unit(table_.layers[size_t(layer)].staged_on);
     const int64_t n = a.n;
     const int k = int(hp_.n_expert_used);
@@ -51,22 +71,44 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
         return stride * size_t(stack->n_expert - 1) + size_t(view_bytes(v));
     };
     const ExpertView& e = stack->first;
-    const StagePiece pieces[] = {{&router, size_t(view_bytes(router))},
-                                 {&e.gate, span(e.gate, stack->gate_stride)},
-                                 {&e.up, span(e.up, stack->up_stride)},
-                                 {&e.down, span(e.down, stack->down_stride)}};
-    TensorView copies[std::size(pieces)];
-    if (!on->stage(pieces, copies)) return false;
+    const TensorView& router_bias = a.w.bias(TensorRole::MoeRouter);
+    // The router, the stacked matrices and (where the family has them) the biases, all experts'
+    // rows of each from expert 0's.
+    StagePiece pieces[8];
+    TensorView copies[8];
+    size_t count = 0;
+    const auto piece = [&](const TensorView& v, size_t bytes) -> TensorView* {
+        if (!v.present()) return nullptr;
+        pieces[count] = {&v, bytes};
+        return &copies[count++];
+    };
+    const auto bias_span = [&](const TensorView& b) {
+        return b.row_bytes * size_t(stack->n_expert);
+    };
+    TensorView* const router_copy = piece(router, size_t(view_bytes(router)));
+    TensorView* const router_bias_copy = piece(router_bias, size_t(view_bytes(router_bias)));
+    TensorView* const gate = piece(e.gate, span(e.gate, stack->gate_stride));
+    TensorView* const up = piece(e.up, span(e.up, stack->up_stride));
+    TensorView* const down = piece(e.down, span(e.down, stack->down_stride));
+    TensorView* const gate_bias = piece(e.gate_bias, bias_span(e.gate_bias));
+    TensorView* const up_bias = piece(e.up_bias, bias_span(e.up_bias));
+    TensorView* const down_bias = piece(e.down_bias, bias_span(e.down_bias));
+    if (!on->stage({pieces, count}, {copies, count})) return false;
     ExpertStack staged_stack = *stack;
-    staged_stack.first.gate = copies[1];
-    staged_stack.first.up = copies[2];
-    staged_stack.first.down = copies[3];
+    ExpertView& se = staged_stack.first;
+    se.gate = *gate;
+    se.up = *up;
+    se.down = *down;
+    if (gate_bias) se.gate_bias = *gate_bias;
+    if (up_bias) se.up_bias = *up_bias;
+    if (down_bias) se.down_bias = *down_bias;
     if (on != be_) cross(Act::Normed, be_, on, n);
-    if (!on->routed_experts(copies[0], staged_stack, k, norm_weights, Act::Normed, Act::Out, n)) {
+    if (!on->routed_experts(*router_copy, router_bias_copy ? *router_bias_copy : TensorView{},
+                            staged_stack, k, norm_weights, Act::Normed, Act::Out, n)) {
         return false;
     }
     if (on != be_) cross(Act::Out, on, be_, n);
-    for (const StagePiece& p : pieces) stats_.staged_bytes += p.bytes;
+    for (size_t i = 0; i < count; ++i) stats_.staged_bytes += pieces[i].bytes;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
     stats.token_choices += uint64_t(n * k);
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
@@ -112,11 +154,13 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     if (xb != be_) cross(Act::Normed, be_, xb, n);
     if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
-        if (const auto stack = store_.resident_experts(layer);
-            stack &&
-            be_->routed_experts(router, *stack, k, norm_weights, Act::Normed, Act::Out, n)) {
-            count_on_device(*stack);
-            return {};
+        if (auto stack = store_.resident_experts(layer)) {
+            if (hp_.has_expert_bias) stack->first = with_biases(stack->first, a.w, 0);
+            if (be_->routed_experts(router, a.w.bias(TensorRole::MoeRouter), *stack, k,
+                                    norm_weights, Act::Normed, Act::Out, n)) {
+                count_on_device(*stack);
+                return {};
+            }
         }
     }
     // The router lies with the experts (the plan keeps them together).
@@ -127,7 +171,8 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     // The next layer's router applied to this input (its last token's) guesses which experts it
     // will choose; for one token, in one pass with this layer's router.
-    const HostProjection own{&router, router_logits_.data()};
+    const TensorView& router_bias = a.w.bias(TensorRole::MoeRouter);
+    const HostProjection own{&router, router_logits_.data(), &router_bias};
     if (const TensorView* next = next_router(layer, n, rb); next && n == 1) {
         const HostProjection both[] = {own, {next, next_logits_.data()}};
         rb->project_to_host(both, Act::Normed, 0, 1);
@@ -136,12 +181,6 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
         if (next) {
             const HostProjection guess{next, next_logits_.data()};
             rb->project_to_host({&guess, 1}, Act::Normed, n - 1, 1);
-        }
-    }
-    if (const TensorView& bias = a.w.bias(TensorRole::MoeRouter); bias.present()) {
-        for (int64_t t = 0; t < n; ++t) {
-            float* logits = &router_logits_[size_t(t * cfg.n_expert)];
-            for (int e = 0; e < cfg.n_expert; ++e) logits[e] += bias.f32()[e];
         }
     }
     for (int64_t t = 0; t < n; ++t) {
@@ -204,21 +243,6 @@ const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
 // released before the next is waited for. With the GPU level serving some, the GPU's share is
 // queued first and runs beside the CPU's; the CPU's partial sum then joins it on the GPU (Side,
 // free until the shared expert's turn).
-// Expert e's biases (one row each of the layer's ffn_*_exps.bias) on the store's matrices.
-static ExpertView with_biases(ExpertView ev, const LayerView& w, int e) {
-    const auto row = [e](const TensorView& all) {
-        if (!all.present()) return TensorView{};
-        TensorView v = all;
-        v.data += size_t(e) * all.row_bytes;
-        v.ne = {all.ne[0], 1, 1, 1};
-        return v;
-    };
-    ev.gate_bias = row(w.bias(TensorRole::ExpertGate));
-    ev.up_bias = row(w.bias(TensorRole::ExpertUp));
-    ev.down_bias = row(w.bias(TensorRole::ExpertDown));
-    return ev;
-}
-
 Result<void> Engine::compute_experts(const LayerView& w, int layer, int64_t n, int k, Backend* xb,
                                      bool together, bool split) {
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];

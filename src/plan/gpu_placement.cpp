@@ -28,9 +28,10 @@ bool with_head(const ModelTensor& t, bool tied) {
 }
 
 // In a layer, what goes with the routed experts where they are computed: the router too, so
-// that the host routes where it computes them and the layer's input crosses once.
+// that the host routes where it computes them and the layer's input crosses once, and the
+// experts' biases (gpt-oss), which the unit computing them reads.
 bool with_experts(const ModelTensor& t) {
-    return t.is_routed_expert() || t.role == TensorRole::MoeRouter ||
+    return t.is_routed_expert() || is_expert_role(t.role) || t.role == TensorRole::MoeRouter ||
            t.role == TensorRole::MoeRouterBias;
 }
 
@@ -86,7 +87,8 @@ struct Split {
 // entries of the largest expert as `room` holds.
 void add_expert_cache(Split& s, const Inputs& in, uint64_t room) {
     const uint64_t entry = plan_detail::expert_entry_bytes(in.model);
-    if (entry == 0) return;
+    // An entry holds an expert's matrices, not its biases, which lie with the CPU's experts.
+    if (entry == 0 || in.hp.has_expert_bias) return;
     const uint64_t entries = std::min<uint64_t>(room / entry, UINT32_MAX);
     s.g.expert_entries = uint32_t(entries);
     s.g.expert_entry_bytes = entry;
@@ -344,17 +346,6 @@ bool place_gpu_split(Plan& plan, const Inputs& in, const GpuProfile& gpu,
     const int device = gpu.index;
     const ModelHparams& hp = in.hp;
     const MemoryPlan host = gpu_host_overhead(in, plan.threads);
-    // Expert biases lie with their layer's tensors, while a split may compute the layer's experts
-    // on the other unit (an expert split's CPU experts, a layer split's shipped prompt experts,
-    // the GPU level of the expert cache): such a model runs wholly on one unit or the other.
-    if (hp.has_expert_bias) {
-        plan.gpu_note = whole + ", and " + hp.arch +
-                        " models do not split between the GPU and the CPU yet (their experts' "
-                        "biases lie with the layer, where the unit computing the experts may "
-                        "not read them)";
-        plan.notes.push_back(plan.gpu_note + ": planned for the CPU");
-        return false;
-    }
     std::optional<Split> best;
     std::string refused;
     for (bool by_experts : {false, true}) {
@@ -465,15 +456,6 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
     }
     if (!in.options.gpu) {
         plan.gpu_note = "the plan was asked for the CPU";
-        return false;
-    }
-    // gpt-oss's operations (attention sinks, sliding-window rings, expert biases, top-k softmax
-    // gating, the clamped SwiGLU) have CUDA kernels that do not yet pass their GPU tests: until
-    // they do, such models run on the CPU.
-    const ModelHparams& hp = in.hp;
-    if (hp.has_attn_sinks || hp.n_swa > 0 || hp.has_expert_bias ||
-        hp.expert_gating != ExpertGating::Softmax || hp.expert_activation != FfnActivation::Silu) {
-        plan.gpu_note = "the GPU backend's kernels for " + hp.arch + " models are not verified yet";
         return false;
     }
     if (plan.budgets.gpu_mem == 0) {

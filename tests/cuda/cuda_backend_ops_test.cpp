@@ -252,8 +252,9 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                                   Act::Normed);
                 }
                 p.cpu->end_experts(Act::Out, rows);
-                const bool taken = p.cuda->routed_experts(dw.weight(TensorRole::MoeRouter), *stack,
-                                                          ku, norm, Act::Normed, Act::Out, rows);
+                const bool taken =
+                    p.cuda->routed_experts(dw.weight(TensorRole::MoeRouter), {}, *stack, ku, norm,
+                                           Act::Normed, Act::Out, rows);
                 if (!cuda::matvec_q8_supports(type)) {
                     EXPECT_FALSE(taken) << "routed a type the int8 matvec does not take";
                     continue;

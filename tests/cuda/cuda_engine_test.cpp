@@ -19,6 +19,7 @@
 #include "gguf/reader.h"
 #include "model/model_info.h"
 #include "runtime/loaded_model.h"
+#include "synth/synth_config.h"
 #include "test_support.h"
 
 namespace strata {
@@ -115,7 +116,12 @@ TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
     const Outputs cpu = evaluate(path, -1, c.kv);
     const Outputs gpu = evaluate(path, 0, c.kv);
     ASSERT_EQ(cpu.rows.size(), gpu.rows.size());
-    const double tol = tolerance(c.type) * (c.kv == KvType::Q8_0 ? 1.5 : 1.0);
+    // A hybrid's recurrent state carries every step's rounding into all later ones: its decode
+    // rows drift further from the CPU's than an attention model's do.
+    const auto hp = synth_preset(c.preset);
+    ASSERT_TRUE(hp) << c.preset;
+    const double tol = tolerance(c.type) * (c.kv == KvType::Q8_0 ? 1.5 : 1.0) *
+                       (hp->has_recurrent() && c.type != TensorType::F32 ? 1.5 : 1.0);
     double worst = 0, sum = 0;
     for (size_t r = 0; r < cpu.rows.size(); ++r) {
         ASSERT_EQ(gpu.rows[r].size(), cpu.rows[r].size());
@@ -154,8 +160,12 @@ std::vector<Case> cases() {
         out.push_back({preset, TensorType::Q8_0});
         out.push_back({preset, TensorType::Q4_K});
     }
-    // gpt-oss is not here: its kernels do not pass their own tests on the GPU yet (the plan
-    // keeps it on the CPU), and the engine crashes on it there.
+    // gpt-oss: sinks, windowed layers whose rings wrap within the run, expert biases and the
+    // clamped SwiGLU (MXFP4 experts, as its files have them).
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_K, TensorType::MXFP4}) {
+        out.push_back({"tiny-gpt-oss", t});
+    }
+    out.push_back({"tiny-gpt-oss", TensorType::Q8_0, KvType::Q8_0});
     // The hybrids (Gated DeltaNet layers and gated attention): a prompt in two batches carries
     // the recurrent state across them, the decode steps replay it in graphs.
     for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe"}) {

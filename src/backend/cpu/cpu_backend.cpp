@@ -313,11 +313,13 @@ class CpuBackend final : public Backend {
                          int64_t rows) override {
         const float* x = act(in) + first_row * hp_.n_embd;
         if (jobs.size() == 1)
-            return cpu::linear(*jobs[0].weight, nullptr, x, jobs[0].out, rows, pool_);
+            return cpu::linear(*jobs[0].weight, jobs[0].bias, x, jobs[0].out, rows, pool_);
         std::array<cpu::LinearOut, 4> outs{};
         for (size_t i = 0; i < jobs.size(); i += outs.size()) {
             const size_t m = std::min(outs.size(), jobs.size() - i);
-            for (size_t j = 0; j < m; ++j) outs[j] = {jobs[i + j].weight, nullptr, jobs[i + j].out};
+            for (size_t j = 0; j < m; ++j) {
+                outs[j] = {jobs[i + j].weight, jobs[i + j].bias, jobs[i + j].out};
+            }
             cpu::linear_multi({outs.data(), m}, x, rows, pool_);
         }
     }
@@ -459,8 +461,8 @@ class CpuBackend final : public Backend {
     }
 
     // The host routes for the CPU: the router's choices are the store's to act on.
-    bool routed_experts(const TensorView&, const ExpertStack&, int, bool, Act, Act,
-                        int64_t) override {
+    bool routed_experts(const TensorView&, const TensorView&, const ExpertStack&, int, bool, Act,
+                        Act, int64_t) override {
         return false;
     }
 

@@ -274,9 +274,10 @@ void CudaBackend::project_to_host(std::span<const HostProjection> jobs, Act in, 
     for (const HostProjection& job : jobs) {
         const TensorView& w = *job.weight;
         expect_device(w);
+        const float* bias = job.bias && job.bias->present() ? job.bias->f32() : nullptr;
         float* y = host_out();
         profiled("router", w, rows,
-                 [&] { matmul_->linear(w, nullptr, act(in) + first_row * shapes_.d, y, rows); });
+                 [&] { matmul_->linear(w, bias, act(in) + first_row * shapes_.d, y, rows); });
         to_host(job.out, y, rows * w.rows());
     }
 }

@@ -189,8 +189,9 @@ class CudaBackend final : public Backend {
     // at once (matvec_q8.h) and their weighted scatter. Others one by one.
     void experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) override;
     void end_experts(Act out, int64_t n) override;
-    bool routed_experts(const TensorView& router, const ExpertStack& experts, int k,
-                        bool norm_weights, Act in, Act out, int64_t n) override;
+    bool routed_experts(const TensorView& router, const TensorView& router_bias,
+                        const ExpertStack& experts, int k, bool norm_weights, Act in, Act out,
+                        int64_t n) override;
 
     // ---- weights staged for a prompt batch (cuda_staging.cpp)
 
@@ -299,8 +300,8 @@ class CudaBackend final : public Backend {
     void zero_slots();
     bool entries_job(std::span<const ExpertJob> jobs, Act in);
     // The conditions of routed_experts but where the weights lie.
-    bool takes_routing(const TensorView& router, const ExpertStack& experts, int k,
-                       int64_t n) const;
+    bool takes_routing(const TensorView& router, const TensorView& router_bias,
+                       const ExpertStack& experts, int k, int64_t n) const;
     // Routing and experts on the device (routed_experts): the router's logits, each token's
     // top k, then for one token its k experts directly; for a batch the n * k slots grouped by
     // expert, each expert's slots multiplied as one int8 tensor-core GEMM per matrix (or, for

@@ -210,35 +210,63 @@ void CudaBackend::end_experts(Act out, int64_t n) {
     STRATA_CUDA(cudaEventRecord(staging_free_, stream_));
 }
 
-bool CudaBackend::takes_routing(const TensorView& router, const ExpertStack& experts, int k,
-                                int64_t n) const {
-    // The router's bias and the experts' biases do not reach this operation: a family with
-    // them (or with another gating or activation) routes on the host.
-    const bool plain = !hp_.has_expert_bias && hp_.expert_gating == ExpertGating::Softmax &&
-                       hp_.expert_activation == FfnActivation::Silu;
-    return plain && n >= 1 && hp_.is_moe() && experts.n_expert <= kMaxRoutedExperts && k >= 1 &&
-           k <= kMaxExpertsUsed && k <= experts.n_expert && k <= shapes_.n_expert_used &&
-           n * k <= 65535 && router.rows() == experts.n_expert && linear_supports(router.type) &&
+bool CudaBackend::takes_routing(const TensorView& router, const TensorView& router_bias,
+                                const ExpertStack& experts, int k, int64_t n) const {
+    // Biases (the router's and the experts') must be F32 rows this device reads; the experts'
+    // one row per expert, all of them, or none.
+    const ExpertView& e = experts.first;
+    const auto readable = [&](const TensorView& b, int64_t width) {
+        return !b.present() || (b.type == TensorType::F32 && b.ne[0] == width && can_read(b.where));
+    };
+    const bool all_or_none = e.gate_bias.present() == e.up_bias.present() &&
+                             e.up_bias.present() == e.down_bias.present();
+    const bool biases_ok = all_or_none && readable(router_bias, experts.n_expert) &&
+                           readable(e.gate_bias, e.gate.rows()) &&
+                           readable(e.up_bias, e.up.rows()) && readable(e.down_bias, e.down.rows());
+    // The gatings and activations the device's routing and expert kernels compute.
+    const bool gating_ok = hp_.expert_gating == ExpertGating::Softmax ||
+                           hp_.expert_gating == ExpertGating::SoftmaxTopK;
+    const bool activation_ok = hp_.expert_activation == FfnActivation::Silu ||
+                               hp_.expert_activation == FfnActivation::SwigluOai;
+    return biases_ok && gating_ok && activation_ok && n >= 1 && hp_.is_moe() &&
+           experts.n_expert <= kMaxRoutedExperts && k >= 1 && k <= kMaxExpertsUsed &&
+           k <= experts.n_expert && k <= shapes_.n_expert_used && n * k <= 65535 &&
+           router.rows() == experts.n_expert && linear_supports(router.type) &&
            expert_ffn_supports(experts) && experts.first.gate.rows() <= shapes_.ff;
 }
 
-bool CudaBackend::routed_experts(const TensorView& router, const ExpertStack& experts, int k,
-                                 bool norm_weights, Act in, Act out, int64_t n) {
-    if (!takes_routing(router, experts, k, n) || !can_read(router.where) ||
+bool CudaBackend::routed_experts(const TensorView& router, const TensorView& router_bias,
+                                 const ExpertStack& experts, int k, bool norm_weights, Act in,
+                                 Act out, int64_t n) {
+    if (!takes_routing(router, router_bias, experts, k, n) || !can_read(router.where) ||
         !can_read(experts.first.gate.where) || !can_read(experts.first.up.where) ||
         !can_read(experts.first.down.where)) {
         return false;
     }
+    const ExpertView& e = experts.first;
     for (const TensorView* v :
-         {&router, &experts.first.gate, &experts.first.up, &experts.first.down}) {
-        await_staged(*v);
+         {&router, &router_bias, &e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) {
+        if (v->present()) await_staged(*v);
     }
-    Record r{OpKind::Experts, in, out, 0, n, router, experts.first.gate, experts.first.up};
-    r.w3 = experts.first.down;
+    Record r{OpKind::Experts, in, out, 0, n, router, e.gate, e.up};
+    r.w3 = e.down;
     r.strides = {experts.gate_stride, experts.up_stride, experts.down_stride};
     r.n_expert = experts.n_expert;
     r.k = k;
     r.norm_weights = norm_weights;
+    r.biases[0] = bias_of(router_bias);
+    r.gating = hp_.expert_gating == ExpertGating::SoftmaxTopK ? RouteGating::SoftmaxOfChosen
+                                                              : RouteGating::SoftmaxOfAll;
+    if (e.gate_bias.present()) {
+        // Expert x's bias rows are x rows after expert 0's (the layer's bias tensors).
+        r.expert_biases.gate = e.gate_bias.f32();
+        r.expert_biases.up = e.up_bias.f32();
+        r.expert_biases.down = e.down_bias.f32();
+        r.expert_biases.gate_stride = int64_t(e.gate_bias.row_bytes / sizeof(float));
+        r.expert_biases.up_stride = int64_t(e.up_bias.row_bytes / sizeof(float));
+        r.expert_biases.down_stride = int64_t(e.down_bias.row_bytes / sizeof(float));
+    }
+    r.glu = glu_;
     run(r);
     return true;
 }
