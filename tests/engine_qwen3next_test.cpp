@@ -6,6 +6,7 @@
 // ssm_in as the earlier converters wrote it, and both files must compute the same.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -15,8 +16,11 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/hparams.h"
+#include "model/tensor_layout.h"
 #include "model/tensor_validation.h"
 #include "runtime/loaded_model.h"
+#include "synth/generator.h"
+#include "synth/synth_config.h"
 #include "test_support.h"
 
 namespace strata {
@@ -144,6 +148,40 @@ TEST(EngineQwen3Next, HyperParametersAndTensors) {
     ASSERT_EQ(check.errors.size(), 1u);
     EXPECT_NE(check.errors[0].find("blk.1.ssm_in.weight is missing"), std::string::npos);
     EXPECT_NE(check.errors[0].find("[256, 768]"), std::string::npos) << check.errors[0];
+}
+
+// The full-size preset has the sizes its name says: 80 B parameters with Qwen3's vocabulary, about
+// 3 B of them read per token besides the embedding (A3B: the non-expert weights, 10 routed
+// experts of 512 and the shared one).
+TEST(Qwen3NextPreset, HasTheParametersItsNameSays) {
+    ModelHparams hp = with_layout_defaults(*synth_preset("qwen3next-80b-a3b"));
+    hp.n_vocab = 151936;
+    double total = 0, experts = 0, embedding = 0;
+    for (const TensorSpec& t : tensor_layout(hp)) {
+        const double n = double(t.n_elements());
+        total += n;
+        if (is_expert_role(t.role)) experts += n;
+        if (t.role == TensorRole::TokenEmbedding || t.role == TensorRole::Output) embedding += n;
+    }
+    const double active = total - embedding - experts * (1.0 - 10.0 / 512.0);
+    EXPECT_GT(total, 79e9);
+    EXPECT_LT(total, 81e9);
+    EXPECT_GT(active, 2.8e9);
+    EXPECT_LT(active, 3.6e9);
+
+    SynthConfig config;
+    config.hparams = *synth_preset("qwen3next-80b-a3b");
+    config.weights = WeightFormat(TensorType::Q4_K, QuantMix::Q4_K_M);
+    auto plan = plan_synthetic_model(config);
+    ASSERT_TRUE(plan) << plan.error().message;
+    double bytes = 0;
+    for (size_t i = 0; i < plan->layout.size(); ++i) {
+        const auto info = tensor_type_info(plan->types[i]);
+        ASSERT_TRUE(info);
+        bytes += double(plan->layout[i].n_elements()) / info->block_size * info->type_size;
+    }
+    std::printf("qwen3next-80b-a3b: %.2f B parameters (%.2f B active), %.1f GB at Q4_K_M\n",
+                total / 1e9, active / 1e9, bytes / 1e9);
 }
 
 }  // namespace
