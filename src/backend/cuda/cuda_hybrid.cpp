@@ -3,6 +3,8 @@
 // Gated DeltaNet over each sequence's recurrent state, which lives in that sequence's KV cache
 // (kv_cache_gpu.h) in place of a delta-net layer's keys and values. Each is a record, so a
 // decode step's are captured in its graph.
+#include <cassert>
+
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/delta_net.h"
 
@@ -22,6 +24,7 @@ static_assert(kMaxColumnParts <= size_t(kMaxUngroupParts));
 
 void CudaBackend::ungroup_columns(Act from, int64_t groups, std::span<const ColumnPart> parts,
                                   int64_t n) {
+    assert(parts.size() <= kMaxColumnParts);
     Record r{OpKind::UngroupColumns, from, from, 0, n, {}, {}, {}};
     r.cols = groups;
     for (size_t p = 0; p < parts.size() && p < kMaxColumnParts; ++p) r.parts[p] = parts[p];
