@@ -69,7 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"tiny", "resident"}, Case{"tiny", "ffn-stream"},
                       Case{"tiny-moe", "resident"}, Case{"tiny-moe", "expert-stream"},
                       Case{"tiny-qwen2moe", "resident"}, Case{"tiny-qwen35", "resident"},
-                      Case{"tiny-qwen35", "ffn-stream"}, Case{"tiny-qwen35moe", "expert-stream"}),
+                      Case{"tiny-qwen35", "ffn-stream"}, Case{"tiny-qwen35moe", "expert-stream"},
+                      Case{"tiny-qwen3next", "expert-stream"}),
     [](const auto& p) {
         std::string n = p.param.preset + "_" + p.param.mode;
         for (char& ch : n) {

@@ -1,7 +1,8 @@
-// The hybrid families (qwen35, qwen35moe: Gated DeltaNet layers between gated attention layers)
-// in the engine: every residency mode computes the same logits as the resident one; the
-// recurrent state is sized beside the KV cache, which only the attention layers have; and a
-// sequence's context can only be kept whole, since its recurrent state cannot be rolled back.
+// The hybrid families (qwen35, qwen35moe, qwen3next: Gated DeltaNet layers between gated
+// attention layers) in the engine: every residency mode computes the same logits as the resident
+// one; the recurrent state is sized beside the KV cache, which only the attention layers have;
+// and a sequence's context can only be kept whole, since its recurrent state cannot be rolled
+// back.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -51,6 +52,8 @@ void expect_modes_agree(const std::string& preset, const std::string& streamed) 
 TEST(EngineHybrid, StreamingModesGiveTheResidentLogits) {
     expect_modes_agree("tiny-qwen35", "ffn-stream");
     expect_modes_agree("tiny-qwen35moe", "expert-stream");
+    expect_modes_agree("tiny-qwen3next", "expert-stream");
+    expect_modes_agree("tiny-qwen3next-qkv", "expert-stream");
 }
 
 TEST(EngineHybrid, OnlyAttentionLayersHaveAKvCache) {

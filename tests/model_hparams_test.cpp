@@ -144,7 +144,8 @@ TEST_F(HparamsTest, UnsupportedOrMissingArchitecture) {
     m.set("general.architecture", "mamba");
     EXPECT_EQ(load_error(m), path_ +
                                  ": architecture 'mamba' is not supported (supported: llama, "
-                                 "qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, gpt-oss)");
+                                 "qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, "
+                                 "qwen3next, gpt-oss)");
     m.erase("general.architecture");
     EXPECT_NE(load_error(m).find("'general.architecture' is missing"), std::string::npos);
     m.set("general.architecture", uint32_t{1});

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "model_test_files.h"
 #include "test_support.h"
@@ -220,6 +223,34 @@ TEST(InspectCli, HumanOutputSummarisesTheModel) {
     }
     // Aligned and tidy: no line ends in a blank.
     EXPECT_EQ(r.out.find(" \n"), std::string::npos);
+}
+
+// A hybrid: which layers are delta nets, their heads and how the file stores their projections,
+// and the rope (qwen3next's is plain NEOX over a quarter of each head; qwen35's has sections).
+TEST(InspectCli, HybridModelsShowTheirLinearAttention) {
+    test::TempDir tmp;
+    for (const auto& [preset, lines] :
+         std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"tiny-qwen3next",
+              {"  linear attention  Gated DeltaNet in 3 of 4 layers: 2 key / 4 value heads of 64, "
+               "conv 4; value heads grouped per key head, fused ssm_in and ssm_ba\n",
+               "  rope              neox, 16 dims, base 10000000\n"}},
+             {"tiny-qwen35",
+              {"  linear attention  Gated DeltaNet in 3 of 4 layers: 2 key / 4 value heads of 64, "
+               "conv 4\n",
+               "  rope              neox, 16 dims, base 10000000, sections 3/3/2/0 "
+               "(interleaved)\n"}},
+         }) {
+        const std::string path = tmp.file(preset + ".gguf");
+        test::CommandResult r = test::run_strata(
+            "synth --preset " + preset + " --type Q8_0 --threads 2 -o " + test::shell_quote(path));
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        r = test::run_strata("inspect " + test::shell_quote(path));
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        for (const std::string& line : lines) {
+            EXPECT_NE(r.out.find(line), std::string::npos) << "missing: " << line << "\n" << r.out;
+        }
+    }
 }
 
 TEST(InspectCli, UnreadableFileIsAnError) {

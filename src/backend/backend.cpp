@@ -31,6 +31,8 @@ std::string_view act_name(Act a) {
             return "beta";
         case Act::Alpha:
             return "alpha";
+        case Act::Fused:
+            return "fused";
         case Act::Count:
             break;
     }
@@ -51,6 +53,9 @@ void Backend::split_query_gate(int, int64_t) {
 }
 void Backend::sigmoid_mul(Act, Act, int64_t, int64_t) {
     no_recurrent_layers(name(), "sigmoid_mul");
+}
+void Backend::ungroup_columns(Act, int64_t, std::span<const ColumnPart>, int64_t) {
+    no_recurrent_layers(name(), "ungroup_columns");
 }
 void Backend::delta_net(int, const DeltaNetWeights&, std::span<const SeqRun>) {
     no_recurrent_layers(name(), "delta_net");

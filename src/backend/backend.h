@@ -50,6 +50,9 @@ enum class Act : uint8_t {
     Gate,   // an output gate: n_head x head_dim_v (attention) or value_dim (delta net's z)
     Beta,   // the delta net's write strength before its sigmoid: n_v_heads
     Alpha,  // the delta net's decay input before softplus: n_v_heads
+    // A fused projection's output before its columns are ungrouped (ungroup_columns): qwen3next's
+    // ssm_in (q, k, v and z per key head: ssm_qkvz_dim()) or ssm_ba (2 n_v_heads).
+    Fused,
     Count
 };
 std::string_view act_name(Act a);
@@ -81,6 +84,16 @@ struct DeltaNetWeights {
     const TensorView* a;
     const TensorView* norm;
 };
+
+// One part of each group of a fused projection's row (Backend::ungroup_columns): `width` columns
+// that land in `to`, whose rows are `to_cols` wide, at column `to_col` + group x width.
+struct ColumnPart {
+    Act to{};
+    int64_t width = 0;
+    int64_t to_col = 0;
+    int64_t to_cols = 0;
+};
+inline constexpr size_t kMaxColumnParts = 4;
 
 // One chosen expert of a batch and the (token * k + choice) slots that chose it, with their
 // routing weights.
@@ -165,20 +178,27 @@ class Backend {
     // windowed (ModelHparams::is_swa) lets a query at position p see only keys p - n_swa + 1 .. p,
     // and its cache need hold no more (model/kv_layout.h: kv_layer_positions, a ring).
     virtual void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) = 0;
-    // --- Hybrid models (qwen35). A backend that runs no recurrent layer need not implement
-    // these: its factory refuses such models, and the defaults abort.
+    // --- Hybrid models (qwen35, qwen3next). A backend that runs no recurrent layer need not
+    // implement these: its factory refuses such models, and the defaults abort.
     // Q (n_head x head_dim_k) and Gate (n_head x head_dim_k) from Mixed, where each head's query
     // and gate lie side by side.
     virtual void split_query_gate(int layer, int64_t n);
     // rows[i] *= sigmoid(gate[i]) over `cols` values of each of n rows (gated attention output).
     virtual void sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n);
+    // Each of n rows of `from` is `groups` groups of the parts' columns side by side, [part 0 |
+    // part 1 | ...] in every group; part p of group g is copied to its activation at column
+    // to_col + g x width (qwen3next's fused projections, grouped per key head, into the places
+    // qwen35's separate ones fill). At most kMaxColumnParts parts; their destinations are
+    // disjoint from `from` and from each other.
+    virtual void ungroup_columns(Act from, int64_t groups, std::span<const ColumnPart> parts,
+                                 int64_t n);
     // A Gated DeltaNet layer after its projections, per row of its sequence's run (rows of a run
     // in order, continuing that sequence's recurrent state of this layer):
     //   x   = silu(causal conv1d of Mixed over the last d_conv inputs, the state's included)
     //   q,k = L2-normalised key heads of x (eps rms_eps), v = the value heads of x
     //   g   = A * softplus(Alpha + dt_bias), beta = sigmoid(Beta)          (per value head)
     //   S   = exp(g) S;  S += beta (v - S k) k^T;  o = S q / sqrt(head size)  (value head h reads
-    //                                                                key head h % key heads)
+    //                                                 key head hparams.ssm_key_head(h))
     //   AttnOut = RMSNorm(o) * norm * silu(Gate)                               (per value head)
     // A prompt's run may compute the same in chunks (a parallel form); the state afterwards is
     // the same as after its tokens one by one.

@@ -116,6 +116,21 @@ std::string attention_line(const ModelHparams& hp) {
     return s;
 }
 
+// Hybrid models: which layers are Gated DeltaNets, their heads and how their projections are
+// stored.
+std::string delta_net_line(const ModelHparams& hp) {
+    const auto recurrent = std::count(hp.recurrent_layers.begin(), hp.recurrent_layers.end(), true);
+    std::string s = "Gated DeltaNet in " + std::to_string(recurrent) + " of " +
+                    std::to_string(hp.n_layer) + " layers: " + std::to_string(hp.ssm_n_group) +
+                    " key / " + std::to_string(hp.ssm_dt_rank) + " value heads of " +
+                    std::to_string(hp.ssm_d_state) + ", conv " + std::to_string(hp.ssm_d_conv);
+    if (hp.ssm_grouped_heads) {
+        s += "; value heads grouped per key head, fused ";
+        s += hp.ssm_fused_qkvz ? "ssm_in and ssm_ba" : "ssm_ba";
+    }
+    return s;
+}
+
 std::string rope_line(const ModelHparams& hp) {
     std::string s = std::string(rope_style_name(hp.rope_style)) + ", " + std::to_string(hp.n_rot) +
                     " dims, base " + number(hp.rope_freq_base);
@@ -125,6 +140,11 @@ std::string rope_line(const ModelHparams& hp) {
         if (sc.original_context) s += " from " + std::to_string(sc.original_context);
     }
     if (hp.has_rope_freqs) s += ", frequency factors (rope_freqs)";
+    const auto& sec = hp.rope_sections;
+    if (sec[0] + sec[1] + sec[2] + sec[3] > 0) {
+        s += ", sections " + std::to_string(sec[0]) + "/" + std::to_string(sec[1]) + "/" +
+             std::to_string(sec[2]) + "/" + std::to_string(sec[3]) + " (interleaved)";
+    }
     return s;
 }
 
@@ -192,6 +212,7 @@ void print_summary(const ModelInfo& info) {
         kv.add_row({"layers", layers});
         kv.add_row({"embedding", std::to_string(hp->n_embd)});
         kv.add_row({"attention", attention_line(*hp)});
+        if (hp->has_recurrent()) kv.add_row({"linear attention", delta_net_line(*hp)});
         if (hp->is_moe()) {
             std::string e = std::to_string(hp->n_expert) + ", " +
                             std::to_string(hp->n_expert_used) + " used per token, " +

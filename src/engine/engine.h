@@ -175,7 +175,8 @@ class Engine {
     // Logits of `rows` rows of the hidden state from first: the head whole, or piece by piece.
     Result<void> output_head(const TensorView& norm, int64_t first, int64_t rows, float* out);
     // Pre-norm Gated DeltaNet (hybrid models' linear attention): norm, the fused q/k/v, output
-    // gate, write strength and decay projections, the backend's delta_net, output projection.
+    // gate, write strength and decay projections (qwen3next's fused ones ungrouped), the
+    // backend's delta_net, output projection.
     Result<void> delta_net_block(const LayerArgs& a);
     // Pre-norm SwiGLU FFN.
     Result<void> dense_ffn_block(const LayerArgs& a);

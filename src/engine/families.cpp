@@ -25,9 +25,11 @@ Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
                                 : e.dense_ffn_block(a);
 }
 
-// Qwen3.5 / 3.6 (dense and MoE): Gated DeltaNet layers, every fourth one gated full attention
-// (the attention block follows hparams' attn_output_gate), then the FFN as above; the FFN's
-// pre-norm is post_attention_norm (hparams' ffn_norm_is_post_attention).
+// Qwen3.5 / 3.6 (dense and MoE) and Qwen3-Next: Gated DeltaNet layers, every fourth one gated
+// full attention (the attention block follows hparams' attn_output_gate), then the FFN as above;
+// the FFN's pre-norm is post_attention_norm (hparams' ffn_norm_is_post_attention). Qwen3-Next's
+// differences are data: its delta net's fused projections and head pairing (the delta-net block
+// and the backend follow hparams' ssm_fused_qkvz and ssm_grouped_heads) and plain rope.
 Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.hparams().is_recurrent(uint32_t(a.layer)) ? e.delta_net_block(a)
                                                            : e.attention_block(a));
@@ -41,7 +43,7 @@ LayerFn layer_function(std::string_view arch) {
     for (std::string_view known : {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gpt-oss"}) {
         if (arch == known) return pre_norm_layer;
     }
-    for (std::string_view known : {"qwen35", "qwen35moe"}) {
+    for (std::string_view known : {"qwen35", "qwen35moe", "qwen3next"}) {
         if (arch == known) return hybrid_layer;
     }
     return nullptr;

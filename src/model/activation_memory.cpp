@@ -79,10 +79,11 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
              R * f + uint64_t(hp.n_rot / 2) * 2 * f;
     if (hp.has_recurrent()) {
         // Hybrid models: Mixed (a gated query or a delta net's q/k/v), Gate, Beta and Alpha rows,
-        // and per thread the scratch of a delta-net chunk (backend/cpu/delta_net.h).
+        // a fused projection's output (qwen3next) and per thread the scratch of a delta-net
+        // chunk (backend/cpu/delta_net.h).
         const uint64_t mixed = std::max<uint64_t>(2 * n_head * hp.head_dim_k, hp.conv_channels());
         const uint64_t gate = std::max<uint64_t>(n_head * hp.head_dim_v, hp.ssm_value_dim());
-        m.rows += R * (mixed + gate + 2 * uint64_t(hp.ssm_dt_rank)) * f;
+        m.rows += R * (mixed + gate + 2 * uint64_t(hp.ssm_dt_rank) + hp.ssm_fused_dim()) * f;
         const uint64_t C = kDeltaNetChunk, S = hp.ssm_d_state;
         m.rows += uint64_t(std::max(1, shape.threads)) * (C + 2 * C * C + 2 * C * S) * f;
     }
@@ -158,8 +159,10 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
                    v = n_head_kv * hp.head_dim_v;
     uint64_t attn = n_head * hp.head_dim_v;
     // Hybrid models: the gated query or a delta-net layer's q/k/v (Act::Mixed), the output gate,
-    // the delta net's beta and alpha per value head, its output in the attention output's.
+    // the delta net's beta and alpha per value head, its output in the attention output's, and
+    // a fused projection's output before it is ungrouped (qwen3next).
     uint64_t mixed = 0, gate = 0, v_heads = 0;
+    const uint64_t fused = hp.ssm_fused_dim();
     if (hp.has_recurrent()) {
         mixed = std::max<uint64_t>(2 * q, hp.conv_channels());
         gate = std::max<uint64_t>(attn, hp.ssm_value_dim());
@@ -168,7 +171,7 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
     }
     const uint64_t ff = widest_ffn(hp);
     const uint64_t used = std::max(1u, hp.n_expert_used);
-    uint64_t bytes = R * (4 * d + q + k + v + attn + mixed + gate + 2 * v_heads) * f;
+    uint64_t bytes = R * (4 * d + q + k + v + attn + mixed + gate + 2 * v_heads + fused) * f;
     bytes += 2 * R * ff * f + R * f;  // gate, up, a scalar per row
     bytes += std::max<uint64_t>(uint64_t(kGpuLogitRowsPerChunk) * hp.n_vocab,
                                 R * std::max(1u, hp.n_expert)) *
@@ -183,7 +186,7 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
         bytes += slots * std::max(d, ff) * 5 / 4 + 64 + 3 * 4 * (slots / 64 + 1 + e);
     }
     const uint64_t max_cols = std::max({d, ff, attn});
-    const uint64_t max_weight = d * std::max({ff, q, k, v, d, mixed, gate});
+    const uint64_t max_weight = d * std::max({ff, q, k, v, d, mixed, gate, fused});
     bytes += 2 * max_weight + 2 * R * max_cols + kGpuLibraryWorkspace;  // fp16 GEMM staging
     // The int8 codes of a batch (one byte a column) and their scales (at most 8 bytes per 32).
     bytes += R * max_cols + R * max_cols / 4 + 64;

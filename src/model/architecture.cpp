@@ -10,8 +10,9 @@ namespace {
 // Router normalisation follows what each family was trained with: Mixtral, Qwen3-MoE and
 // Qwen3.5-MoE renormalise the top-k softmax weights, Qwen2-MoE uses them as they are.
 // qwen35 / qwen35moe are Qwen3.5 and 3.6 (dense and MoE): hybrid DeltaNet / gated attention.
+// qwen3next is Qwen3-Next-80B-A3B, the same hybrid with its delta net's tensors stored otherwise.
 // gpt-oss is OpenAI's gpt-oss-20b / gpt-oss-120b.
-constexpr std::array<ArchTraits, 8> kArchitectures = {{
+constexpr std::array<ArchTraits, 9> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -32,7 +33,8 @@ constexpr std::array<ArchTraits, 8> kArchitectures = {{
      .qk_norm = true,
      .never_moe = true,
      .ffn_norm_is_post_attention = true,
-     .hybrid_delta_net = true},
+     .hybrid_delta_net = true,
+     .rope_sections = true},
     {.name = "qwen35moe",
      .rope_style = RopeStyle::Neox,
      .qk_norm = true,
@@ -41,7 +43,19 @@ constexpr std::array<ArchTraits, 8> kArchitectures = {{
      .norm_topk_prob = true,
      .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed,
      .ffn_norm_is_post_attention = true,
-     .hybrid_delta_net = true},
+     .hybrid_delta_net = true,
+     .rope_sections = true},
+    // Plain NEOX rope over part of each head (rope.dimension_count), no sections.
+    {.name = "qwen3next",
+     .rope_style = RopeStyle::Neox,
+     .qk_norm = true,
+     .always_moe = true,
+     .shared_expert = true,
+     .norm_topk_prob = true,
+     .expert_width_default = ExpertWidthDefault::FfnLengthOverUsed,
+     .ffn_norm_is_post_attention = true,
+     .hybrid_delta_net = true,
+     .delta_net_grouped = true},
     // gpt-oss: attention with biases, per-head sinks and every other layer windowed; MoE in every
     // layer with a biased router whose top k logits are softmaxed alone, and biased experts with
     // the clamped SwiGLU.

@@ -46,15 +46,23 @@ struct ArchTraits {
     uint32_t swa_period = 0;
     // Qwen3.5 hybrids: Gated DeltaNet layers (ssm.* keys and tensors) with every
     // full_attention_interval-th layer gated full attention (a q projection doubled into query and
-    // output gate, multi-section rope); the FFN's pre-norm is post_attention_norm.
+    // output gate); the FFN's pre-norm is post_attention_norm.
     bool hybrid_delta_net = false;
+    // Multi-section rope: <arch>.rope.dimension_sections is read (Qwen3.5).
+    bool rope_sections = false;
+    // Qwen3-Next's delta net: value heads grouped by key head (value head h reads key head
+    // h / (value heads / key heads), where qwen35's tile them: h % key heads), beta and alpha in
+    // one projection (ssm_ba) grouped per key head, and q/k/v/z either in one projection grouped
+    // per key head (ssm_in, the earlier converters' files) or as qwen35 has them (attn_qkv,
+    // attn_gate).
+    bool delta_net_grouped = false;
 };
 
 // nullptr for an architecture strata does not run.
 const ArchTraits* find_arch_traits(std::string_view arch);
 // Every supported family, in a fixed order.
 std::span<const ArchTraits> known_arch_traits();
-// "llama, qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe"
+// "llama, qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss"
 std::string supported_architectures();
 
 }  // namespace strata

@@ -385,9 +385,11 @@ Result<void> load_recurrent_layers(const GgufFile& f, const ArchKeys& keys, uint
 }
 
 // Hybrid families: the Gated DeltaNet's sizes, which layers are recurrent, the gated query and
-// the multi-section rope. The state's head size is ssm.state_size for keys and values alike (the
-// reference engine's kernels assume it), so ssm.inner_size must be value heads x state size.
-Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, ModelHparams& hp) {
+// how value heads pair with key heads. The state's head size is ssm.state_size for keys and values
+// alike (the reference engine's kernels assume it), so ssm.inner_size must be value heads x state
+// size.
+Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, const ArchTraits& traits,
+                            ModelHparams& hp) {
     STRATA_ASSIGN(hp.ssm_d_conv, keys.positive_u32("ssm.conv_kernel"));
     STRATA_ASSIGN(hp.ssm_d_inner, keys.positive_u32("ssm.inner_size"));
     STRATA_ASSIGN(hp.ssm_d_state, keys.positive_u32("ssm.state_size"));
@@ -422,6 +424,7 @@ Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, ModelHparam
     }
     STRATA_TRY(load_recurrent_layers(f, keys, n_layer_all, hp));
     hp.attn_output_gate = true;
+    hp.ssm_grouped_heads = traits.delta_net_grouped;
     return {};
 }
 
@@ -508,6 +511,9 @@ void detect_structure(const GgufFile& f, const ArchTraits& traits, ModelHparams&
             hp.has_qk_norm = true;
         }
         if (n.role == TensorRole::AttnSinks) hp.has_attn_sinks = true;
+        // qwen3next's earlier files: q, k, v and z in one projection (checked per layer by
+        // check_tensors).
+        if (n.role == TensorRole::SsmIn && traits.delta_net_grouped) hp.ssm_fused_qkvz = true;
         if (n.is_bias && is_expert_role(n.role)) hp.has_expert_bias = true;
     }
 }
@@ -546,10 +552,8 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_TRY(load_attention(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
-    if (traits->hybrid_delta_net) {
-        STRATA_TRY(load_delta_net(f, keys, hp));
-        STRATA_TRY(load_rope_sections(f, keys, hp));
-    }
+    if (traits->hybrid_delta_net) STRATA_TRY(load_delta_net(f, keys, *traits, hp));
+    if (traits->rope_sections) STRATA_TRY(load_rope_sections(f, keys, hp));
     STRATA_TRY(load_sliding_window(f, keys, *traits, hp));
     STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
     if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");

@@ -115,9 +115,10 @@ struct ModelHparams {
     // The FFN's input norm is blk.N.post_attention_norm rather than blk.N.ffn_norm (gpt-oss).
     bool ffn_norm_is_post_attention = false;
 
-    // Hybrid models (qwen35, qwen35moe): Gated DeltaNet linear-attention layers between full
-    // attention layers. The delta net's heads: ssm_n_group key heads and ssm_dt_rank value heads
-    // (value head h reads key head h % ssm_n_group), each ssm_d_state wide; its recurrent state
+    // Hybrid models (qwen35, qwen35moe, qwen3next): Gated DeltaNet linear-attention layers between
+    // full attention layers. The delta net's heads: ssm_n_group key heads and ssm_dt_rank value
+    // heads (ssm_key_head says which key head a value head reads), each ssm_d_state wide; its
+    // recurrent state
     // per sequence and layer is (ssm_d_conv - 1) x conv_channels() convolution inputs and
     // ssm_dt_rank x ssm_d_state x ssm_d_state floats. All zero for other families.
     // Multi-token-prediction blocks (<arch>.nextn_predict_layers) that the file stores after the
@@ -139,6 +140,13 @@ struct ModelHparams {
     // <arch>.rope.dimension_sections (multi-section rope; for text every section sees the
     // token's position except the fourth, which sees 0). All zero: plain rope.
     std::array<uint32_t, 4> rope_sections{};
+    // Qwen3-Next (ArchTraits::delta_net_grouped): value heads come in groups of
+    // ssm_dt_rank / ssm_n_group per key head, and beta and alpha are one projection (ssm_ba),
+    // [beta r | alpha r] per key head.
+    bool ssm_grouped_heads = false;
+    // blk.N.ssm_in holds a delta-net layer's q, k, v and z, [q S | k S | v r*S | z r*S] per key
+    // head, in place of attn_qkv and attn_gate (qwen3next files of the earlier converters).
+    bool ssm_fused_qkvz = false;
 
     bool is_recurrent(uint32_t layer) const {
         return layer < recurrent_layers.size() && recurrent_layers[layer];
@@ -148,6 +156,19 @@ struct ModelHparams {
     uint64_t ssm_value_dim() const { return uint64_t(ssm_d_state) * ssm_dt_rank; }
     // Channels of the delta net's convolution: q, k and v side by side.
     uint64_t conv_channels() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+    // The key head value head h reads: qwen35 tiles the value heads over the key heads (h % k),
+    // qwen3next groups them per key head (h / (v / k)).
+    uint32_t ssm_key_head(uint32_t h) const {
+        return ssm_grouped_heads ? h / (ssm_dt_rank / ssm_n_group) : h % ssm_n_group;
+    }
+    // Columns of ssm_in's output (q, k, v and z): 2 key_dim + 2 value_dim.
+    uint64_t ssm_qkvz_dim() const { return 2 * ssm_key_dim() + 2 * ssm_value_dim(); }
+    // The widest fused projection output a delta-net layer ungroups (ssm_in's when the file has
+    // it, else ssm_ba's); 0 where no projection is fused.
+    uint64_t ssm_fused_dim() const {
+        if (!ssm_grouped_heads) return 0;
+        return std::max<uint64_t>(ssm_fused_qkvz ? ssm_qkvz_dim() : 0, 2 * uint64_t{ssm_dt_rank});
+    }
 
     bool is_moe() const { return n_expert > 0; }
     // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *

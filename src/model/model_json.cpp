@@ -108,6 +108,15 @@ json hparams_json(const ModelHparams& hp) {
         {"has_qkv_bias", hp.has_qkv_bias},
         {"has_qk_norm", hp.has_qk_norm},
         {"has_rope_freqs", hp.has_rope_freqs},
+        {"rope_sections", hp.rope_sections},
+        {"ssm",
+         {{"conv_kernel", hp.ssm_d_conv},
+          {"state_size", hp.ssm_d_state},
+          {"key_heads", hp.ssm_n_group},
+          {"value_heads", hp.ssm_dt_rank},
+          {"recurrent_layers", hp.recurrent_layers},
+          {"grouped_heads", hp.ssm_grouped_heads},
+          {"fused_qkvz", hp.ssm_fused_qkvz}}},
     };
 }
 

@@ -86,6 +86,8 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
     }
     if (traits && traits->hybrid_delta_net) {
         hp.attn_output_gate = true;
+        hp.ssm_grouped_heads = traits->delta_net_grouped;
+        if (!traits->delta_net_grouped) hp.ssm_fused_qkvz = false;
         // The published models' full_attention_interval: every fourth layer is full attention.
         if (hp.recurrent_layers.empty()) {
             hp.recurrent_layers.assign(hp.n_layer, false);
@@ -160,13 +162,21 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         blk.weight(TensorRole::AttnNorm, {n_embd});
         if (hp.is_recurrent(il)) {
             const uint64_t conv = hp.conv_channels(), value = hp.ssm_value_dim();
-            blk.weight(TensorRole::AttnQkv, {n_embd, conv});
-            blk.weight(TensorRole::AttnGate, {n_embd, value});
+            if (hp.ssm_fused_qkvz) {
+                blk.weight(TensorRole::SsmIn, {n_embd, hp.ssm_qkvz_dim()});
+            } else {
+                blk.weight(TensorRole::AttnQkv, {n_embd, conv});
+                blk.weight(TensorRole::AttnGate, {n_embd, value});
+            }
             blk.weight(TensorRole::SsmConv1d, {hp.ssm_d_conv, conv});
             blk.bias(TensorRole::SsmDt, hp.ssm_dt_rank);
             blk.weight(TensorRole::SsmA, {hp.ssm_dt_rank});
-            blk.weight(TensorRole::SsmBeta, {n_embd, hp.ssm_dt_rank});
-            blk.weight(TensorRole::SsmAlpha, {n_embd, hp.ssm_dt_rank});
+            if (hp.ssm_grouped_heads) {
+                blk.weight(TensorRole::SsmBetaAlpha, {n_embd, 2 * uint64_t{hp.ssm_dt_rank}});
+            } else {
+                blk.weight(TensorRole::SsmBeta, {n_embd, hp.ssm_dt_rank});
+                blk.weight(TensorRole::SsmAlpha, {n_embd, hp.ssm_dt_rank});
+            }
             blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
             blk.weight(TensorRole::SsmOut, {value, n_embd});
         } else {

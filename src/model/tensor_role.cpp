@@ -14,7 +14,7 @@ struct RoleName {
 };
 
 // One table for both directions (name -> role, role -> name).
-constexpr std::array<RoleName, 39> kRoles = {{
+constexpr std::array<RoleName, 41> kRoles = {{
     {TensorRole::TokenEmbedding, "token_embd", "token_embd"},
     {TensorRole::OutputNorm, "output_norm", "output_norm"},
     {TensorRole::Output, "output", "output"},
@@ -53,6 +53,8 @@ constexpr std::array<RoleName, 39> kRoles = {{
     {TensorRole::SsmAlpha, "ssm_alpha", "ssm_alpha"},
     {TensorRole::SsmNorm, "ssm_norm", "ssm_norm"},
     {TensorRole::SsmOut, "ssm_out", "ssm_out"},
+    {TensorRole::SsmIn, "ssm_in", "ssm_in"},
+    {TensorRole::SsmBetaAlpha, "ssm_ba", "ssm_ba"},
     {TensorRole::Other, "", "other"},
 }};
 
@@ -118,6 +120,8 @@ bool is_attention_role(TensorRole r) {
         case TensorRole::SsmAlpha:
         case TensorRole::SsmNorm:
         case TensorRole::SsmOut:
+        case TensorRole::SsmIn:
+        case TensorRole::SsmBetaAlpha:
             return true;
         default:
             return false;

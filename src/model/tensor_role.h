@@ -40,8 +40,8 @@ enum class TensorRole : uint8_t {
     SharedUp,          // blk.N.ffn_up_shexp
     SharedDown,        // blk.N.ffn_down_shexp
     SharedExpertGate,  // blk.N.ffn_gate_inp_shexp (qwen2moe: scalar gate of the shared expert)
-    // Gated DeltaNet (linear attention) layers of hybrid models (qwen35); their fused q/k/v
-    // projection is AttnQkv [n_embd, 2*key_dim + value_dim].
+    // Gated DeltaNet (linear attention) layers of hybrid models (qwen35, qwen3next); their fused
+    // q/k/v projection is AttnQkv [n_embd, 2*key_dim + value_dim].
     AttnGate,   // blk.N.attn_gate: the output gate z     [n_embd, value_dim]
     SsmConv1d,  // blk.N.ssm_conv1d: causal conv taps     [d_conv, 2*key_dim + value_dim]
     SsmDt,      // blk.N.ssm_dt.bias: decay bias          [n_v_heads]
@@ -50,6 +50,12 @@ enum class TensorRole : uint8_t {
     SsmAlpha,   // blk.N.ssm_alpha: decay input           [n_embd, n_v_heads]
     SsmNorm,    // blk.N.ssm_norm: gated output RMSNorm   [head_v_dim]
     SsmOut,     // blk.N.ssm_out: output projection       [value_dim, n_embd]
+    // qwen3next's fused forms, their columns grouped per key head (r = value heads per key head):
+    // ssm_in is q, k, v and z as [q S | k S | v r*S | z r*S] per key head (in place of attn_qkv
+    // and attn_gate, in files of the earlier converters); ssm_ba is beta and alpha as
+    // [beta r | alpha r] per key head (in place of ssm_beta and ssm_alpha).
+    SsmIn,         // blk.N.ssm_in                  [n_embd, 2*key_dim + 2*value_dim]
+    SsmBetaAlpha,  // blk.N.ssm_ba                  [n_embd, 2*n_v_heads]
     Other,
 };
 

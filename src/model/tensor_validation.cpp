@@ -95,17 +95,27 @@ void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& 
 
 // A Gated DeltaNet layer (hybrid families): fused q/k/v, output gate z, the convolution, the
 // decay and write-strength projections and their parameters, the gated norm and the output.
+// qwen3next's files may fuse q/k/v and z into ssm_in, and always fuse beta and alpha (ssm_ba).
 void expect_delta_net(ExpectedSet& e, const ModelHparams& hp, int il) {
     const uint64_t embd = hp.n_embd, conv = hp.conv_channels(), value = hp.ssm_value_dim();
     const uint64_t heads = hp.ssm_dt_rank;
     e.add(layer_name(il, "attn_norm"), {embd}, "[n_embd]");
-    e.add(layer_name(il, "attn_qkv"), {embd, conv}, "[n_embd, 2*key_dim + value_dim]");
-    e.add(layer_name(il, "attn_gate"), {embd, value}, "[n_embd, value_dim]");
+    if (hp.ssm_fused_qkvz) {
+        e.add(layer_name(il, "ssm_in"), {embd, hp.ssm_qkvz_dim()},
+              "[n_embd, 2*key_dim + 2*value_dim]");
+    } else {
+        e.add(layer_name(il, "attn_qkv"), {embd, conv}, "[n_embd, 2*key_dim + value_dim]");
+        e.add(layer_name(il, "attn_gate"), {embd, value}, "[n_embd, value_dim]");
+    }
     e.add(layer_name(il, "ssm_conv1d"), {hp.ssm_d_conv, conv}, "[d_conv, 2*key_dim + value_dim]");
     e.add(layer_name(il, "ssm_dt", "bias"), {heads}, "[n_v_heads]");
     e.add("blk." + std::to_string(il) + ".ssm_a", {heads}, "[n_v_heads]");
-    e.add(layer_name(il, "ssm_beta"), {embd, heads}, "[n_embd, n_v_heads]");
-    e.add(layer_name(il, "ssm_alpha"), {embd, heads}, "[n_embd, n_v_heads]");
+    if (hp.ssm_grouped_heads) {
+        e.add(layer_name(il, "ssm_ba"), {embd, 2 * heads}, "[n_embd, 2*n_v_heads]");
+    } else {
+        e.add(layer_name(il, "ssm_beta"), {embd, heads}, "[n_embd, n_v_heads]");
+        e.add(layer_name(il, "ssm_alpha"), {embd, heads}, "[n_embd, n_v_heads]");
+    }
     e.add(layer_name(il, "ssm_norm"), {hp.ssm_d_state}, "[head_v_dim]");
     e.add(layer_name(il, "ssm_out"), {value, embd}, "[value_dim, n_embd]");
 }

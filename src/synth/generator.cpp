@@ -206,9 +206,11 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
         put("ssm.time_step_rank", hp.ssm_dt_rank);
         put("ssm.inner_size", uint32_t(hp.ssm_value_dim()));
         put("full_attention_interval", uint32_t{4});
-        Array sections{ValueType::I32, {}};
-        for (uint32_t x : hp.rope_sections) sections.items.emplace_back(int32_t(x));
-        put("rope.dimension_sections", std::move(sections));
+        if (traits && traits->rope_sections) {
+            Array sections{ValueType::I32, {}};
+            for (uint32_t x : hp.rope_sections) sections.items.emplace_back(int32_t(x));
+            put("rope.dimension_sections", std::move(sections));
+        }
     }
     if (hp.is_moe()) {
         put("expert_count", hp.n_expert);

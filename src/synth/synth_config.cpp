@@ -26,6 +26,9 @@ struct PresetShape {
     uint32_t n_swa = 0;          // sliding window of the windowed layers (0: none)
     float yarn_factor = 0.0f;    // YaRN context extension (0: none)
     uint32_t yarn_orig_ctx = 0;  // its original context
+    // qwen3next: q, k, v and z in one projection (ssm_in), as the earlier converters wrote them;
+    // false: attn_qkv and attn_gate, as the current one does.
+    bool fused_qkvz = false;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -151,6 +154,87 @@ constexpr PresetShape kPresets[] = {
      16,
      64,
      64},
+    // Qwen3-Next: the qwen35moe layer with the delta net's projections fused per key head and
+    // value heads grouped per key head (tiny: 2 key heads of 2 value heads each, so the pairing
+    // differs from qwen35's), plain NEOX rope over a quarter of each head. The tiny one writes
+    // ssm_in as the published files have it; tiny-qwen3next-qkv writes attn_qkv and attn_gate as
+    // the current converter does.
+    {"tiny-qwen3next",
+     "qwen3next (Qwen3-Next): 4 layers, 16 experts top-4 + shared expert, fused ssm_in, untied",
+     "qwen3next",
+     256,
+     4,
+     4,
+     2,
+     64,
+     0,
+     16,
+     4,
+     256,
+     256,
+     4096,
+     10000000.0f,
+     1e-6f,
+     false,
+     64,
+     2,
+     4,
+     16,
+     0,
+     0.0f,
+     0,
+     true},
+    {"tiny-qwen3next-qkv",
+     "qwen3next as the current converter writes it: attn_qkv and attn_gate in place of ssm_in",
+     "qwen3next",
+     256,
+     4,
+     4,
+     2,
+     64,
+     0,
+     16,
+     4,
+     256,
+     256,
+     4096,
+     10000000.0f,
+     1e-6f,
+     false,
+     64,
+     2,
+     4,
+     16},
+    // Qwen3-Next-80B-A3B's published config (hidden 2048, 48 layers, 16 query and 2 KV heads of
+    // 256 with a quarter rotated, DeltaNet 16 key and 32 value heads of 128, 512 experts top-10 of
+    // 512 plus a shared expert as wide, rope_theta 1e7, 262144 positions, untied), as recalled:
+    // not checked against a published file here; its totals (79.7 B parameters, 3.2 B active)
+    // fit the name (engine_qwen3next_test.cpp).
+    {"qwen3next-80b-a3b",
+     "Qwen3-Next-80B-A3B shape: 48 layers, 512 experts top-10, ssm_in (~48 GB at Q4_K_M)",
+     "qwen3next",
+     2048,
+     48,
+     16,
+     2,
+     256,
+     0,
+     512,
+     10,
+     512,
+     512,
+     262144,
+     10000000.0f,
+     1e-6f,
+     false,
+     128,
+     16,
+     32,
+     64,
+     0,
+     0.0f,
+     0,
+     true},
     // gpt-oss: every other layer windowed, YaRN x32 over a 4096 original context. The tiny one
     // has a window of 16 so that prompts of a few dozen tokens cross it, and 4 layers so both
     // kinds of layer appear and streaming has layers to stream.
@@ -286,9 +370,13 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
             hp.ssm_dt_rank = p.ssm_v_heads;
             hp.ssm_d_inner = p.ssm_state * p.ssm_v_heads;
             hp.n_rot = p.n_rot;
-            // Qwen's split of the rotated pairs into time, height and width sections.
-            const uint32_t pairs = p.n_rot / 2, t = (pairs + 2) / 3, h = (pairs - t + 1) / 2;
-            hp.rope_sections = {t, h, pairs - t - h, 0};
+            hp.ssm_fused_qkvz = p.fused_qkvz;
+            const ArchTraits* traits = find_arch_traits(hp.arch);
+            if (traits && traits->rope_sections) {
+                // Qwen's split of the rotated pairs into time, height and width sections.
+                const uint32_t pairs = p.n_rot / 2, t = (pairs + 2) / 3, h = (pairs - t + 1) / 2;
+                hp.rope_sections = {t, h, pairs - t - h, 0};
+            }
         }
         hp.n_swa = p.n_swa;
         if (p.yarn_factor > 0.0f) {
@@ -352,7 +440,7 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
     if (hp.n_layer_nextn > 0 && !traits->hybrid_delta_net) {
         return err(
             "--nextn: multi-token-prediction blocks are written for the hybrid families "
-            "only (qwen35, qwen35moe)");
+            "only (qwen35, qwen35moe, qwen3next)");
     }
     if (hp.n_layer_nextn > kMaxLayers - hp.n_layer) {
         return err(flag_value("--nextn", hp.n_layer_nextn), " is too large (block_count at most ",

@@ -5,8 +5,10 @@
 // the kernels' blocks: prompts of several sequences in one batch (one longer than the CPU's chunk,
 // which computes it in the parallel form while the GPU goes token by token), then decode steps of
 // both sequences together, then one sequence started again (its state forgotten, the other's
-// kept). Then the gated attention's pieces on a tiny-qwen35 layer: the query/gate split,
-// multi-section rope with partial rotation, and the sigmoid gate of the output.
+// kept); value heads tiled over the key heads (qwen35) and grouped per key head (qwen3next).
+// Then the gated attention's pieces on a tiny-qwen35 layer: the query/gate split, multi-section
+// rope with partial rotation, and the sigmoid gate of the output. Then the ungrouping of
+// qwen3next's fused projections against the scalar reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,9 +23,11 @@
 #include "device_buffers.h"
 #include "engine_test_support.h"
 #include "model/rope.h"
+#include "model/tensor_layout.h"
 #include "runtime/loaded_model.h"
 #include "synth/synth_config.h"
 #include "test_support.h"
+#include "ungroup_columns_reference.h"
 
 namespace strata {
 namespace {
@@ -61,6 +65,7 @@ Weight weight(std::vector<float> values, int64_t cols) {
 
 struct Shape {
     int S, k_heads, v_heads, d_conv;
+    bool grouped = false;  // value heads grouped per key head (qwen3next)
 };
 
 class CudaDeltaNet : public ::testing::TestWithParam<Shape> {};
@@ -77,6 +82,7 @@ TEST_P(CudaDeltaNet, MatchesTheCpuBackend) {
     hp.ssm_dt_rank = uint32_t(sh.v_heads);
     hp.ssm_d_inner = uint32_t(sh.S * sh.v_heads);
     hp.ssm_d_conv = uint32_t(sh.d_conv);
+    hp.ssm_grouped_heads = sh.grouped;
     BackendConfig c;
     c.hp = hp;
     auto rope = make_rope_config(hp, nullptr);
@@ -128,8 +134,8 @@ TEST_P(CudaDeltaNet, MatchesTheCpuBackend) {
         // by token: rounding apart, where a wrong state, gate or head pairing is off by O(1).
         const double e = test::rel_l2({got, w.size()}, w);
         EXPECT_LE(e, 2e-5) << what;
-        std::printf("  S %3d, %d key / %2d value heads, %d taps: %-28s relative error %.2e\n", sh.S,
-                    sh.k_heads, sh.v_heads, sh.d_conv, what, e);
+        std::printf("  S %3d, %d key / %2d value heads%s, %d taps: %-28s relative error %.2e\n",
+                    sh.S, sh.k_heads, sh.v_heads, sh.grouped ? " grouped" : "", sh.d_conv, what, e);
     };
     // Two prompts in one batch, one longer than a chunk of the CPU's.
     const SeqRun prompts[] = {{0, 0, 70, 0}, {1, 70, 9, 0}};
@@ -150,12 +156,13 @@ TEST_P(CudaDeltaNet, MatchesTheCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDeltaNet,
                          ::testing::Values(Shape{32, 1, 3, 4}, Shape{64, 2, 4, 4},
                                            Shape{64, 3, 6, 3}, Shape{128, 2, 6, 4},
-                                           Shape{128, 4, 8, 5}),
+                                           Shape{128, 4, 8, 5}, Shape{64, 2, 4, 4, true},
+                                           Shape{128, 2, 6, 4, true}),
                          [](const auto& p) {
                              const Shape& s = p.param;
                              return "S" + std::to_string(s.S) + "_k" + std::to_string(s.k_heads) +
                                     "_v" + std::to_string(s.v_heads) + "_taps" +
-                                    std::to_string(s.d_conv);
+                                    std::to_string(s.d_conv) + (s.grouped ? "_grouped" : "");
                          });
 
 // The gated attention layer of tiny-qwen35 (layer 3): its query and gate apart, multi-section
@@ -238,6 +245,34 @@ TEST(CudaGatedAttention, MatchesTheCpuBackend) {
     expect_close(Act::AttnOut, n, da, 1e-3, "attention, gated");
     (*host)->store->release_layer(layer);
     (*device)->store->release_layer(layer);
+}
+
+// qwen3next's fused projections ungrouped on the GPU, against the scalar reference: ssm_in's
+// q/k/v/z and ssm_ba's beta/alpha per key head, and parts that leave columns as they were.
+TEST(CudaUngroupColumns, MatchesTheScalarReference) {
+    STRATA_REQUIRE_GPU();
+    ModelHparams hp = with_layout_defaults(*synth_preset("tiny-qwen3next"));
+    hp.n_vocab = 256;
+    BackendConfig c;
+    c.hp = hp;
+    auto rope = make_rope_config(hp, nullptr);
+    ASSERT_TRUE(rope) << rope.error().message;
+    c.rope = *rope;
+    c.n_ctx = 64;
+    c.max_batch = 16;
+    c.threads = 2;
+    auto made = make_cuda_backend(c, 0);
+    ASSERT_TRUE(made) << made.error().message;
+    Backend& cuda = **made;
+    for (int64_t n : {13, 1}) {
+        SCOPED_TRACE(n);
+        const int64_t groups = hp.ssm_n_group;
+        test::expect_ungroups_like_the_reference(cuda, groups, test::qkvz_column_parts(hp), n, 1);
+        test::expect_ungroups_like_the_reference(cuda, groups, test::beta_alpha_column_parts(hp), n,
+                                                 2);
+        const ColumnPart sparse[] = {{Act::Mixed, 7, 5, 512}, {Act::Beta, 1, 1, 4}};
+        test::expect_ungroups_like_the_reference(cuda, 3, sparse, n, 3);
+    }
 }
 
 }  // namespace

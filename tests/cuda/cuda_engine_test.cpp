@@ -168,11 +168,15 @@ std::vector<Case> cases() {
     out.push_back({"tiny-gpt-oss", TensorType::Q8_0, KvType::Q8_0});
     // The hybrids (Gated DeltaNet layers and gated attention): a prompt in two batches carries
     // the recurrent state across them, the decode steps replay it in graphs.
-    for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe"}) {
+    // Qwen3-Next: value heads grouped per key head, its fused projections (ssm_in, ssm_ba)
+    // ungrouped on the device, plain NEOX rope; -qkv: the current converter's split q/k/v and z.
+    for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"}) {
         out.push_back({preset, TensorType::F32, KvType::F16, true});
         out.push_back({preset, TensorType::Q8_0});
         out.push_back({preset, TensorType::Q4_K});
     }
+    out.push_back({"tiny-qwen3next-qkv", TensorType::F32, KvType::F16, true});
+    out.push_back({"tiny-qwen3next-qkv", TensorType::Q8_0});
     out.push_back({"tiny-qwen35", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny", TensorType::Q8_0, KvType::Q8_0});
     out.push_back({"tiny-qwen3", TensorType::Q4_K, KvType::Q8_0});

@@ -62,6 +62,7 @@ class CpuBackend final : public Backend {
                  std::max<int64_t>(int64_t(n_head) * hp_.head_dim_v, int64_t(hp_.ssm_value_dim())));
             size(Act::Beta, hp_.ssm_dt_rank);
             size(Act::Alpha, hp_.ssm_dt_rank);
+            size(Act::Fused, int64_t(hp_.ssm_fused_dim()));
             delta_scratch_.resize(size_t(pool_.size()) *
                                   size_t(delta_chunk_scratch_floats(int(hp_.ssm_d_state))));
         }
@@ -205,6 +206,23 @@ class CpuBackend final : public Backend {
         });
     }
 
+    void ungroup_columns(Act from, int64_t groups, std::span<const ColumnPart> parts,
+                         int64_t n) override {
+        int64_t group_cols = 0;
+        for (const ColumnPart& p : parts) group_cols += p.width;
+        const float* src = act(from);
+        rows_over_pool(n, [&](int64_t t) {
+            const float* row = src + t * groups * group_cols;
+            for (int64_t g = 0; g < groups; ++g) {
+                for (const ColumnPart& p : parts) {
+                    float* to = act(p.to) + t * p.to_cols + p.to_col + g * p.width;
+                    std::memcpy(to, row, sizeof(float) * size_t(p.width));
+                    row += p.width;
+                }
+            }
+        });
+    }
+
     void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override {
         const int S = int(hp_.ssm_d_state), hk = int(hp_.ssm_n_group), hv = int(hp_.ssm_dt_rank);
         const int64_t channels = int64_t(hp_.conv_channels()), key_dim = int64_t(hp_.ssm_key_dim()),
@@ -251,7 +269,7 @@ class CpuBackend final : public Backend {
         pool_.parallel_for(tasks, 1, [&](int64_t b, int64_t e, int thread) {
             for (int64_t task = b; task < e; ++task) {
                 const SeqRun& run = runs[size_t(task / hv)];
-                const int h = int(task % hv), kh = h % hk;
+                const int h = int(task % hv), kh = int(hp_.ssm_key_head(uint32_t(h)));
                 const float* x = mixed + run.row0 * channels;
                 const DeltaHeadRun r{x + kh * S,
                                      x + key_dim + kh * S,

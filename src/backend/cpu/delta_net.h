@@ -1,13 +1,14 @@
-// The Gated DeltaNet of hybrid models (qwen35) on the CPU: the short causal convolution with its
-// carried inputs, and the gated delta rule over a run of tokens, recurrent (one token after the
-// other, a decode step's form) or chunked (a prompt's: a chunk of tokens at a time as small
-// matrix products against the state at the chunk's start).
+// The Gated DeltaNet of hybrid models (qwen35, qwen3next) on the CPU: the short causal convolution
+// with its carried inputs, and the gated delta rule over a run of tokens, recurrent (one token
+// after the other, a decode step's form) or chunked (a prompt's: a chunk of tokens at a time as
+// small matrix products against the state at the chunk's start).
 //
 // Shapes, per sequence and layer:
 //   conv state   [channels][d_conv - 1]   the last d_conv - 1 inputs of each channel, oldest first
 //   delta state  [v_heads][S][S]          row j of head h: value dimension j over key dimensions
 // A token's mixed row is [q: k_heads x S][k: k_heads x S][v: v_heads x S]; value head h reads key
-// head h % k_heads (the reference engine's pairing for qwen35).
+// head ModelHparams::ssm_key_head(h) (h % k_heads for qwen35, h / (v_heads / k_heads) for
+// qwen3next).
 #pragma once
 
 #include <cstdint>

@@ -45,10 +45,11 @@ GpuShapes shapes_of(const BackendConfig& c) {
         s.gate = std::max(s.attn, value_dim);
         s.attn = std::max(s.attn, value_dim);
         s.v_heads = hp.ssm_dt_rank;
+        s.fused = int64_t(hp.ssm_fused_dim());
     }
     s.max_cols = std::max({s.d, s.ff, s.attn});
     // The largest matrix of a layer (the head is multiplied in tiles of this size).
-    s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d, s.mixed, s.gate});
+    s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d, s.mixed, s.gate, s.fused});
     return s;
 }
 
@@ -183,9 +184,9 @@ const float* CudaBackend::peek(Act a, int64_t rows) {
 
 int64_t CudaBackend::act_cols(Act a) const {
     const GpuShapes& s = shapes_;
-    // Mixed .. Alpha are the hybrid models' (0 for others).
+    // Mixed .. Fused are the hybrid models' (0 for others).
     const std::array<int64_t, size_t(Act::Count)> cols = {
-        s.d, s.d, s.q, s.k, s.v, s.attn, s.d, s.d, s.mixed, s.gate, s.v_heads, s.v_heads};
+        s.d, s.d, s.q, s.k, s.v, s.attn, s.d, s.d, s.mixed, s.gate, s.v_heads, s.v_heads, s.fused};
     return cols[size_t(a)];
 }
 
@@ -343,10 +344,20 @@ uint64_t CudaBackend::weight_bytes(const Record& r) {
 }
 
 std::string CudaBackend::profile_name(const Record& r) const {
-    static constexpr const char* kNames[] = {
-        "embed",        "rms_norm", "linear", "rope_store_kv", "attention",        "ffn",
-        "sigmoid_gate", "add",      "head",   "experts",       "split_query_gate", "sigmoid_mul",
-        "delta_net"};
+    static constexpr const char* kNames[] = {"embed",
+                                             "rms_norm",
+                                             "linear",
+                                             "rope_store_kv",
+                                             "attention",
+                                             "ffn",
+                                             "sigmoid_gate",
+                                             "add",
+                                             "head",
+                                             "experts",
+                                             "split_query_gate",
+                                             "sigmoid_mul",
+                                             "delta_net",
+                                             "ungroup_columns"};
     std::string name = kNames[size_t(r.kind)];
     if (r.w0.present() && r.kind != OpKind::RmsNorm) {
         name += " " + std::string(tensor_type_name(r.w0.type)) + " " + std::to_string(r.w0.ne[0]) +
@@ -418,6 +429,7 @@ void CudaBackend::launch_op(const Record& r, bool recorded, TensorType quantized
         case OpKind::SplitQueryGate:
         case OpKind::SigmoidMul:
         case OpKind::DeltaNet:
+        case OpKind::UngroupColumns:
             launch_hybrid(r);
             break;
     }

@@ -46,8 +46,9 @@ inline constexpr int64_t kLogitRowsPerChunk = 16;
 struct GpuShapes {
     int64_t rows = 0;  // batch rows
     int64_t d = 0, q = 0, k = 0, v = 0, attn = 0, ff = 0;
-    // Hybrid models (0 for others): Act::Mixed, Act::Gate, and Act::Beta and Act::Alpha.
-    int64_t mixed = 0, gate = 0, v_heads = 0;
+    // Hybrid models (0 for others): Act::Mixed, Act::Gate, Act::Beta and Act::Alpha, and
+    // Act::Fused (qwen3next).
+    int64_t mixed = 0, gate = 0, v_heads = 0, fused = 0;
     int64_t n_expert_used = 0;
     int64_t max_cols = 0, max_weight = 0;
 };
@@ -69,7 +70,8 @@ enum class OpKind : uint8_t {
     // Hybrid models (cuda_hybrid.cpp):
     SplitQueryGate,  // Mixed -> Q and Gate
     SigmoidMul,      // a *= sigmoid(b) over `cols` values of n rows
-    DeltaNet         // a run of a sequence (seq, row0, n): w0..w3 conv1d, dt_bias, a, norm
+    DeltaNet,        // a run of a sequence (seq, row0, n): w0..w3 conv1d, dt_bias, a, norm
+    UngroupColumns   // a's rows of `cols` groups of `parts` into the parts' activations
 };
 
 // The most projections of one input a Linear record holds (q, k and v).
@@ -98,7 +100,8 @@ struct Record {
     // RopeStoreKv, Attention: the sequence whose KV cache the rows use, and the first row.
     int seq = 0;
     int64_t row0 = 0;
-    int64_t cols = 0;  // SigmoidMul: values per row
+    int64_t cols = 0;  // SigmoidMul: values per row; UngroupColumns: groups per row
+    std::array<ColumnPart, kMaxColumnParts> parts{};  // UngroupColumns (width 0: unused)
 };
 
 // The weights of a record, in order.
@@ -168,6 +171,8 @@ class CudaBackend final : public Backend {
     // ---- hybrid models (cuda_hybrid.cpp)
     void split_query_gate(int layer, int64_t n) override;
     void sigmoid_mul(Act rows, Act gate, int64_t cols, int64_t n) override;
+    void ungroup_columns(Act from, int64_t groups, std::span<const ColumnPart> parts,
+                         int64_t n) override;
     // One record per run: the convolution and the delta rule over the sequence's state in its
     // KV cache (kv_cache_gpu.h), captured in a decode step's graph like attention.
     void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override;

@@ -17,6 +17,16 @@ bool same(const Record& x, const Record& y) {
     const auto view_eq = [](const TensorView& p, const TensorView& q) {
         return p.data == q.data && p.type == q.type && p.ne == q.ne && p.row_bytes == q.row_bytes;
     };
+    const auto parts_eq = [](const Record& p, const Record& q) {
+        for (size_t i = 0; i < p.parts.size(); ++i) {
+            const ColumnPart &a = p.parts[i], &b = q.parts[i];
+            if (a.to != b.to || a.width != b.width || a.to_col != b.to_col ||
+                a.to_cols != b.to_cols) {
+                return false;
+            }
+        }
+        return true;
+    };
     return x.kind == y.kind && x.a == y.a && x.b == y.b && x.layer == y.layer && x.n == y.n &&
            x.seq == y.seq && x.row0 == y.row0 && view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) &&
            view_eq(x.w2, y.w2) && x.outs == y.outs && x.biases == y.biases && view_eq(x.w3, y.w3) &&
@@ -25,7 +35,7 @@ bool same(const Record& x, const Record& y) {
            x.expert_biases.gate == y.expert_biases.gate &&
            x.expert_biases.up == y.expert_biases.up &&
            x.expert_biases.down == y.expert_biases.down && x.glu.oai == y.glu.oai &&
-           x.cols == y.cols;
+           x.cols == y.cols && parts_eq(x, y);
 }
 
 }  // namespace

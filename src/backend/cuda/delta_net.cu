@@ -1,5 +1,5 @@
-// Gated DeltaNet kernels: the causal convolution, the delta rule with the gated output norm, and
-// the gated query's split and sigmoid product (delta_net.h).
+// Gated DeltaNet kernels: the causal convolution, the delta rule with the gated output norm, the
+// gated query's split and sigmoid product, and the ungrouping of fused projections (delta_net.h).
 #include "backend/cuda/delta_net.h"
 
 #include <cuda_runtime.h>
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kDeltaThreads)
     __shared__ float q_s[S], k_s[S], v_s[S], o_s[S];
     __shared__ float gate_s[2];  // exp(g), beta
     const int h = int(blockIdx.x);
-    const int kh = h % shape.k_heads;
+    const int kh = shape.grouped ? h / (shape.v_heads / shape.k_heads) : h % shape.k_heads;
     const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
     const int64_t key_dim = int64_t(S) * shape.k_heads, value_dim = int64_t(S) * shape.v_heads;
     const int64_t channels = 2 * key_dim + value_dim;
@@ -200,6 +200,24 @@ __global__ void sigmoid_mul_kernel(float* rows, const float* gate, int64_t count
     if (i < count) rows[i] *= sigmoid_of(gate[i]);
 }
 
+// One thread per value of `from`: its group, then its part within the group.
+__global__ void ungroup_columns_kernel(const float* from, int64_t groups, int64_t group_cols,
+                                       UngroupParts parts, int64_t count) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    const int64_t row = i / (groups * group_cols), in_row = i % (groups * group_cols);
+    const int64_t g = in_row / group_cols;
+    int64_t c = in_row % group_cols;
+    for (int p = 0; p < parts.parts; ++p) {
+        if (c < parts.width[p]) {
+            parts.to[p][row * parts.to_cols[p] + parts.to_col[p] + g * parts.width[p] + c] =
+                from[i];
+            return;
+        }
+        c -= parts.width[p];
+    }
+}
+
 unsigned blocks_for(int64_t count, int threads) {
     return unsigned((count + threads - 1) / threads);
 }
@@ -258,6 +276,17 @@ void sigmoid_mul(float* rows, const float* gate, int64_t count, cudaStream_t s) 
     if (count <= 0) return;
     sigmoid_mul_kernel<<<blocks_for(count, kElementThreads), kElementThreads, 0, s>>>(rows, gate,
                                                                                       count);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void ungroup_columns(const float* from, int64_t groups, const UngroupParts& parts, int64_t n,
+                     cudaStream_t s) {
+    int64_t group_cols = 0;
+    for (int p = 0; p < parts.parts; ++p) group_cols += parts.width[p];
+    const int64_t count = n * groups * group_cols;
+    if (count <= 0) return;
+    ungroup_columns_kernel<<<blocks_for(count, kElementThreads), kElementThreads, 0, s>>>(
+        from, groups, group_cols, parts, count);
     STRATA_CUDA_LAUNCHED();
 }
 

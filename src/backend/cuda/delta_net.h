@@ -1,10 +1,12 @@
-// The Gated DeltaNet of hybrid models (qwen35) on the GPU, and the gated query's two small
-// operations. The arithmetic is cpu/delta_net.cpp's and cpu_backend.cpp's (Backend::delta_net in
-// backend.h says what it computes); the state layouts are the CPU's:
+// The Gated DeltaNet of hybrid models (qwen35, qwen3next) on the GPU, the gated query's two small
+// operations and the ungrouping of qwen3next's fused projections. The arithmetic is
+// cpu/delta_net.cpp's and cpu_backend.cpp's (Backend::delta_net in backend.h says what it
+// computes); the state layouts are the CPU's:
 //   conv state   [channels][d_conv - 1]   the last d_conv - 1 inputs of each channel, oldest first
 //   delta state  [v_heads][S][S]          row j of head h: value dimension j over key dimensions
 // A token's mixed row is [q: k_heads x S][k: k_heads x S][v: v_heads x S]; value head h reads key
-// head h % k_heads.
+// head h % k_heads (qwen35), or h / (v_heads / k_heads) where the value heads are grouped
+// (qwen3next).
 //
 // One run (a sequence's consecutive rows) per call: two kernels, the convolution (a thread per
 // channel along the run's tokens) and the delta rule with the gated output norm (a block per
@@ -31,11 +33,12 @@ bool delta_net_head_size_supported(int S);  // 32, 64 and 128
 Result<void> check_delta_net_sizes(int S, int d_conv, int k_heads, int v_heads);
 
 struct DeltaNetShape {
-    int S = 0;        // head size of q, k and v
-    int k_heads = 0;  // key heads
-    int v_heads = 0;  // value heads
-    int d_conv = 0;   // convolution taps
-    float eps = 0;    // the L2 norms' floor and the output RMS norm's epsilon
+    int S = 0;             // head size of q, k and v
+    int k_heads = 0;       // key heads
+    int v_heads = 0;       // value heads
+    int d_conv = 0;        // convolution taps
+    float eps = 0;         // the L2 norms' floor and the output RMS norm's epsilon
+    bool grouped = false;  // value heads grouped per key head (ModelHparams::ssm_grouped_heads)
     int64_t channels() const { return int64_t(S) * (2 * k_heads + v_heads); }
     int64_t value_dim() const { return int64_t(S) * v_heads; }
 };
@@ -69,5 +72,18 @@ void split_query_gate(const float* mixed, float* q, float* gate, int64_t n, int 
 
 // rows[i] *= sigmoid(gate[i]) for count values.
 void sigmoid_mul(float* rows, const float* gate, int64_t count, cudaStream_t s);
+
+// Backend::ungroup_columns on device memory: each of n rows of `from` is `groups` groups of the
+// parts' widths side by side; part p of group g goes to to[p] + row * to_cols[p] + to_col[p] +
+// g * width[p]. Parts past `parts` are unused.
+inline constexpr int kMaxUngroupParts = 4;
+struct UngroupParts {
+    float* to[kMaxUngroupParts] = {};
+    int64_t width[kMaxUngroupParts] = {}, to_col[kMaxUngroupParts] = {},
+            to_cols[kMaxUngroupParts] = {};
+    int parts = 0;
+};
+void ungroup_columns(const float* from, int64_t groups, const UngroupParts& parts, int64_t n,
+                     cudaStream_t s);
 
 }  // namespace strata::cuda
