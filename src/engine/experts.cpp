@@ -174,12 +174,14 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     const TensorView& router_bias = a.w.bias(TensorRole::MoeRouter);
     const HostProjection own{&router, router_logits_.data(), &router_bias};
     if (const TensorView* next = next_router(layer, n, rb); next && n == 1) {
-        const HostProjection both[] = {own, {next, next_logits_.data()}};
+        const HostProjection both[] = {
+            own, {next, next_logits_.data(), store_.resident_router_bias(layer + 1)}};
         rb->project_to_host(both, Act::Normed, 0, 1);
     } else {
         rb->project_to_host({&own, 1}, Act::Normed, 0, n);
         if (next) {
-            const HostProjection guess{next, next_logits_.data()};
+            const HostProjection guess{next, next_logits_.data(),
+                                       store_.resident_router_bias(layer + 1)};
             rb->project_to_host({&guess, 1}, Act::Normed, n - 1, 1);
         }
     }
@@ -234,6 +236,10 @@ const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
     if (n <= 0 || next >= int(hp_.n_layer) || !store_.wants_guesses(next)) return nullptr;
     const TensorView* router = store_.resident_router(next);
     if (!router || !rb->can_read(router->where)) return nullptr;
+    if (const TensorView* bias = store_.resident_router_bias(next);
+        bias && !rb->can_read(bias->where)) {
+        return nullptr;
+    }
     guessing_ = true;
     return router;
 }

@@ -196,6 +196,12 @@ const TensorView* ModelStore::resident_router(int layer) const {
     return r.present() ? &r : nullptr;
 }
 
+const TensorView* ModelStore::resident_router_bias(int layer) const {
+    if (!resident_router(layer)) return nullptr;
+    const TensorView& b = views_.layers[size_t(layer)].bias(TensorRole::MoeRouter);
+    return b.present() ? &b : nullptr;
+}
+
 Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {
     if (!rows_.embedding_streamed()) return WeightStore::embedding_rows(tokens);
     STRATA_ASSIGN(const TensorView* table, rows_.embedding_rows(tokens));

@@ -50,6 +50,7 @@ class ModelStore final : public WeightStore {
     std::optional<ExpertStack> resident_experts(int layer) const override;
     MemoryPlace experts_place(int layer) const override;
     const TensorView* resident_router(int layer) const override;
+    const TensorView* resident_router_bias(int layer) const override;
     Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
     int head_pieces() const override;
     Result<const TensorView*> acquire_head_piece(int piece, int64_t& first_row) override;

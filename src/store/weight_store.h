@@ -111,6 +111,8 @@ class WeightStore {
     // it early, to an earlier hidden state, to guess which experts `layer` will choose; nullptr
     // otherwise.
     virtual const TensorView* resident_router(int /*layer*/) const { return nullptr; }
+    // That router's bias (gpt-oss), where resident_router gives the router and it has one.
+    virtual const TensorView* resident_router_bias(int /*layer*/) const { return nullptr; }
 
     // The GPU level of the expert hierarchy (store/vram_expert_cache.h), in front of the store's
     // own levels for the layers `serves` marks (one flag a layer): `entries` entries of

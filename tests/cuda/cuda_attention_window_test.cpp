@@ -295,7 +295,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         // gpt-oss' heads (64 wide, 8 query heads per KV head), one query head per KV head at
         // 128 (the tensor-core kernel's other size), and 96 (CUDA cores only, F16 only).
-        ::testing::Values(Shape{16, 2, 64}, Shape{8, 8, 128}, Shape{12, 4, 96}),
+        ::testing::Values(Shape{16, 2, 64}, Shape{8, 8, 128}, Shape{12, 4, 96}, Shape{8, 2, 64}),
         ::testing::Values(WindowCase{"full_sinks", 0, 0, true},
                           WindowCase{"window128_sinks", 128, 64, true},
                           WindowCase{"window128", 128, 67, false},

@@ -147,10 +147,13 @@ Result<GpuAttention> GpuAttention::create(const ModelHparams& hp, uint32_t n_ctx
     for (const auto& [h, kv] : shapes) {
         for (KvType type : {KvType::F16, KvType::Q8_0}) {
             for (int64_t n = 1; n <= int64_t(max_batch); ++n) {
-                const LaunchShape ls = g.launch_shape(type, h, kv, g.hd_k_, g.hd_v_, n, n_ctx);
-                if (ls.max_splits > 1) {
-                    need = std::max(need, uint64_t(n) * uint64_t(h) * uint64_t(ls.max_splits) *
-                                              uint64_t(g.hd_v_ + 2));
+                for (bool tensor_cores : {true, false}) {
+                    const LaunchShape ls =
+                        g.launch_shape(type, h, kv, g.hd_k_, g.hd_v_, n, n_ctx, tensor_cores);
+                    if (ls.max_splits > 1) {
+                        need = std::max(need, uint64_t(n) * uint64_t(h) * uint64_t(ls.max_splits) *
+                                                  uint64_t(g.hd_v_ + 2));
+                    }
                 }
             }
         }
@@ -167,14 +170,15 @@ Result<GpuAttention> GpuAttention::create(const ModelHparams& hp, uint32_t n_ctx
 
 GpuAttention::LaunchShape GpuAttention::launch_shape(KvType type, int n_head, int n_head_kv,
                                                      int head_dim_k, int head_dim_v, int64_t n,
-                                                     int64_t kv_bound) const {
+                                                     int64_t kv_bound, bool tensor_cores) const {
     const bool q8 = type == KvType::Q8_0;
     const int group = n_head / n_head_kv;
     LaunchShape ls;
     // The tensor-core kernel for batches of several tokens that fill half its 64 rows or more.
     const int mi = mma_index(head_dim_k, head_dim_v);
     const int mma_heads = std::min(group, attn::kMmaRows);
-    ls.tensor_cores = !q8 && mi >= 0 && n > 1 && int64_t(mma_heads) * n >= attn::kMmaRows / 2 &&
+    ls.tensor_cores = tensor_cores && !q8 && mi >= 0 && n > 1 &&
+                      int64_t(mma_heads) * n >= attn::kMmaRows / 2 &&
                       mma_fits_[size_t(std::max(mi, 0))].blocks_per_sm > 0;
     KernelFit f;
     if (ls.tensor_cores) {
@@ -221,8 +225,11 @@ void GpuAttention::run(const GpuKvCache& kv, int layer, int n_head, int n_head_k
     const bool q8 = kv.type() == KvType::Q8_0;
     // A row group sees at most window + its tokens - 1 positions of a windowed layer.
     const int64_t span = L.window > 0 ? std::min<int64_t>(kv_bound, L.window + n - 1) : kv_bound;
-    const LaunchShape ls =
-        launch_shape(kv.type(), n_head, n_head_kv, head_dim_k, head_dim_v, n, span);
+    // Heads with sinks (gpt-oss) take the kernels that keep the query in fp32: on the tensor-core
+    // kernel, whose query is rounded to fp16, tiny-gpt-oss's logits differed from the CPU's by up
+    // to 7% (Q8_0 weights, F16 cache) where the fp32-query kernel's differed by 0.8% (Q8_0 cache).
+    const LaunchShape ls = launch_shape(kv.type(), n_head, n_head_kv, head_dim_k, head_dim_v, n,
+                                        span, sinks == nullptr);
     Args a{};
     a.k = L.k;
     a.v = L.v;

@@ -75,8 +75,10 @@ class GpuAttention {
         size_t smem = 0;
         bool tensor_cores = false;  // the mma.sync kernel (F16 prompt batches, head size 64/128)
     };
+    // `tensor_cores`: whether the mma.sync kernel may be chosen (run() declines it for heads with
+    // sinks, below).
     LaunchShape launch_shape(KvType type, int n_head, int n_head_kv, int head_dim_k, int head_dim_v,
-                             int64_t n, int64_t kv_bound) const;
+                             int64_t n, int64_t kv_bound, bool tensor_cores = true) const;
 
   private:
     // Per (cache type, rows per block) at the model's head sizes: the position tile, shared
