@@ -25,27 +25,14 @@ namespace {
 
 const std::vector<int32_t> kPrompt = {1, 17, 230, 4, 99, 5, 61, 8, 140, 3, 27};
 
-ModelLoadOptions small_options() {
-    ModelLoadOptions o;
-    o.engine.threads = 2;
-    o.engine.n_ctx = 128;
-    o.expert_statistics = false;
-    return o;
-}
-
 void expect_modes_agree(const std::string& preset, const std::string& streamed) {
     SCOPED_TRACE(preset + " " + streamed);
     const std::string& path = test::synth_test_model(preset, TensorType::Q4_K);
-    auto resident = test::load_in_mode(path, "resident", small_options());
-    auto streaming = test::load_in_mode(path, streamed, small_options());
+    auto resident = test::load_in_mode(path, "resident", test::small_load_options());
+    auto streaming = test::load_in_mode(path, streamed, test::small_load_options());
     ASSERT_TRUE(resident && streaming);
-    const std::vector<float> want =
-        test::prompt_then_decode(*resident->engine, kPrompt, engine::LogitsWanted::All);
-    const std::vector<float> got =
-        test::prompt_then_decode(*streaming->engine, kPrompt, engine::LogitsWanted::All);
-    ASSERT_EQ(got.size(), want.size());
     // The same weights' bytes and the same arithmetic, only read from elsewhere: the same bits.
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+    test::expect_same_logits(*resident->engine, *streaming->engine, kPrompt);
     EXPECT_GT(streaming->store->stats().bytes_from_disk, 0u);
 }
 
@@ -73,7 +60,7 @@ TEST(EngineHybrid, OnlyAttentionLayersHaveAKvCache) {
 
 TEST(EngineHybrid, APrefixIsKeptOnlyWhole) {
     const std::string& path = test::synth_test_model("tiny-qwen35", TensorType::Q8_0);
-    auto m = test::load_in_mode(path, "resident", small_options());
+    auto m = test::load_in_mode(path, "resident", test::small_load_options());
     ASSERT_TRUE(m);
     engine::Engine& e = *m->engine;
     std::vector<float> fresh, again, logits;
@@ -124,8 +111,8 @@ TEST(EngineHybrid, MultiTokenPredictionBlocksAreSetAside) {
 
     for (const std::string mode : {"resident", "expert-stream"}) {
         SCOPED_TRACE(mode);
-        auto want_model = test::load_in_mode(plain, mode, small_options());
-        auto got_model = test::load_in_mode(with_mtp, mode, small_options());
+        auto want_model = test::load_in_mode(plain, mode, test::small_load_options());
+        auto got_model = test::load_in_mode(with_mtp, mode, test::small_load_options());
         ASSERT_TRUE(want_model && got_model);
         const ModelInfo& info = got_model->info;
         ASSERT_TRUE(info.hparams);
@@ -147,13 +134,7 @@ TEST(EngineHybrid, MultiTokenPredictionBlocksAreSetAside) {
             EXPECT_EQ(got_model->plan->memory.slots, want_model->plan->memory.slots);
         }
         EXPECT_EQ(got_model->loaded_bytes, want_model->loaded_bytes);
-
-        const std::vector<float> want =
-            test::prompt_then_decode(*want_model->engine, kPrompt, engine::LogitsWanted::All);
-        const std::vector<float> got =
-            test::prompt_then_decode(*got_model->engine, kPrompt, engine::LogitsWanted::All);
-        ASSERT_EQ(got.size(), want.size());
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+        test::expect_same_logits(*want_model->engine, *got_model->engine, kPrompt);
     }
 }
 

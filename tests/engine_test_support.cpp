@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -185,6 +186,22 @@ std::vector<float> prompt_then_decode(engine::Engine& e, std::span<const int32_t
         all.insert(all.end(), logits.begin(), logits.end());
     }
     return all;
+}
+
+ModelLoadOptions small_load_options() {
+    ModelLoadOptions o;
+    o.engine.threads = 2;
+    o.engine.n_ctx = 128;
+    o.expert_statistics = false;
+    return o;
+}
+
+void expect_same_logits(engine::Engine& want, engine::Engine& got,
+                        std::span<const int32_t> prompt) {
+    const std::vector<float> a = prompt_then_decode(want, prompt, engine::LogitsWanted::All);
+    const std::vector<float> b = prompt_then_decode(got, prompt, engine::LogitsWanted::All);
+    ASSERT_EQ(b.size(), a.size());
+    EXPECT_EQ(std::memcmp(b.data(), a.data(), a.size() * sizeof(float)), 0);
 }
 
 }  // namespace strata::test

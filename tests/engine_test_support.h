@@ -60,6 +60,9 @@ std::unique_ptr<LoadedModel> load_in_mode(const std::string& path, const std::st
 // failures and give nullptr.
 std::unique_ptr<LoadedModel> load_model(const std::string& path, const ModelLoadOptions& options);
 
+// Two threads, a context of 128 and no expert statistics: the tiny models' tests' loads.
+ModelLoadOptions small_load_options();
+
 // The tiny-qwen3 preset (Q8_0) loaded for `n_seq` sequences of a 64-token context on 2 threads,
 // batches of at most `max_batch` tokens (0: the default): what the batcher's tests share.
 std::unique_ptr<LoadedModel> load_tiny_for_sequences(uint32_t n_seq, uint32_t max_batch = 0);
@@ -69,5 +72,9 @@ std::unique_ptr<LoadedModel> load_tiny_for_sequences(uint32_t n_seq, uint32_t ma
 // them. Failures are test failures.
 std::vector<float> prompt_then_decode(engine::Engine& e, std::span<const int32_t> prompt,
                                       engine::LogitsWanted wanted, int steps = 6);
+
+// prompt_then_decode's logits of every token on two engines that must give the same bits (the
+// same weights' bytes and arithmetic, only read from elsewhere or laid out otherwise).
+void expect_same_logits(engine::Engine& want, engine::Engine& got, std::span<const int32_t> prompt);
 
 }  // namespace strata::test

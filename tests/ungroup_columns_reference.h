@@ -13,6 +13,9 @@
 
 #include "backend/backend.h"
 #include "model/hparams.h"
+#include "model/rope.h"
+#include "model/tensor_layout.h"
+#include "synth/synth_config.h"
 
 namespace strata::test {
 
@@ -83,6 +86,40 @@ inline void expect_ungroups_like_the_reference(Backend& b, int64_t groups,
         }
         EXPECT_EQ(wrong, 0) << "values of " << act_name(Act(a)) << " (" << n << " rows of "
                             << cols[a] << ") not where the reference puts them";
+    }
+}
+
+// tiny-qwen3next's hyper-parameters and a backend configuration small enough for the checks.
+inline ModelHparams ungroup_test_hparams() {
+    ModelHparams hp = with_layout_defaults(*synth_preset("tiny-qwen3next"));
+    hp.n_vocab = 256;
+    return hp;
+}
+
+inline BackendConfig ungroup_test_config(const ModelHparams& hp) {
+    BackendConfig c;
+    c.hp = hp;
+    auto rope = make_rope_config(hp, nullptr);
+    EXPECT_TRUE(rope) << rope.error().message;
+    if (rope) c.rope = *rope;
+    c.n_ctx = 64;
+    c.max_batch = 16;
+    c.threads = 2;
+    return c;
+}
+
+// Every layout on a backend, for a prompt's rows and a decode step's one: ssm_in's q/k/v/z and
+// ssm_ba's beta/alpha per key head, and parts that leave columns of their destinations as they
+// were (three groups of a part filling columns 5.. of Mixed's rows and one of a column each at
+// 1.. of Beta's).
+inline void expect_ungroups_every_layout(Backend& b, const ModelHparams& hp) {
+    const int64_t groups = hp.ssm_n_group;
+    for (int64_t n : {13, 1}) {
+        SCOPED_TRACE(n);
+        expect_ungroups_like_the_reference(b, groups, qkvz_column_parts(hp), n, 1);
+        expect_ungroups_like_the_reference(b, groups, beta_alpha_column_parts(hp), n, 2);
+        const ColumnPart sparse[] = {{Act::Mixed, 7, 5, 512}, {Act::Beta, 1, 1, 4}};
+        expect_ungroups_like_the_reference(b, 3, sparse, n, 3);
     }
 }
 

@@ -251,28 +251,10 @@ TEST(CudaGatedAttention, MatchesTheCpuBackend) {
 // q/k/v/z and ssm_ba's beta/alpha per key head, and parts that leave columns as they were.
 TEST(CudaUngroupColumns, MatchesTheScalarReference) {
     STRATA_REQUIRE_GPU();
-    ModelHparams hp = with_layout_defaults(*synth_preset("tiny-qwen3next"));
-    hp.n_vocab = 256;
-    BackendConfig c;
-    c.hp = hp;
-    auto rope = make_rope_config(hp, nullptr);
-    ASSERT_TRUE(rope) << rope.error().message;
-    c.rope = *rope;
-    c.n_ctx = 64;
-    c.max_batch = 16;
-    c.threads = 2;
-    auto made = make_cuda_backend(c, 0);
+    const ModelHparams hp = test::ungroup_test_hparams();
+    auto made = make_cuda_backend(test::ungroup_test_config(hp), 0);
     ASSERT_TRUE(made) << made.error().message;
-    Backend& cuda = **made;
-    for (int64_t n : {13, 1}) {
-        SCOPED_TRACE(n);
-        const int64_t groups = hp.ssm_n_group;
-        test::expect_ungroups_like_the_reference(cuda, groups, test::qkvz_column_parts(hp), n, 1);
-        test::expect_ungroups_like_the_reference(cuda, groups, test::beta_alpha_column_parts(hp), n,
-                                                 2);
-        const ColumnPart sparse[] = {{Act::Mixed, 7, 5, 512}, {Act::Beta, 1, 1, 4}};
-        test::expect_ungroups_like_the_reference(cuda, 3, sparse, n, 3);
-    }
+    test::expect_ungroups_every_layout(**made, hp);
 }
 
 }  // namespace
