@@ -200,15 +200,20 @@ function strataRun(modelPath, mode, ids, { logitsFile = null, steps = 0 } = {}) 
   // A budget 256 KiB above the smallest, less than one streamed layer or the experts of one:
   // the streamed weights do not fit, so they are read from the file as the layers need them.
   // The smallest moves a little between runs with the process's measured size; a run that
-  // finds it higher is retried with the figure it names.
+  // finds it higher is retried with the figure it names, and one whose budget turned out to
+  // hold every streamed weight (it read nothing: the process measured smaller than when the
+  // smallest was named) with less room above it.
   let r = strata([...argv, "--ram", "1K"]);
   let smallest = namedMinimum(r.stderr);
   if (r.status !== 1 || !smallest) throw new Error(`strata named no minimum budget:\n${r.stderr}`);
-  for (let attempt = 0; attempt < 4; ++attempt) {
-    r = strata([...argv, "--ram", `${Math.ceil((smallest + (256 << 10)) / 1024)}K`]);
-    const named = namedMinimum(r.stderr);
-    if (r.status === 0 || !named) break;
-    smallest = named;
+  for (const room of [256 << 10, 64 << 10, 16 << 10]) {
+    for (let attempt = 0; attempt < 4; ++attempt) {
+      r = strata([...argv, "--ram", `${Math.ceil((smallest + room) / 1024)}K`]);
+      const named = namedMinimum(r.stderr);
+      if (r.status === 0 || !named) break;
+      smallest = named;
+    }
+    if (r.status !== 0 || JSON.parse(r.stdout).disk_bytes_read > 0) break;
   }
   return parseRun(r, mode, logitsFile);
 }
