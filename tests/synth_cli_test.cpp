@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gguf/reader.h"
+#include "synth/synth_config.h"
 #include "test_support.h"
 
 namespace strata {
@@ -28,6 +29,19 @@ TEST(SynthCli, DemoCommandWritesAReadableModel) {
     EXPECT_EQ(f->get_string("general.architecture"), "llama");
     EXPECT_GT(fs::file_size(out), 1000000u);
     EXPECT_LT(fs::file_size(out), 5000000u);
+}
+
+// The help names every preset on a line of its own with the whole of its description.
+TEST(SynthCli, HelpListsEveryPresetWhole) {
+    const auto r = test::run_strata("synth --help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const auto& p : synth_presets()) {
+        const std::string line = std::string(p.description) + "\n";
+        EXPECT_NE(r.out.find(line), std::string::npos) << p.name << "\n" << r.out;
+        const size_t at = r.out.find("  " + std::string(p.name) + " ");
+        ASSERT_NE(at, std::string::npos) << p.name;
+        EXPECT_EQ(r.out[at - 1], '\n') << p.name;
+    }
 }
 
 TEST(SynthCli, OverridesChangeTheShape) {

@@ -1,5 +1,6 @@
 // `strata synth`: writes a synthetic GGUF model (seeded random weights, a real or built-in
 // tokenizer) of a named shape, for tests, demos and streaming benchmarks.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -43,10 +44,10 @@ struct SynthOptions {
 std::string preset_help() {
     std::string s = "Presets:\n";
     for (const auto& p : synth_presets()) {
-        char line[160];
-        std::snprintf(line, sizeof line, "  %-18s %s\n", std::string(p.name).c_str(),
-                      std::string(p.description).c_str());
-        s += line;
+        // Names padded to one column; descriptions whole, however long.
+        std::string name(p.name);
+        name.resize(std::max<size_t>(name.size(), 18), ' ');
+        s += "  " + name + " " + std::string(p.description) + "\n";
     }
     return s;
 }

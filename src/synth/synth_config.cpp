@@ -131,10 +131,9 @@ constexpr PresetShape kPresets[] = {
      16,
      32,
      64},
+    // Value heads and expert width from the published config, not checked against a real file.
     {"qwen35-122b-a10b",
-     "Qwen3.5-122B-A10B shape: 48 layers, 256 experts top-8 of 1024, 64 DeltaNet value heads "
-     "(value heads and expert width from the published config, unverified here; ~73 GB at "
-     "Q4_K_M)",
+     "Qwen3.5-122B-A10B shape: 48 layers, 256 experts top-8 of 1024 (~73 GB at Q4_K_M)",
      "qwen35moe",
      3072,
      48,
