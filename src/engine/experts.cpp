@@ -8,25 +8,6 @@
 
 namespace strata::engine {
 
-namespace {
-
-// Expert e's biases (one row each of the layer's ffn_*_exps.bias) on the store's matrices.
-ExpertView with_biases(ExpertView ev, const LayerView& w, int e) {
-    const auto row = [e](const TensorView& all) {
-        if (!all.present()) return TensorView{};
-        TensorView v = all;
-        v.data += size_t(e) * all.row_bytes;
-        v.ne = {all.ne[0], 1, 1, 1};
-        return v;
-    };
-    ev.gate_bias = row(w.bias(TensorRole::ExpertGate));
-    ev.up_bias = row(w.bias(TensorRole::ExpertUp));
-    ev.down_bias = row(w.bias(TensorRole::ExpertDown));
-    return ev;
-}
-
-}  // namespace
-
 Result<void> Engine::set_up_experts(const EngineOptions& options) {
     const size_t n_expert = hp_.n_expert, k = hp_.n_expert_used, rows = max_batch_;
     router_logits_.resize(rows * n_expert);
@@ -62,7 +43,7 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
     const int layer = a.layer;
     auto stack = store_.resident_experts(layer);
     if (!stack) return false;
-    if (hp_.has_expert_bias) stack->first = with_biases(stack->first, a.w, 0);
+    if (hp_.has_expert_bias) stack->first = with_expert_biases(stack->first, a.w, 0);
     Backend* on = unit(table_.layers[size_t(layer)].staged_on);
     const int64_t n = a.n;
     const int k = int(hp_.n_expert_used);
@@ -155,7 +136,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
         if (auto stack = store_.resident_experts(layer)) {
-            if (hp_.has_expert_bias) stack->first = with_biases(stack->first, a.w, 0);
+            if (hp_.has_expert_bias) stack->first = with_expert_biases(stack->first, a.w, 0);
             if (be_->routed_experts(router, a.w.bias(TensorRole::MoeRouter), *stack, k,
                                     norm_weights, Act::Normed, Act::Out, n)) {
                 count_on_device(*stack);
@@ -284,7 +265,7 @@ Result<void> Engine::compute_experts(const LayerView& w, int layer, int64_t n, i
         if (on_gpu(j)) continue;
         const int e = expert_ids_[j];
         STRATA_ASSIGN(const ExpertView acquired, store_.acquire_expert(layer, e));
-        jobs_[j].expert = hp_.has_expert_bias ? with_biases(acquired, w, e) : acquired;
+        jobs_[j].expert = hp_.has_expert_bias ? with_expert_biases(acquired, w, e) : acquired;
         count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
         if (together) {
             cpu_jobs_.push_back(jobs_[j]);

@@ -57,23 +57,41 @@ struct LayerView {
 // One routed expert's matrices: gate and up [n_embd -> n_ff_exp], down [n_ff_exp -> n_embd],
 // each a 2-D view (rows = output features); and, in families whose experts have them (gpt-oss),
 // their biases: F32 rows of n_ff_exp, n_ff_exp and n_embd, absent otherwise. The biases are the
-// layer's (one row per expert of ffn_*_exps.bias, held with the router); the engine attaches
-// them to the matrices the store hands out, wherever those lie.
+// layer's (one row per expert of ffn_*_exps.bias, held with the router); with_expert_biases
+// attaches them to the matrices the store hands out, wherever those lie.
 struct ExpertView {
     TensorView gate, up, down;
     TensorView gate_bias, up_bias, down_bias;
 };
 
-// An expert's matrices in an expert entry (a GPU's level of the expert cache,
-// Backend::reserve_expert_entries): each starts at a
-// multiple of kExpertEntryAlign bytes, gate, up, down in turn.
+// ev with expert e's rows of the layer's expert biases (w.bias(ExpertGate) ...; none where the
+// layer has none).
+inline ExpertView with_expert_biases(ExpertView ev, const LayerView& w, int e) {
+    const auto row = [e](const TensorView& all) {
+        if (!all.present()) return TensorView{};
+        TensorView v = all;
+        v.data += size_t(e) * all.row_bytes;
+        v.ne = {all.ne[0], 1, 1, 1};
+        return v;
+    };
+    ev.gate_bias = row(w.bias(TensorRole::ExpertGate));
+    ev.up_bias = row(w.bias(TensorRole::ExpertUp));
+    ev.down_bias = row(w.bias(TensorRole::ExpertDown));
+    return ev;
+}
+
+// An expert in an expert entry (a GPU's level of the expert cache,
+// Backend::reserve_expert_entries): its matrices gate, up, down and then its bias rows where it
+// has them, each piece starting at a multiple of kExpertEntryAlign bytes.
 inline constexpr uint64_t kExpertEntryAlign = 256;
 inline uint64_t expert_entry_piece(const TensorView& v) {
-    const uint64_t bytes = uint64_t(v.rows()) * v.row_bytes;
+    const uint64_t bytes = v.present() ? uint64_t(v.rows()) * v.row_bytes : 0;
     return (bytes + kExpertEntryAlign - 1) / kExpertEntryAlign * kExpertEntryAlign;
 }
 inline uint64_t expert_entry_bytes(const ExpertView& e) {
-    return expert_entry_piece(e.gate) + expert_entry_piece(e.up) + expert_entry_piece(e.down);
+    return expert_entry_piece(e.gate) + expert_entry_piece(e.up) + expert_entry_piece(e.down) +
+           expert_entry_piece(e.gate_bias) + expert_entry_piece(e.up_bias) +
+           expert_entry_piece(e.down_bias);
 }
 
 // All routed experts of a layer where they lie evenly spaced in one memory (a resident layer of

@@ -87,8 +87,7 @@ struct Split {
 // entries of the largest expert as `room` holds.
 void add_expert_cache(Split& s, const Inputs& in, uint64_t room) {
     const uint64_t entry = plan_detail::expert_entry_bytes(in.model);
-    // An entry holds an expert's matrices, not its biases, which lie with the CPU's experts.
-    if (entry == 0 || in.hp.has_expert_bias) return;
+    if (entry == 0) return;
     const uint64_t entries = std::min<uint64_t>(room / entry, UINT32_MAX);
     s.g.expert_entries = uint32_t(entries);
     s.g.expert_entry_bytes = entry;

@@ -189,6 +189,14 @@ uint64_t expert_entry_bytes(const ModelInfo& model) {
     };
     std::map<std::pair<int, int>, uint64_t> entry;  // (layer, expert) -> bytes
     for (const ModelTensor& t : model.tensors) {
+        if (t.is_bias && is_expert_role(t.role) && t.layer >= 0) {
+            // One F32 row per expert (gpt-oss's ffn_*_exps.bias), copied with its expert.
+            const TensorInfo& info = model.info(t);
+            for (uint64_t e = 0; e < info.shape[1]; ++e) {
+                entry[{t.layer, static_cast<int>(e)}] += piece(info.row_bytes());
+            }
+            continue;
+        }
         if (!t.is_routed_expert() || t.layer < 0) continue;
         if (t.expert >= 0) {
             entry[{t.layer, t.expert}] += piece(model.info(t).n_bytes);

@@ -68,8 +68,8 @@ GapFigures compute_gaps(const ModelBytes& mb, const std::vector<bool>& cached, d
 // One routed expert of one layer (its gate, up and down slices, each widened to blocks); the
 // largest over the model's layers. 0 for a dense model.
 uint64_t expert_unit_bytes(const ModelInfo& model, uint32_t block);
-// Bytes of the largest expert in a GPU expert entry: its matrices, each rounded up to
-// kExpertEntryAlign (model/tensor_view.h, expert_entry_bytes).
+// Bytes of the largest expert in a GPU expert entry: its matrices and bias rows, each rounded up
+// to kExpertEntryAlign (model/tensor_view.h, expert_entry_bytes).
 uint64_t expert_entry_bytes(const ModelInfo& model);
 
 }  // namespace strata::plan_detail

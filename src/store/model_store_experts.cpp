@@ -111,7 +111,7 @@ Result<void> ModelStore::gpu_share_queued(int layer) {
     gpu_guesses_for_ = -1;
     for (int32_t x : candidates_) {
         if (const ExpertView* host = resident_expert(layer + 1, x)) {
-            STRATA_TRY(gpu_level_->prefetch(layer + 1, x, *host));
+            STRATA_TRY(gpu_level_->prefetch(layer + 1, x, with_biases(layer + 1, x, *host)));
         }
     }
     return {};
@@ -135,8 +135,14 @@ Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
         }
         stats_.bytes_served += expert_bytes(ev);
     }
-    if (gpu_level_serves(layer)) acquired_[size_t(expert)] = ev;
+    if (gpu_level_serves(layer)) acquired_[size_t(expert)] = with_biases(layer, expert, ev);
     return ev;
+}
+
+ExpertView ModelStore::with_biases(int layer, int expert, const ExpertView& ev) const {
+    // The biases lie with the router: the layer's views, or the ring slot's for a streamed layer.
+    const LayerView& w = ring_.streams(layer) ? active_[size_t(layer)] : views_.layers[size_t(layer)];
+    return with_expert_biases(ev, w, expert);
 }
 
 Result<void> ModelStore::release_expert(int layer, int expert) {

@@ -874,7 +874,8 @@ TEST_P(CudaMatmulTest, PromptBatchesWithoutCublas) {
 
 // The int8 tensor-core GEMM (mmq.h) on every product it takes (Tuning::prompt_mmq All): partial
 // tiles of rows and tokens, 256 and 4096 columns, 16-byte aligned rows and rows that start 2
-// bytes into a word, a bias.
+// bytes into a word, a bias; rows whose last step holds fewer 32-element blocks, starting at
+// the type's least alignment (MXFP4's odd rows at any byte).
 TEST_P(CudaMatmulTest, PromptsOnInt8TensorCores) {
     STRATA_REQUIRE_GPU();
     const TensorType t = GetParam();
@@ -883,6 +884,10 @@ TEST_P(CudaMatmulTest, PromptsOnInt8TensorCores) {
     run_case(t, {1000, 256, Fill::Quantized, 0, false, true, {5, 9, 64, 512}}, 10, all_mmq);
     run_case(t, {520, 4096, Fill::RandomBlocks, 0, false, false, {8, 33, 100}}, 11, all_mmq);
     run_case(t, {37, 256 * 5, Fill::RandomBlocks, 0, true, false, {9, 70}}, 12, all_mmq);
+    run_case(t, {70, odd_cols(t), Fill::RandomBlocks, 0, true, true, {9, 70}}, 13, all_mmq);
+    // Three 32-element blocks: a single step, partial.
+    const int64_t short_cols = block_size(t) == 256 ? 256 : 96;
+    run_case(t, {45, short_cols, Fill::Quantized, 0, false, false, {9, 66}}, 14, all_mmq);
 }
 
 TEST_P(CudaMatmulTest, EmbedRowsEqualDequantize) {

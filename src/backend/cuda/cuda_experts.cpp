@@ -98,12 +98,34 @@ bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
     if (!expert_ffn_supports(stack) || staged_ + m > total || first.gate.rows() > shapes_.ff) {
         return false;
     }
-    // The experts' biases: rows of the layer's bias tensors, each slot's found from its job's
-    // first row relative to the first job's (the entries number the matrices, not the experts).
+    // The experts' biases: copied into the entries with their matrices (each slot's at its
+    // entry, every entry_bytes apart), or rows of the layer's bias tensors, each slot's found
+    // from its job's first row relative to the first job's (the entries number the matrices,
+    // not the experts).
     ExpertBiases biases;
     auto* bias_ids_host = reinterpret_cast<int32_t*>(bias_staging_.data()) + staged_;
     auto* bias_ids_dev = reinterpret_cast<int32_t*>(bias_ids_.data()) + staged_;
-    if (first.gate_bias.present() || first.up_bias.present() || first.down_bias.present()) {
+    const bool any_bias =
+        first.gate_bias.present() || first.up_bias.present() || first.down_bias.present();
+    if (any_bias && entries_.entry_of(first.gate_bias) >= 0) {
+        // In the entries: the same offset from its gate in every job's entry.
+        const auto offset = [](const ExpertView& e, const TensorView ExpertView::*b) {
+            return (e.*b).present() ? (e.*b).data - e.gate.data : std::ptrdiff_t(-1);
+        };
+        for (const ExpertJob& j : jobs) {
+            for (const auto b : {&ExpertView::gate_bias, &ExpertView::up_bias,
+                                 &ExpertView::down_bias}) {
+                if (offset(j.expert, b) != offset(first, b)) return false;
+            }
+        }
+        const ExpertStack& entry0 = stack;  // its first expert is entry 0's
+        const int64_t stride = int64_t(entries_.entry_bytes() / sizeof(float));
+        biases.gate = bias_of(entry0.first.gate_bias);
+        biases.up = bias_of(entry0.first.up_bias);
+        biases.down = bias_of(entry0.first.down_bias);
+        biases.gate_stride = biases.up_stride = biases.down_stride = stride;
+        biases.ids = nullptr;  // the slots' entries number the biases too
+    } else if (any_bias) {
         const auto row_of = [](const TensorView& b, const TensorView& b0, int64_t* row) {
             if (b.present() != b0.present()) return false;
             if (!b.present()) return true;

@@ -283,6 +283,13 @@ STRATA_HD uint32_t lookup4(uint32_t nibbles, const Table16& t) {
     return byte_perm(low, high, 0x3210u | ((nibbles >> 1) & 0x4444u));
 }
 
+// The int8 values of the four nibbles at bits 0-3, 8-11, 16-19 and 24-27 of `nibbles` in the
+// table, in byte order: the low (or, shifted, the high) nibbles of four code bytes.
+STRATA_HD uint32_t table_bytes(uint32_t nibbles, const Table16& t) {
+    const uint32_t x = nibbles | (nibbles >> 4);    // bytes 0 and 2: two nibbles each
+    return lookup4(byte_perm(x, 0u, 0x4420u), t);  // those two bytes as 16 bits of nibbles
+}
+
 // One entry of the table.
 STRATA_HD int table_value(uint32_t code, const Table16& t) {
     const uint32_t w = code & 8 ? byte_perm(t.w2, t.w3, code & 7) : byte_perm(t.w0, t.w1, code & 7);

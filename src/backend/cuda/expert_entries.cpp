@@ -45,7 +45,8 @@ Result<ExpertView> ExpertEntries::load(uint32_t entry, const ExpertView& from,
     STRATA_CUDA(cudaStreamWaitEvent(copies_, compute_done_));
     std::byte* at = memory_.data() + size_t(entry) * entry_bytes_;
     ExpertView to = from;
-    for (TensorView* v : {&to.gate, &to.up, &to.down}) {
+    for (TensorView* v : {&to.gate, &to.up, &to.down, &to.gate_bias, &to.up_bias, &to.down_bias}) {
+        if (!v->present()) continue;
         const size_t bytes = size_t(v->rows()) * v->row_bytes;
         STRATA_CUDA(cudaMemcpyAsync(at, v->data, bytes, cudaMemcpyHostToDevice, copies_));
         v->data = at;
@@ -75,7 +76,10 @@ ExpertStack ExpertEntries::stack(const ExpertView& like) const {
     ExpertStack s{like, entry_bytes_, entry_bytes_, entry_bytes_, int(events_.size())};
     const int64_t e = entry_of(like.gate);
     const size_t back = size_t(e < 0 ? 0 : e) * entry_bytes_;
-    for (TensorView* v : {&s.first.gate, &s.first.up, &s.first.down}) v->data -= back;
+    for (TensorView* v : {&s.first.gate, &s.first.up, &s.first.down, &s.first.gate_bias,
+                          &s.first.up_bias, &s.first.down_bias}) {
+        if (v->present()) v->data -= back;
+    }
     return s;
 }
 

@@ -1,5 +1,6 @@
 // The device memory of the GPU level of the expert cache (Backend::reserve_expert_entries):
-// fixed-size entries, each one routed expert's three matrices, filled from host memory on a
+// fixed-size entries, each one routed expert's three matrices (and bias rows), filled from host
+// memory on a
 // copy stream of their own so that a load runs beside the compute stream's kernels. Each entry
 // has an event that follows its last copy: a load is usable once that event has completed,
 // which ready() asks without waiting. A load waits on the device for the compute stream's work
@@ -30,6 +31,7 @@ class ExpertEntries {
     Result<ExpertView> load(uint32_t entry, const ExpertView& from, cudaStream_t compute);
     bool ready(uint32_t entry) const;
     void wait() const;
+    uint64_t entry_bytes() const { return entry_bytes_; }
     // The entry holding `v` (a view load() returned), or -1 when it lies elsewhere.
     int64_t entry_of(const TensorView& v) const;
     // The entries as one stack of experts shaped like `like` (an entry's view): expert i is

@@ -10,7 +10,8 @@
 //   q8_matvec  the int8 decode matvec on the CPU's activation codes (q8k::Format<T> in
 //              matvec_q8_formats_32.cuh, matvec_q8_formats_k.cuh);
 //   mmq        the int8 tensor-core GEMM of prompts (mmq::Format<T> in mmq_formats.cuh), for
-//              rows of whole 256-column steps.
+//              rows of whole blocks (the last 256-column step of a 32-element format's row
+//              may hold fewer than eight).
 // Each family's struct derives from its format's traits, so the geometry is stated once.
 // Host and device code alike; no CUDA headers.
 #pragma once
@@ -116,13 +117,13 @@ template <>
 struct FormatTraits<TensorType::IQ4_NL>
     : BlockGeometry<TensorType::IQ4_NL, quant::BlockIQ4_NL, quant::kQK> {
     static constexpr TensorType kActivation = TensorType::Q8_0;
-    static constexpr bool kDequant = true, kQ8Matvec = false, kMmq = false;
+    static constexpr bool kDequant = true, kQ8Matvec = true, kMmq = true;
 };
 template <>
 struct FormatTraits<TensorType::MXFP4>
     : BlockGeometry<TensorType::MXFP4, quant::BlockMXFP4, quant::kQK> {
     static constexpr TensorType kActivation = TensorType::Q8_0;
-    static constexpr bool kDequant = true, kQ8Matvec = true, kMmq = false;
+    static constexpr bool kDequant = true, kQ8Matvec = true, kMmq = true;
 };
 
 // ---- 256-element super-block formats

@@ -152,41 +152,40 @@ struct Format<TensorType::Q5_1> : FormatTraits<TensorType::Q5_1> {
     }
 };
 
-// The int8 values of the four nibbles at bits 0-3, 8-11, 16-19 and 24-27 of `nibbles` in a
-// 16-entry table, in byte order: the low (or, shifted, the high) nibbles of four code bytes.
-__device__ __forceinline__ uint32_t table_bytes(uint32_t nibbles, const Table16& t) {
-    const uint32_t x = nibbles | (nibbles >> 4);     // bytes 0 and 2: two nibbles each
-    return lookup4(__byte_perm(x, 0u, 0x4420u), t);  // those two bytes as 16 bits of nibbles
-}
-
-// MXFP4 (17 bytes): an E8M0 exponent e, 16 bytes of nibble codes into kMxfp4Values (element j
-// the low nibble of byte j, element j + 16 its high nibble); against Q8_0 as ggml's
-// vec_dot_mxfp4_q8_0: (d_x * 2^(e - 128)) * sum(value * a).
-template <>
-struct Format<TensorType::MXFP4> : FormatTraits<TensorType::MXFP4> {
+// The table-coded formats: an IQ4_NL block (18 bytes) is an fp16 d, a MXFP4 block (17 bytes) an
+// E8M0 exponent e, then 16 bytes of nibble codes into the format's table (element j the low
+// nibble of byte j, element j + 16 its high nibble); against Q8_0 as ggml's
+// vec_dot_iq4_nl_q8_0 / vec_dot_mxfp4_q8_0: (d_x * d_w) * sum(value * a), d_w = d or 2^(e - 128).
+template <TensorType T>
+struct TableFormat : FormatTraits<T> {
+    static constexpr bool kMx = T == TensorType::MXFP4;
     static constexpr int kLanes = 1, kUnroll = 4;
     struct W {
-        uint32_t q[4], e;
+        uint32_t q[4], scale;
     };
     using A = A32;
     template <bool>
     static __device__ __forceinline__ void load(const uint8_t* b, int, W& w) {
-        load_words<4, false>(b + 1, w.q);
-        w.e = __ldg(b);
+        load_words<4, false>(b + (kMx ? 1 : 2), w.q);
+        w.scale = kMx ? uint32_t(__ldg(b)) : ld_u16(b);
     }
     static __device__ __forceinline__ void load_act(const Act& a, int t, int64_t ib, int, A& x) {
         load_a32(a, t, ib, x);
     }
     static __device__ __forceinline__ float dot(const W& w, const A& x, int) {
-        const Table16 t = mxfp4_table();
+        const Table16 t = kMx ? mxfp4_table() : iq4nl_table();
         int s = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             s = __dp4a(int(table_bytes(w.q[i] & 0x0f0f0f0fu, t)), x.a[i], s);
             s = __dp4a(int(table_bytes((w.q[i] >> 4) & 0x0f0f0f0fu, t)), x.a[4 + i], s);
         }
-        return (x.ds.x * e8m0_half(w.e)) * float(s);
+        return (x.ds.x * (kMx ? e8m0_half(w.scale) : half_bits(w.scale))) * float(s);
     }
 };
+template <>
+struct Format<TensorType::IQ4_NL> : TableFormat<TensorType::IQ4_NL> {};
+template <>
+struct Format<TensorType::MXFP4> : TableFormat<TensorType::MXFP4> {};
 
 }  // namespace strata::cuda::q8k

@@ -9,7 +9,8 @@
 namespace strata::cuda {
 
 bool mmq_supports(TensorType t, int64_t cols) {
-    return format_info(t).mmq && cols > 0 && cols % mmq::kStep == 0;
+    const FormatInfo f = format_info(t);
+    return f.mmq && cols > 0 && cols % f.block_elems == 0;
 }
 
 namespace {

@@ -6,7 +6,8 @@
 // does, and no weight is ever widened to fp16.
 //
 // Layout of the work: a thread block computes a tile of 64 weight rows x 64 tokens, stepping
-// over the columns 256 at a time. Each step's raw weight blocks come into shared memory with
+// over the columns 256 at a time (a row's last step may hold fewer 32-element blocks: gpt-oss's
+// 2880 columns are 11 steps and a quarter). Each step's raw weight blocks come into shared memory with
 // cp.async (overlapping the previous step's products), are unpacked there into signed int8 codes
 // and integer sub-block scales (mmq_formats.cuh), and four warps multiply 32 x 32 sub-tiles.
 // K-quants multiply each sub-block separately and weight it by its integer scale, summing a
@@ -25,7 +26,7 @@
 namespace strata::cuda {
 
 // True when launch_mmq takes weights of type t with `cols` columns (FormatTraits::kMmq:
-// Q4_0..Q8_0 and Q2_K..Q6_K; cols a multiple of 256).
+// Q4_0..Q8_0, IQ4_NL, MXFP4 and Q2_K..Q6_K; cols whole blocks of the type).
 bool mmq_supports(TensorType t, int64_t cols);
 
 // y[t * w.rows + r] = W[r] . x[t] (+ bias[r] when bias is not null) for t < n, r < w.rows, where

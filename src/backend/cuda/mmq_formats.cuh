@@ -12,8 +12,8 @@
 //   K-quants:  scales(r, sc, mins, d, dmin): the kSub-column sub-blocks' integer scales and
 //              minimums (mins: 16 bytes, zero past the last sub-block) and the fp32 d and dmin;
 //   legacy:    scales(r, d, m): the eight blocks' d (and m) in fp32.
-// r reads the raw bytes: r.u32(off) is the little-endian word at byte `off` (even) of the row's
-// 256-column span.
+// r reads the raw bytes: r.u32(off) is the little-endian word at byte `off` of the row's 256-column
+// span.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -22,12 +22,14 @@
 
 #include "backend/cuda/format_bits.cuh"
 #include "backend/cuda/format_traits.h"
+#include "backend/cuda/formats_legacy.cuh"
 #include "gguf/tensor_type.h"
 
 namespace strata::cuda::mmq {
 
 // One row's raw span in shared memory, copied from the word-aligned address at or below its
-// start: the span begins `shift` (0 or 2) bytes into the first word.
+// start: the span begins `shift` (0 to 3; MXFP4's 17-byte blocks sit at any byte) bytes into the
+// first word.
 struct RawRow {
     const uint32_t* w;
     int shift;
@@ -152,6 +154,34 @@ struct Format<TensorType::Q8_0> : Span256<TensorType::Q8_0> {
         m = 0;
     }
 };
+
+// IQ4_NL (18 bytes: fp16 d) and MXFP4 (17 bytes: E8M0 exponent e, d = 2^(e - 128)), then 16
+// bytes of nibble codes into the format's table: the table's int8 values are the codes.
+template <TensorType T>
+struct TableFormat : Span256<T> {
+    static constexpr bool kMx = T == TensorType::MXFP4;
+    static constexpr int kScaleBytes = kMx ? 1 : 2;
+    static constexpr int kSub = 32;
+    static constexpr bool kMin = false, kLegacy = true, kHasM = false;
+    static __device__ __forceinline__ void codes(const RawRow& r, int p, uint32_t (&q)[8]) {
+        const Table16 t = kMx ? mxfp4_table() : iq4nl_table();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint32_t w = r.u32(Span256<T>::kBlockBytes * p + kScaleBytes + 4 * i);
+            q[i] = table_bytes(lo_nibbles(w), t);
+            q[4 + i] = table_bytes(hi_nibbles(w), t);
+        }
+    }
+    static __device__ __forceinline__ void scales(const RawRow& r, int p, float& d, float& m) {
+        const int at = Span256<T>::kBlockBytes * p;
+        d = kMx ? e8m0_half(r.u32(at) & 0xffu) : r.f16(at);
+        m = 0;
+    }
+};
+template <>
+struct Format<TensorType::IQ4_NL> : TableFormat<TensorType::IQ4_NL> {};
+template <>
+struct Format<TensorType::MXFP4> : TableFormat<TensorType::MXFP4> {};
 
 // ---- K-quants (one 256-element block per span) -------------------------------------------------
 

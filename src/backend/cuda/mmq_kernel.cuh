@@ -31,7 +31,7 @@ inline constexpr int kTileRows = 64;
 inline constexpr int kTileTokens = 64;
 inline constexpr int kStep = 256;               // columns per step
 inline constexpr int kCodeStride = kStep + 16;  // bytes between rows of codes in shared memory
-// Words of a row's raw span (at most Q8_0's 272 bytes, starting up to 2 bytes into a word, and
+// Words of a row's raw span (at most Q8_0's 272 bytes, starting up to 3 bytes into a word, and
 // the word after it that RawRow reads), rounded so every row starts 16-byte aligned (cp.async).
 inline constexpr int kRawWords = 72;
 
@@ -116,6 +116,18 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], const uint32_t (&a)[2], uin
 #endif
 }
 
+// The blocks of step `step`: eight 32-element blocks (or one K-quant block), fewer in the last
+// step of a row whose 32-element blocks do not fill it.
+template <class F>
+__device__ __forceinline__ int step_blocks(const Args& a, int64_t step) {
+    if constexpr (F::kLegacy) {
+        const int64_t left = (a.cols - step * kStep) / 32;
+        return left < 8 ? int(left) : 8;
+    } else {
+        return 1;
+    }
+}
+
 // Rows and tokens past the end read the last one (their results are not stored).
 __device__ __forceinline__ int64_t clamp_row(const Args& a, int64_t row) {
     return row < a.rows ? row : a.rows - 1;
@@ -134,32 +146,34 @@ template <class F, bool V16>
 __device__ __forceinline__ void request_step(const Args& a, Smem& s, int64_t row0, int tok0,
                                              int64_t step, int buf) {
     const int tid = int(threadIdx.x);
+    // Only the step's blocks are read: past them may lie the end of the matrix.
+    const int blocks = step_blocks<F>(a, step);
+    const int bytes = F::kLegacy ? blocks * F::kBlockBytes : F::kBytes;
     if constexpr (V16) {
-        constexpr int kLines = F::kBytes / 16;
-        for (int i = tid; i < kTileRows * kLines; i += kThreads) {
-            const int r = i / kLines, l = i % kLines;
+        const int lines = (bytes + 15) / 16;
+        for (int i = tid; i < kTileRows * lines; i += kThreads) {
+            const int r = i / lines, l = i % lines;
             const int64_t row = clamp_row(a, row0 + r);
             const uint8_t* src = a.w + size_t(row) * a.stride + size_t(step) * F::kBytes + 16 * l;
             cp_async16(&s.raw[r][4 * l], src);
         }
     } else {
-        constexpr int kWords = (F::kBytes + 2 + 3) / 4;  // a span starting 2 bytes into a word
+        constexpr int kWords = (F::kBytes + 3 + 3) / 4;  // a span starting 3 bytes into a word
         for (int i = tid; i < kTileRows * kWords; i += kThreads) {
             const int r = i / kWords, l = i % kWords;
             const int64_t row = clamp_row(a, row0 + r);
             const uintptr_t start = reinterpret_cast<uintptr_t>(a.w) + size_t(row) * a.stride +
                                     size_t(step) * F::kBytes;
             const uintptr_t base = start & ~uintptr_t(3);
-            // The last word a 0-shift span needs is F::kBytes / 4 rounded up; one more is read
-            // only when the span is shifted (it holds its last two bytes).
-            if (4 * l < int(start - base) + F::kBytes) {
+            // The words that hold some byte of the step's blocks.
+            if (4 * l < int(start - base) + bytes) {
                 cp_async4(&s.raw[r][l], reinterpret_cast<const void*>(base + 4 * l));
             }
         }
     }
-    constexpr int kLines = kStep / 16;
-    for (int i = tid; i < kTileTokens * kLines; i += kThreads) {
-        const int t = i / kLines, l = i % kLines;
+    const int act_lines = blocks * (kStep / 16) / (F::kLegacy ? 8 : 1);
+    for (int i = tid; i < kTileTokens * act_lines; i += kThreads) {
+        const int t = i / act_lines, l = i % act_lines;
         const int tok = clamp_token(a, tok0 + t);
         cp_async16(&s.acodes[buf][t][16 * l],
                    a.act.codes + int64_t(tok) * a.cols + step * kStep + 16 * l);
@@ -172,6 +186,7 @@ template <class F, bool V16>
 __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0, int tok0,
                                             int64_t step) {
     const int tid = int(threadIdx.x);
+    const int blocks = step_blocks<F>(a, step);  // codes and scales of the others go unread
     const auto raw_row = [&](int r) {
         int shift = 0;
         if constexpr (!V16) {
@@ -184,6 +199,7 @@ __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0
     };
     for (int i = tid; i < kTileRows * 8; i += kThreads) {
         const int r = i >> 3, p = i & 7;
+        if (F::kLegacy && p >= blocks) continue;
         uint32_t q[8];
         F::codes(raw_row(r), p, q);
         uint4* dst = reinterpret_cast<uint4*>(&s.wcodes[r][32 * p]);
@@ -193,10 +209,11 @@ __device__ __forceinline__ void unpack_step(const Args& a, Smem& s, int64_t row0
     if constexpr (F::kLegacy) {
         for (int i = tid; i < kTileRows * 8; i += kThreads) {
             const int r = i >> 3, p = i & 7;
-            F::scales(raw_row(r), p, s.bd[r][p], s.bm[r][p]);
+            if (p < blocks) F::scales(raw_row(r), p, s.bd[r][p], s.bm[r][p]);
         }
         for (int i = tid; i < kTileTokens * 8; i += kThreads) {
             const int t = i >> 3, b = i & 7;
+            if (b >= blocks) continue;
             const int tok = clamp_token(a, tok0 + t);
             s.ads[t][b] = a.act.ds[int64_t(tok) * (a.cols / 32) + step * 8 + b];
         }
@@ -237,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_kernel(Args a) {
         a.n = tile[1] + tile[2];
     }
     const int wr = 32 * (warp & 1), wt = 32 * (warp >> 1);
-    const int64_t steps = a.cols / kStep;
+    const int64_t steps = (a.cols + kStep - 1) / kStep;
 
     float acc[2][4][4] = {};
 
@@ -252,8 +269,10 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_kernel(Args a) {
 
         const int8_t(*ac)[kCodeStride] = s.acodes[buf];
         if constexpr (F::kLegacy) {
+            const int blocks = step_blocks<F>(a, step);
 #pragma unroll 2
             for (int j = 0; j < 8; ++j) {
+                if (j >= blocks) break;
                 uint32_t af[2][4], bf[4][2];
 #pragma unroll
                 for (int m = 0; m < 2; ++m) {
