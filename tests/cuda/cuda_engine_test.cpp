@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,6 +99,29 @@ double tolerance(TensorType t) {
     }
 }
 
+// How far a model's logits move under a small perturbation, relative to the llama preset's: the
+// CPU's own f16 against q8_0 KV cache, mean relative error over the rows (F32 weights). Every
+// difference between the backends is such a perturbation, so a model that amplifies them (the
+// tiny gpt-oss moves about 2.7 times as far as the tiny llama) gets a bound that much wider; at
+// least 1, at most 4, so no model's bound is tighter than the llama's or loose enough to hide a
+// wrong kernel.
+double sensitivity(const std::string& preset) {
+    static std::map<std::string, double> moved;
+    const auto move_of = [](const std::string& p) {
+        if (auto it = moved.find(p); it != moved.end()) return it->second;
+        const std::string& path = test::synth_test_model(p, TensorType::F32);
+        const Outputs f16 = evaluate(path, -1, KvType::F16);
+        const Outputs q8 = evaluate(path, -1, KvType::Q8_0);
+        double sum = 0;
+        for (size_t r = 0; r < f16.rows.size() && r < q8.rows.size(); ++r) {
+            sum += test::rel_l2(f16.rows[r], q8.rows[r]);
+        }
+        return moved[p] = sum / double(std::max<size_t>(1, f16.rows.size()));
+    };
+    const double reference = move_of("tiny");
+    return std::clamp(move_of(preset) / reference, 1.0, 4.0);
+}
+
 struct Case {
     std::string preset;
     TensorType type;
@@ -121,7 +145,8 @@ TEST_P(CudaEngine, GivesTheLogitsOfTheCpuBackend) {
     const auto hp = synth_preset(c.preset);
     ASSERT_TRUE(hp) << c.preset;
     const double tol = tolerance(c.type) * (c.kv == KvType::Q8_0 ? 1.5 : 1.0) *
-                       (hp->has_recurrent() && c.type != TensorType::F32 ? 1.5 : 1.0);
+                       (hp->has_recurrent() && c.type != TensorType::F32 ? 1.5 : 1.0) *
+                       sensitivity(c.preset);
     double worst = 0, sum = 0, worst_prompt = 0;
     for (size_t r = 0; r < cpu.rows.size(); ++r) {
         ASSERT_EQ(gpu.rows[r].size(), cpu.rows[r].size());
