@@ -13,8 +13,8 @@ namespace strata {
 // Memory for the GPU level of the expert cache (store/vram_expert_cache.h): entries of one routed
 // expert each, filled from host memory on a copy engine beside compute. An entry holds the
 // expert's gate, up and down matrices and its bias rows where it has them, each at an offset
-// aligned to kExpertEntryAlign (expert_entry_bytes). A backend that keeps them hands it out (Backend::expert_entry_memory);
-// the level sees only this.
+// aligned to kExpertEntryAlign (expert_entry_bytes). A backend that keeps them hands it out
+// (Backend::expert_entry_memory); the level sees only this.
 class ExpertEntryMemory {
   public:
     virtual ~ExpertEntryMemory() = default;

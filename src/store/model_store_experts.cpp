@@ -141,7 +141,8 @@ Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
 
 ExpertView ModelStore::with_biases(int layer, int expert, const ExpertView& ev) const {
     // The biases lie with the router: the layer's views, or the ring slot's for a streamed layer.
-    const LayerView& w = ring_.streams(layer) ? active_[size_t(layer)] : views_.layers[size_t(layer)];
+    const LayerView& w =
+        ring_.streams(layer) ? active_[size_t(layer)] : views_.layers[size_t(layer)];
     return with_expert_biases(ev, w, expert);
 }
 

@@ -113,8 +113,8 @@ bool CudaBackend::entries_job(std::span<const ExpertJob> jobs, Act in) {
             return (e.*b).present() ? (e.*b).data - e.gate.data : std::ptrdiff_t(-1);
         };
         for (const ExpertJob& j : jobs) {
-            for (const auto b : {&ExpertView::gate_bias, &ExpertView::up_bias,
-                                 &ExpertView::down_bias}) {
+            for (const auto b :
+                 {&ExpertView::gate_bias, &ExpertView::up_bias, &ExpertView::down_bias}) {
                 if (offset(j.expert, b) != offset(first, b)) return false;
             }
         }

@@ -286,7 +286,7 @@ STRATA_HD uint32_t lookup4(uint32_t nibbles, const Table16& t) {
 // The int8 values of the four nibbles at bits 0-3, 8-11, 16-19 and 24-27 of `nibbles` in the
 // table, in byte order: the low (or, shifted, the high) nibbles of four code bytes.
 STRATA_HD uint32_t table_bytes(uint32_t nibbles, const Table16& t) {
-    const uint32_t x = nibbles | (nibbles >> 4);    // bytes 0 and 2: two nibbles each
+    const uint32_t x = nibbles | (nibbles >> 4);   // bytes 0 and 2: two nibbles each
     return lookup4(byte_perm(x, 0u, 0x4420u), t);  // those two bytes as 16 bits of nibbles
 }
 

@@ -7,9 +7,9 @@
 //
 // Layout of the work: a thread block computes a tile of 64 weight rows x 64 tokens, stepping
 // over the columns 256 at a time (a row's last step may hold fewer 32-element blocks: gpt-oss's
-// 2880 columns are 11 steps and a quarter). Each step's raw weight blocks come into shared memory with
-// cp.async (overlapping the previous step's products), are unpacked there into signed int8 codes
-// and integer sub-block scales (mmq_formats.cuh), and four warps multiply 32 x 32 sub-tiles.
+// 2880 columns are 11 steps and a quarter). Each step's raw weight blocks come into shared memory
+// with cp.async (overlapping the previous step's products), are unpacked there into signed int8
+// codes and integer sub-block scales (mmq_formats.cuh), and four warps multiply 32 x 32 sub-tiles.
 // K-quants multiply each sub-block separately and weight it by its integer scale, summing a
 // 256-column block in int32 exactly as the CPU does; their minimum terms (Q2_K, Q4_K, Q5_K) are
 // one more small integer product of the sub-block minimums with the activations' block sums.
