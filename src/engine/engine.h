@@ -230,9 +230,8 @@ class Engine {
     // The chosen experts (jobs_, expert_ids_) of a layer whose experts `xb` computes: those the
     // GPU level serves on its GPU, the rest on xb, their sum in be_'s Out.
     // `split`: the GPU level serves some (gpu_views_, by job).
-    // `w`: the layer's tensors, whose expert biases (if any) go with each expert.
-    Result<void> compute_experts(const LayerView& w, int layer, int64_t n, int k, Backend* xb,
-                                 bool together, bool split);
+    Result<void> compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
+                                 bool split);
     // The router of layer + 1 when the store wants guesses of its experts and rb can apply it to
     // the last token's input of this layer (rb's Normed, into next_logits_; guessing_); null
     // otherwise.

@@ -41,9 +41,8 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
 
 bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool norm_weights) {
     const int layer = a.layer;
-    auto stack = store_.resident_experts(layer);
+    const auto stack = store_.resident_experts(layer);
     if (!stack) return false;
-    if (hp_.has_expert_bias) stack->first = with_expert_biases(stack->first, a.w, 0);
     Backend* on = unit(table_.layers[size_t(layer)].staged_on);
     const int64_t n = a.n;
     const int k = int(hp_.n_expert_used);
@@ -135,8 +134,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     if (xb != be_) cross(Act::Normed, be_, xb, n);
     if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
-        if (auto stack = store_.resident_experts(layer)) {
-            if (hp_.has_expert_bias) stack->first = with_expert_biases(stack->first, a.w, 0);
+        if (const auto stack = store_.resident_experts(layer)) {
             if (be_->routed_experts(router, a.w.bias(TensorRole::MoeRouter), *stack, k,
                                     norm_weights, Act::Normed, Act::Out, n)) {
                 count_on_device(*stack);
@@ -204,8 +202,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     const WeightStore::ExpertBatch batch{layer, choices, k, expert_ids_, guess};
     const bool split = store_.route_experts(batch, gpu_views_) > 0;
-    STRATA_TRY(
-        compute_experts(a.w, layer, n, k, xb, store_.resident_experts(layer).has_value(), split));
+    STRATA_TRY(compute_experts(layer, n, k, xb, store_.resident_experts(layer).has_value(), split));
     stats.expert_loads += jobs_.size();
     stats.token_choices += uint64_t(n * k);
     return {};
@@ -230,8 +227,8 @@ const TensorView* Engine::next_router(int layer, int64_t n, Backend* rb) {
 // released before the next is waited for. With the GPU level serving some, the GPU's share is
 // queued first and runs beside the CPU's; the CPU's partial sum then joins it on the GPU (Side,
 // free until the shared expert's turn).
-Result<void> Engine::compute_experts(const LayerView& w, int layer, int64_t n, int k, Backend* xb,
-                                     bool together, bool split) {
+Result<void> Engine::compute_experts(int layer, int64_t n, int k, Backend* xb, bool together,
+                                     bool split) {
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
     const auto count = [&](const ExpertView& ev, int64_t m) {
         figures.bytes += view_bytes(ev.gate) + view_bytes(ev.up) + view_bytes(ev.down);
@@ -264,8 +261,7 @@ Result<void> Engine::compute_experts(const LayerView& w, int layer, int64_t n, i
     for (size_t j = 0; j < jobs_.size(); ++j) {
         if (on_gpu(j)) continue;
         const int e = expert_ids_[j];
-        STRATA_ASSIGN(const ExpertView acquired, store_.acquire_expert(layer, e));
-        jobs_[j].expert = hp_.has_expert_bias ? with_expert_biases(acquired, w, e) : acquired;
+        STRATA_ASSIGN(jobs_[j].expert, store_.acquire_expert(layer, e));
         count(jobs_[j].expert, int64_t(jobs_[j].slots.size()));
         if (together) {
             cpu_jobs_.push_back(jobs_[j]);

@@ -57,8 +57,8 @@ struct LayerView {
 // One routed expert's matrices: gate and up [n_embd -> n_ff_exp], down [n_ff_exp -> n_embd],
 // each a 2-D view (rows = output features); and, in families whose experts have them (gpt-oss),
 // their biases: F32 rows of n_ff_exp, n_ff_exp and n_embd, absent otherwise. The biases are the
-// layer's (one row per expert of ffn_*_exps.bias, held with the router); with_expert_biases
-// attaches them to the matrices the store hands out, wherever those lie.
+// layer's (one row per expert of ffn_*_exps.bias, held with the router); the store attaches them
+// (with_expert_biases) to the matrices it hands out, wherever those lie.
 struct ExpertView {
     TensorView gate, up, down;
     TensorView gate_bias, up_bias, down_bias;

@@ -160,7 +160,11 @@ MemoryPlace ModelStore::experts_place(int layer) const {
 
 void ModelStore::find_expert_stacks() {
     stacks_.assign(size_t(n_layer_), std::nullopt);
-    for (int layer = 0; layer < n_layer_; ++layer) stacks_[size_t(layer)] = expert_stack(layer);
+    for (int layer = 0; layer < n_layer_; ++layer) {
+        auto& stack = stacks_[size_t(layer)] = expert_stack(layer);
+        // Expert 0's bias rows; expert x's lie x rows after them (the layer's bias tensors).
+        if (stack) stack->first = with_biases(layer, 0, stack->first);
+    }
 }
 
 std::optional<ExpertStack> ModelStore::expert_stack(int layer) const {

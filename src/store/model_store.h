@@ -82,8 +82,8 @@ class ModelStore final : public WeightStore {
     // One routed expert of `layer` when it stays in host memory for the whole run (so the GPU
     // level may copy it without acquiring it); nullptr otherwise.
     const ExpertView* resident_expert(int layer, int expert) const;
-    // ev with the expert's bias rows, as the GPU level copies it (the engine attaches them to
-    // what acquire_expert hands out itself).
+    // ev with the expert's bias rows (none where the family has none): every expert the store
+    // hands out or gives the GPU level carries them.
     ExpertView with_biases(int layer, int expert, const ExpertView& ev) const;
     bool gpu_level_serves(int layer) const {
         return gpu_level_ && layer >= 0 && size_t(layer) < gpu_serves_.size() &&

@@ -135,7 +135,8 @@ Result<ExpertView> ModelStore::acquire_expert(int layer, int expert) {
         }
         stats_.bytes_served += expert_bytes(ev);
     }
-    if (gpu_level_serves(layer)) acquired_[size_t(expert)] = with_biases(layer, expert, ev);
+    ev = with_biases(layer, expert, ev);
+    if (gpu_level_serves(layer)) acquired_[size_t(expert)] = ev;
     return ev;
 }
 

@@ -95,14 +95,15 @@ class WeightStore {
     // entries may be copied into: the level copies the next layer's guesses now. Call it before
     // acquiring the rest, or beside computing them.
     virtual Result<void> gpu_share_queued(int /*layer*/) { return {}; }
-    // One routed expert of a layer (one route_experts did not give to the GPU level), valid until
-    // release_expert(layer, expert). Releasing it offers it to the GPU level, which may start
-    // copying it (an error there is returned).
+    // One routed expert of a layer (one route_experts did not give to the GPU level), with its
+    // bias rows where the family has them, valid until release_expert(layer, expert). Releasing it
+    // offers it to the GPU level, which may start copying it (an error there is returned).
     virtual Result<ExpertView> acquire_expert(int layer, int expert) = 0;
     virtual Result<void> release_expert(int layer, int expert) = 0;
 
     // Every expert of `layer` at once, when all of them stay in memory for the whole run evenly
-    // spaced (so that a backend may route and run them itself); none otherwise.
+    // spaced (so that a backend may route and run them itself), expert 0's bias rows first of
+    // the layer's; none otherwise.
     virtual std::optional<ExpertStack> resident_experts(int /*layer*/) const { return {}; }
     // Where the routed experts of `layer` lie (all in one place): host RAM unless a plan put them
     // in a GPU's memory.
