@@ -12,7 +12,10 @@ namespace {
 // qwen35 / qwen35moe are Qwen3.5 and 3.6 (dense and MoE): hybrid DeltaNet / gated attention.
 // qwen3next is Qwen3-Next-80B-A3B, the same hybrid with its delta net's tensors stored otherwise.
 // gpt-oss is OpenAI's gpt-oss-20b / gpt-oss-120b.
-constexpr std::array<ArchTraits, 9> kArchitectures = {{
+// deepseek2 is DeepSeek-V2/V3/R1 and Kimi K2: multi-head latent attention, the first layers
+// dense, routed experts beside ungated shared ones; its routing (gating function, selection
+// bias, groups, scaling) is in the file's keys.
+constexpr std::array<ArchTraits, 10> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -72,6 +75,10 @@ constexpr std::array<ArchTraits, 9> kArchitectures = {{
      .ffn_norm_is_post_attention = true,
      .untied_output = true,
      .swa_period = 2},
+    {.name = "deepseek2",
+     .expert_width_default = ExpertWidthDefault::Required,
+     .shared_expert_ungated = true,
+     .mla = true},
 }};
 
 }  // namespace

@@ -61,6 +61,29 @@ void add_attention(LayoutBuilder& blk, const ModelHparams& hp) {
     if (hp.has_attn_sinks) blk.weight(TensorRole::AttnSinks, {hp.n_head});
 }
 
+// Multi-head latent attention: the query's compression (or one attn_q), the shared latent and
+// rotary key, the per-head up-projections and the output projection.
+void add_mla_attention(LayoutBuilder& blk, const ModelHparams& hp) {
+    const uint64_t n_embd = hp.n_embd, heads = hp.n_head, nope = hp.head_dim_nope();
+    const uint64_t r_q = hp.n_lora_q, r_kv = hp.n_lora_kv, v = hp.head_dim_v;
+    if (r_q > 0) {
+        blk.weight(TensorRole::AttnQA, {n_embd, r_q});
+        blk.weight(TensorRole::AttnQANorm, {r_q});
+        blk.weight(TensorRole::AttnQB, {r_q, heads * hp.head_dim_k});
+    } else {
+        blk.weight(TensorRole::AttnQ, {n_embd, heads * hp.head_dim_k});
+    }
+    blk.weight(TensorRole::AttnKvAMqa, {n_embd, r_kv + hp.n_rot});
+    blk.weight(TensorRole::AttnKvANorm, {r_kv});
+    if (hp.mla_kv_b) {
+        blk.weight(TensorRole::AttnKvB, {r_kv, heads * (nope + v)});
+    } else {
+        blk.weight(TensorRole::AttnKB, {nope, r_kv, heads});
+        blk.weight(TensorRole::AttnVB, {r_kv, v, heads});
+    }
+    blk.weight(TensorRole::AttnOutput, {heads * v, n_embd});
+}
+
 }  // namespace
 
 ModelHparams with_layout_defaults(ModelHparams hp) {
@@ -108,6 +131,11 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
             if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;
             if (hp.n_expert_shared == 0) hp.n_expert_shared = 1;
         }
+        // Ungated shared experts: as many as the shape says, stacked expert-wide by default.
+        if (traits && traits->shared_expert_ungated && hp.n_expert_shared > 0 &&
+            hp.n_ff_shexp == 0) {
+            hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
+        }
     }
     return hp;
 }
@@ -131,9 +159,12 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
 
     const TensorRole ffn_norm =
         hp.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
-    const auto add_ffn = [&](LayoutBuilder& blk) {
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    const bool shared_gate = !(traits && traits->shared_expert_ungated);
+    const auto add_ffn = [&](LayoutBuilder& blk, uint32_t il) {
         blk.weight(ffn_norm, {n_embd});
-        if (!hp.is_moe()) {
+        // The leading dense layers of a deepseek-style mixture of experts.
+        if (!hp.is_moe() || il < hp.n_leading_dense) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnDown, {hp.n_ff, n_embd});
@@ -151,7 +182,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             blk.bias_rows(TensorRole::ExpertDown, {n_embd, n_expert});
         }
         if (shared_expert) {
-            blk.weight(TensorRole::SharedExpertGate, {n_embd});
+            if (shared_gate) blk.weight(TensorRole::SharedExpertGate, {n_embd});
             blk.weight(TensorRole::SharedGate, {n_embd, hp.n_ff_shexp});
             blk.weight(TensorRole::SharedUp, {n_embd, hp.n_ff_shexp});
             blk.weight(TensorRole::SharedDown, {hp.n_ff_shexp, n_embd});
@@ -179,10 +210,12 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             }
             blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
             blk.weight(TensorRole::SsmOut, {value, n_embd});
+        } else if (hp.is_mla()) {
+            add_mla_attention(blk, hp);
         } else {
             add_attention(blk, hp);
         }
-        add_ffn(blk);
+        add_ffn(blk, il);
     }
     // Multi-token-prediction blocks after the trunk: a full-attention layer and its FFN, then the
     // block's own tensors (the projection of [embedding-norm; hidden-norm], the two norms and the
@@ -192,7 +225,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         LayoutBuilder blk(out, il);
         blk.weight(TensorRole::AttnNorm, {n_embd});
         add_attention(blk, hp);
-        add_ffn(blk);
+        add_ffn(blk, uint32_t(il));
         const std::string prefix = "blk." + std::to_string(il) + ".nextn.";
         const auto own = [&](std::string_view base, std::vector<uint64_t> shape) {
             TensorSpec t;
