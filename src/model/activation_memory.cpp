@@ -227,6 +227,14 @@ uint64_t gpu_activation_bytes(const ModelHparams& hp, const GpuActivationShape& 
     // Flash-decoding partials: up to 64 splits of every query head of a batch's rows, each an
     // output row and its running maximum and sum.
     bytes += std::min<uint64_t>(R, 64) * n_head * 64 * (hp.head_dim_v + 2) * f;
+    if (hp.is_mla()) {
+        // Latent attention (cuda/mla.h): the compressed query and the latent rows of a batch, a
+        // chunk's queries in the latent's space and latent outputs, and the split partials.
+        const uint64_t rank = hp.n_lora_kv;
+        bytes += R * (uint64_t(hp.n_lora_q) + hp.mla_cache_width()) * f;
+        bytes += 2 * std::min<uint64_t>(R, kGpuMlaTokensPerChunk) * n_head * rank * f;
+        bytes += 2 * uint64_t(kGpuMlaMaxSms) * kGpuMlaRowsPerBlock * (2 + rank) * f;
+    }
     return bytes;
 }
 

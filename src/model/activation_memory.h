@@ -39,6 +39,11 @@ inline constexpr int64_t kAttentionTokensPerTask = 32;
 // the (head, token) rows one latent-attention task takes at most (its scores span the context),
 // and the cached positions whose latent parts it dequantizes at a time for the weighted sum.
 inline constexpr int64_t kMlaTokensPerChunk = 32;
+// The GPU's latent attention (cuda/mla.h) likewise, and the most multiprocessors its split
+// partials are counted for.
+inline constexpr int64_t kGpuMlaTokensPerChunk = 32;
+inline constexpr int64_t kGpuMlaMaxSms = 256;
+inline constexpr int kGpuMlaRowsPerBlock = 16;  // query rows of an attention block
 inline constexpr int64_t kMlaRowsPerTask = 32;
 inline constexpr int64_t kMlaPositionsPerTile = 32;
 // Tokens a Gated DeltaNet prompt is computed in at a time (backend/cpu/delta_net.h).

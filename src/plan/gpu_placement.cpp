@@ -457,11 +457,10 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
         plan.gpu_note = "the plan was asked for the CPU";
         return false;
     }
-    // Multi-head latent attention has no CUDA kernels yet (its backend refuses such models):
-    // every layer of a latent-attention model stays on the CPU.
-    if (in.hp.is_mla()) {
-        plan.gpu_note = "the GPU backend has no kernels for " + in.hp.arch +
-                        "'s multi-head latent attention yet";
+    // The GPU's latent attention reads the f16 cache only (cuda/mla.h).
+    if (in.hp.is_mla() && in.options.kv_type != KvType::F16) {
+        plan.gpu_note = "the GPU's latent attention takes the f16 KV cache (" + in.hp.arch +
+                        " with --kv-type " + std::string(kv_type_name(in.options.kv_type)) + ")";
         return false;
     }
     if (plan.budgets.gpu_mem == 0) {

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/delta_net.h"
+#include "backend/cuda/mla.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq.h"
 #include "model/activation_memory.h"
@@ -47,7 +48,13 @@ GpuShapes shapes_of(const BackendConfig& c) {
         s.v_heads = hp.ssm_dt_rank;
         s.fused = int64_t(hp.ssm_fused_dim());
     }
-    s.max_cols = std::max({s.d, s.ff, s.attn});
+    if (hp.is_mla()) {
+        // Latent attention caches latent rows, not keys and values (cuda_mla.cpp).
+        s.k = s.v = 0;
+        s.q_latent = hp.n_lora_q;
+        s.kv_latent = hp.mla_cache_width();
+    }
+    s.max_cols = std::max({s.d, s.ff, s.attn, s.q_latent});
     // The largest matrix of a layer (the head is multiplied in tiles of this size).
     s.max_weight = s.d * std::max({s.ff, s.q, s.k, s.v, s.d, s.mixed, s.gate, s.fused});
     return s;
@@ -87,6 +94,20 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
 
     for (size_t a = 0; a < size_t(Act::Count); ++a) {
         STRATA_ASSIGN(acts_[a], floats(s.rows * act_cols(Act(a))));
+    }
+    if (hp_.is_mla()) {
+        if (!mla_shape_supported(int(hp_.n_lora_kv), int(hp_.n_rot))) {
+            return err("the GPU's latent attention takes latents of multiples of 32 values up to ",
+                       std::to_string(kMlaMaxRank), " and an even rotary part; this model's are ",
+                       std::to_string(hp_.n_lora_kv), " and ", std::to_string(hp_.n_rot),
+                       " (run it on the CPU: --gpu-mem 0)");
+        }
+        int64_t heads = 0;
+        for (uint32_t l = 0; l < hp_.n_layer; ++l) heads = std::max<int64_t>(heads, hp_.n_head_at(l));
+        const int64_t chunk_rows = std::min(s.rows, kGpuMlaTokensPerChunk) * heads;
+        STRATA_ASSIGN(mla_q_, floats(chunk_rows * hp_.n_lora_kv));
+        STRATA_ASSIGN(mla_o_, floats(chunk_rows * hp_.n_lora_kv));
+        STRATA_ASSIGN(mla_scratch_, floats(mla_scratch_floats(int(hp_.n_lora_kv))));
     }
     STRATA_ASSIGN(gate_, floats(s.rows * s.ff));
     STRATA_ASSIGN(up_, floats(s.rows * s.ff));
@@ -185,10 +206,10 @@ const float* CudaBackend::peek(Act a, int64_t rows) {
 int64_t CudaBackend::act_cols(Act a) const {
     const GpuShapes& s = shapes_;
     // Mixed .. Fused are the hybrid models' (0 for others); QLatent and KvLatent the
-    // latent-attention models', which this backend refuses.
+    // latent-attention models'.
     const std::array<int64_t, size_t(Act::Count)> cols = {
-        s.d,     s.d,    s.q,       s.k,       s.v,     s.attn, s.d, s.d,
-        s.mixed, s.gate, s.v_heads, s.v_heads, s.fused, 0,      0};
+        s.d,     s.d,    s.q,       s.k,       s.v,     s.attn,    s.d,      s.d,
+        s.mixed, s.gate, s.v_heads, s.v_heads, s.fused, s.q_latent, s.kv_latent};
     return cols[size_t(a)];
 }
 
@@ -359,7 +380,10 @@ std::string CudaBackend::profile_name(const Record& r) const {
                                              "split_query_gate",
                                              "sigmoid_mul",
                                              "delta_net",
-                                             "ungroup_columns"};
+                                             "ungroup_columns",
+                                             "mla_norms",
+                                             "mla_rope_store",
+                                             "mla_attention"};
     std::string name = kNames[size_t(r.kind)];
     if (r.w0.present() && r.kind != OpKind::RmsNorm) {
         name += " " + std::string(tensor_type_name(r.w0.type)) + " " + std::to_string(r.w0.ne[0]) +
@@ -434,6 +458,11 @@ void CudaBackend::launch_op(const Record& r, bool recorded, TensorType quantized
         case OpKind::UngroupColumns:
             launch_hybrid(r);
             break;
+        case OpKind::MlaNorms:
+        case OpKind::MlaRopeStore:
+        case OpKind::MlaAttention:
+            launch_mla(r, recorded);
+            break;
     }
 }
 
@@ -467,11 +496,6 @@ void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const Tensor
 namespace strata {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, int device) {
-    if (config.hp.is_mla()) {
-        return err("the CUDA backend cannot run ", config.hp.arch,
-                   " models yet: their multi-head latent attention has no GPU kernels. Run the "
-                   "model on the CPU (--gpu-mem 0)");
-    }
     const gpu::Devices& devs = gpu::devices();
     if (device < 0 || size_t(device) >= devs.list.size()) {
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);

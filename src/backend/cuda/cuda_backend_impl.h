@@ -49,6 +49,8 @@ struct GpuShapes {
     // Hybrid models (0 for others): Act::Mixed, Act::Gate, Act::Beta and Act::Alpha, and
     // Act::Fused (qwen3next).
     int64_t mixed = 0, gate = 0, v_heads = 0, fused = 0;
+    // Latent-attention models (0 for others): Act::QLatent and Act::KvLatent.
+    int64_t q_latent = 0, kv_latent = 0;
     int64_t n_expert_used = 0;
     int64_t max_cols = 0, max_weight = 0;
 };
@@ -71,7 +73,11 @@ enum class OpKind : uint8_t {
     SplitQueryGate,  // Mixed -> Q and Gate
     SigmoidMul,      // a *= sigmoid(b) over `cols` values of n rows
     DeltaNet,        // a run of a sequence (seq, row0, n): w0..w3 conv1d, dt_bias, a, norm
-    UngroupColumns   // a's rows of `cols` groups of `parts` into the parts' activations
+    UngroupColumns,  // a's rows of `cols` groups of `parts` into the parts' activations
+    // Latent-attention models (cuda_mla.cpp):
+    MlaNorms,      // QLatent's rows with w0 (when present), KvLatent's latents with w1
+    MlaRopeStore,  // a run (seq, row0, n): Q's rotary parts and KvLatent's rows, cached
+    MlaAttention   // a chunk of a run: w0 w1 attn_k_b attn_v_b, or w2 attn_kv_b
 };
 
 // The most projections of one input a Linear record holds (q, k and v).
@@ -177,6 +183,10 @@ class CudaBackend final : public Backend {
     // KV cache (kv_cache_gpu.h), captured in a decode step's graph like attention.
     void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override;
     void reset_recurrent(int seq) override;
+    // ---- latent attention (cuda_mla.cpp)
+    void mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm,
+                          int64_t n) override;
+    void mla_attention(int layer, const MlaWeights& w, std::span<const SeqRun> runs) override;
     void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
                          int64_t rows) override;
     void normalize_output(const TensorView& norm, int64_t first_row, int64_t rows) override;
@@ -259,6 +269,8 @@ class CudaBackend final : public Backend {
     void to_host(float* dst, const float* src, int64_t count);
     // The hybrid models' records (cuda_hybrid.cpp).
     void launch_hybrid(const Record& r);
+    // The latent-attention records (cuda_mla.cpp).
+    void launch_mla(const Record& r, bool recorded);
     void expect_device(const TensorView& t) const;
     // out = down(glu(gate x + gate_bias, up x + up_bias)) + down_bias (null biases: none).
     void ffn(const TensorView& gate, const TensorView& up, const TensorView& down, const float* x,
@@ -342,6 +354,9 @@ class CudaBackend final : public Backend {
     std::unique_ptr<Matmul> matmul_;
     std::array<gpu::DeviceBuffer, size_t(Act::Count)> acts_;
     gpu::DeviceBuffer gate_, up_, scalar_, host_out_, ids_, step_;
+    // Latent attention: a chunk's queries in the latent's space, its latent outputs, and the
+    // attention's split partials (mla.h).
+    gpu::DeviceBuffer mla_q_, mla_o_, mla_scratch_;
     // Staging (stage): a layer's router and routed experts, or the matrices and biases of a layer
     // another backend runs, copied from host RAM for a prompt batch. staged_done_[i] follows
     // piece i's copy on copy_stream_, and staging_read_ the kernels that read the staging before.

@@ -28,8 +28,20 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
                                       const std::vector<bool>& held, const GpuKvWindows& windows) {
     if (n_ctx == 0) return err("the context size must be at least 1");
     STRATA_TRY(check_kv_type(hp, type));
-    STRATA_TRY(check_head_dim("key head", hp.head_dim_k, type));
-    STRATA_TRY(check_head_dim("value head", hp.head_dim_v, type));
+    if (hp.is_mla()) {
+        // A latent-attention layer's row is its key and value (mla.h), fp16 only.
+        if (type != KvType::F16) {
+            return err("the GPU's latent attention takes the f16 KV cache (--kv-type f16)");
+        }
+        if (hp.mla_cache_width() % 8 != 0 || hp.mla_cache_width() > 1024) {
+            return err("the GPU KV cache takes latent rows of multiples of 8 values up to 1024; "
+                       "this model's are ",
+                       std::to_string(hp.mla_cache_width()), " (run it on the CPU)");
+        }
+    } else {
+        STRATA_TRY(check_head_dim("key head", hp.head_dim_k, type));
+        STRATA_TRY(check_head_dim("value head", hp.head_dim_v, type));
+    }
 
     GpuKvCache c;
     c.type_ = type;
@@ -42,9 +54,9 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
     uint64_t total = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         GpuKvLayer L;
-        L.n_head_kv = int(hp.n_head_kv_at(l));
-        L.k.head_dim = int(hp.head_dim_k);
-        L.v.head_dim = int(hp.head_dim_v);
+        L.n_head_kv = hp.is_mla() ? 1 : int(hp.n_head_kv_at(l));
+        L.k.head_dim = hp.is_mla() ? int(hp.mla_cache_width()) : int(hp.head_dim_k);
+        L.v.head_dim = hp.is_mla() ? 0 : int(hp.head_dim_v);
         L.held = held.empty() || (l < held.size() && held[l]);
         L.window = int(windows.window_at(l));
         L.slots = int(windows.slots_at(l, n_ctx));
@@ -60,6 +72,10 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
                 offsets[l].v = total;
                 total += recurrent_delta_bytes(hp);
             }
+        } else if (L.held && hp.is_mla()) {
+            offsets[l].k = total;
+            total += round_up(kv_row_bytes(type, uint64_t(L.k.head_dim)) * uint64_t(L.slots),
+                              kKvLayerAlign);
         } else if (L.held) {
             const uint64_t slots = uint64_t(L.slots);
             offsets[l].k = total;
@@ -106,7 +122,7 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
             }
         };
         place(L.k, offsets[l].k);
-        place(L.v, offsets[l].v);
+        if (L.v.head_dim > 0) place(L.v, offsets[l].v);
     }
     return c;
 }

@@ -16,7 +16,8 @@ namespace strata::cuda {
 
 namespace {
 
-constexpr int kMaxThreads = kGpuMaxHeadDim;  // one thread per element of a head
+// One thread per element of a head; a latent-attention row (mla_rope_store) is the widest.
+constexpr int kMaxThreads = 1024;
 constexpr int kMaxWarps = kMaxThreads / 32;
 
 // Sum over the block of one double per thread; every thread gets the total.
@@ -59,8 +60,11 @@ struct RopeJob {
     GpuKvLayer layer;
     int n_ctx;  // the context: positions beyond it are a bug
     bool q8;    // the cache is Q8_0 (else F16)
-    int n_head, n_head_kv, hd_k, hd_v;
-    float* q;        // [n][n_head][hd_k]
+    int n_head, n_head_kv, hd_q, hd_k, hd_v;
+    // The rotated dimensions of each query and key head start here (latent attention rotates
+    // the last n_rot of each, and its grid has no value jobs: a latent row is key and value).
+    int rot_q = 0, rot_k = 0;
+    float* q;        // [n][n_head][hd_q]
     float* k;        // [n][n_head_kv][hd_k]
     const float* v;  // [n][n_head_kv][hd_v]
     const float* q_norm;
@@ -94,10 +98,12 @@ __device__ void store_row(const GpuKvPlane& plane, bool q8, int head, int slots,
     }
 }
 
-// grid: (n tokens, n_head + 2 * n_head_kv jobs); block: round_up(max(hd_k, hd_v), 32) threads.
+// grid: (n tokens, n_head + 2 * n_head_kv jobs, or n_head + 1 for a latent row); block:
+// round_up(max(hd_q, hd_k, hd_v), 32) threads.
 // Job j < n_head: query head j (norm, rope); then key heads (norm, rope, store); then value
 // heads (store).
-// PRECONDITION: hd_k, hd_v <= kMaxThreads; n_rot <= hd_k; *pos0 + n <= n_ctx.
+// PRECONDITION: hd_q, hd_k, hd_v <= kMaxThreads; rotated dimensions within each head;
+//               *pos0 + n <= n_ctx.
 // Launched with launch_pdl.
 __global__ void rope_store_kernel(RopeJob J, const int32_t* pos0) {
     pdl_trigger();
@@ -115,11 +121,13 @@ __global__ void rope_store_kernel(RopeJob J, const int32_t* pos0) {
     float* row = nullptr;
     const float* src;
     const float* norm = nullptr;
-    int hd = J.hd_k;
+    int hd = J.hd_k, rot = J.rot_k;
     if (job < J.n_head) {
         kind = Query;
         head = job;
-        row = J.q + (size_t(t) * J.n_head + head) * J.hd_k;
+        hd = J.hd_q;
+        rot = J.rot_q;
+        row = J.q + (size_t(t) * J.n_head + head) * J.hd_q;
         norm = J.q_norm;
         src = row;
     } else if (job < J.n_head + J.n_head_kv) {
@@ -152,8 +160,8 @@ __global__ void rope_store_kernel(RopeJob J, const int32_t* pos0) {
             float c, s;
             rope_angle(J.rope, i, p, &c, &s);
             // normal: dimensions 2i and 2i+1; NEOX: i and i + n_rot/2 (rope_apply)
-            const int a = J.rope.neox ? i : 2 * i;
-            const int b = J.rope.neox ? i + half : 2 * i + 1;
+            const int a = rot + (J.rope.neox ? i : 2 * i);
+            const int b = rot + (J.rope.neox ? i + half : 2 * i + 1);
             const float x0 = x[a], x1 = x[b];
             x[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
             x[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
@@ -226,6 +234,7 @@ void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, i
     J.q8 = kv.type() == KvType::Q8_0;
     J.n_head = n_head;
     J.n_head_kv = n_head_kv;
+    J.hd_q = head_dim_k;
     J.hd_k = head_dim_k;
     J.hd_v = head_dim_v;
     J.q = q;
@@ -236,6 +245,29 @@ void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, i
     J.eps = eps;
     const int threads = (std::max(head_dim_k, head_dim_v) + 31) / 32 * 32;
     const dim3 grid(unsigned(n), unsigned(n_head + 2 * n_head_kv));
+    launch_pdl(pdl, rope_store_kernel, grid, dim3(unsigned(threads)), 0, s, J, pos0);
+}
+
+void mla_rope_store(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, int head_dim_q,
+                    int nope, float* q, float* latent, int width, int rank, int64_t n,
+                    const int32_t* pos0, cudaStream_t s, Pdl pdl) {
+    if (n <= 0) return;
+    RopeJob J{};
+    J.rope = rope.params();
+    J.layer = kv.layer(layer);
+    J.n_ctx = int(kv.n_ctx());
+    J.q8 = kv.type() == KvType::Q8_0;
+    J.n_head = n_head;
+    J.n_head_kv = 1;
+    J.hd_q = head_dim_q;
+    J.hd_k = width;
+    J.hd_v = 0;
+    J.rot_q = nope;
+    J.rot_k = rank;
+    J.q = q;
+    J.k = latent;
+    const int threads = (std::max(head_dim_q, width) + 31) / 32 * 32;
+    const dim3 grid(unsigned(n), unsigned(n_head + 1));
     launch_pdl(pdl, rope_store_kernel, grid, dim3(unsigned(threads)), 0, s, J, pos0);
 }
 

@@ -75,4 +75,14 @@ void rope_store_kv(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, i
                    const float* q_norm, const float* k_norm, float eps, int64_t n,
                    const int32_t* pos0, cudaStream_t s, Pdl pdl);
 
+// A latent-attention layer's (mla.h) rope and store: for each of the n tokens at *pos0 + t, the
+// last n_rot values of each query head (q: n rows of n_head * head_dim_q floats, rotated from
+// `nope` on) and of the latent row (latent: n rows of `width` floats, rotated from `rank` on)
+// turn in place, and the latent row is stored at position p of the layer's key plane (one head
+// of `width` values). No norms.
+// PRECONDITION: the layer is held as a latent layer (GpuKvCache); width <= 1024.
+void mla_rope_store(const GpuRope& rope, GpuKvCache& kv, int layer, int n_head, int head_dim_q,
+                    int nope, float* q, float* latent, int width, int rank, int64_t n,
+                    const int32_t* pos0, cudaStream_t s, Pdl pdl);
+
 }  // namespace strata::cuda
