@@ -61,6 +61,7 @@ std::string render_messages(const HostedModel& h, const GenerationJob& job, cons
     if (tools_offered(job)) ctx["tools"] = job.tools;
     if (job.model->has_capability("thinking")) {
         ctx["enable_thinking"] = think;
+        ctx["thinking"] = think;  // DeepSeek V3.1's and Kimi K2.5's name for the switch
         // A level ("think": "high", OpenAI's reasoning_effort) goes to the templates that read
         // one (gpt-oss: low, medium, high); the others ignore the variable.
         if (think && !job.think.level.empty()) {
