@@ -10,6 +10,7 @@
 
 #include "reply/reply_parser.h"
 #include "reply_outcomes.h"
+#include "server/generation_job.h"
 #include "template/chat_template.h"
 
 namespace strata {
@@ -33,14 +34,15 @@ ReplyFormat glm45() {
     return {ToolCallFormat::GlmXml, "<think>", "</think>", false};
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // DeepSeek V3, R1, V3.1
 
 TEST(ReplyParserDeepSeek, V3CallsInJsonFencesAtEveryCut) {
     const std::string reply =
-        "Let me check 天气 🌦.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
-        "get_weather\n```json\n{\"city\": \"Zürich🦙\", \"days\": 2}\n```<｜tool▁call▁end｜>\n"
+        "Let me check 天气 "
+        "🌦.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+        "get_weather\n```json\n{\"city\": \"Zürich🦙\", \"days\": "
+        "2}\n```<｜tool▁call▁end｜>\n"
         "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{}\n```"
         "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
     expect_at_every_cut({deepseek_v3()}, reply,
@@ -70,14 +72,14 @@ TEST(ReplyParserDeepSeek, V31ThinkingThenCallsAtEveryCut) {
 TEST(ReplyParserDeepSeek, UnclosedAndBrokenSections) {
     const std::string unclosed =
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜>";
-    expect_at_every_cut({deepseek_v3()}, unclosed,
-                        {"", "", json::array({call("f", {{"a", 1}})})});
+    expect_at_every_cut({deepseek_v3()}, unclosed, {"", "", json::array({call("f", {{"a", 1}})})});
     for (const std::string bad : {
              "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": "
              "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
              "<｜tool▁calls▁begin｜>stray<｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
              "<｜tool▁calls▁end｜>",
-             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f {}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f "
+             "{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
              "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n[1]\n```"
              "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
          }) {
@@ -153,9 +155,9 @@ TEST(ReplyParserGlm, DeclaredStringsStayTextAndBrokenCallsAreContent) {
     EXPECT_EQ(parse_glm_call("ship\n<arg_key>zip</arg_key>\n<arg_value>12345</arg_value>", tools)
                   ->arguments,
               json({{"zip", "12345"}}));
-    EXPECT_EQ(parse_glm_call("ship\n<arg_key>zip</arg_key>\n<arg_value>12345</arg_value>")
-                  ->arguments,
-              json({{"zip", 12345}}));
+    EXPECT_EQ(
+        parse_glm_call("ship\n<arg_key>zip</arg_key>\n<arg_value>12345</arg_value>")->arguments,
+        json({{"zip", 12345}}));
     for (const std::string bad : {
              "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",  // Hermes JSON
              "<tool_call>f\n<arg_key>a</arg_key>\n</tool_call>",
@@ -192,9 +194,9 @@ struct RoundTrip {
     ToolCallFormat format;
     bool tools_listed;  // renders the request's tools (V3.1's does not: they go in the system)
     bool thinking;
-    json context;           // besides messages, tools and add_generation_prompt
-    json assistant;         // the assistant's message with its call
-    std::string turn_end;   // what the template writes after the call, not the model's text
+    json context;          // besides messages, tools and add_generation_prompt
+    json assistant;        // the assistant's message with its call
+    std::string turn_end;  // what the template writes after the call, not the model's text
     bool starts_in_thinking;
 };
 
@@ -248,21 +250,44 @@ TEST(DetectCapabilities, FamilyTemplatesRoundTrip) {
     const json string_call = {
         {"type", "function"},
         {"id", "functions.get_weather:0"},
-        {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"東京\", \"days\": 2}"}}}};
+        {"function",
+         {{"name", "get_weather"}, {"arguments", "{\"city\": \"東京\", \"days\": 2}"}}}};
     json object_call = string_call;
     object_call["function"]["arguments"] = {{"city", "東京"}, {"days", 2}};
     const json assistant = {{"role", "assistant"}, {"content", nullptr}};
     // DeepSeek V3.1 without thinking: the prompt ends with "</think>", the reply is the calls.
     check_round_trip({"deepseek-ai-DeepSeek-V3.1.jinja", ToolCallFormat::DeepSeek, false, true,
                       json{{"thinking", false}, {"bos_token", "<｜begin▁of▁sentence｜>"}},
-                      merged(assistant, {{"tool_calls", {string_call}}}),
-                      "<｜end▁of▁sentence｜>", false});
+                      merged(assistant, {{"tool_calls", {string_call}}}), "<｜end▁of▁sentence｜>",
+                      false});
     check_round_trip({"moonshotai-Kimi-K2-Instruct-0905.jinja", ToolCallFormat::KimiK2, true, false,
                       json::object(), merged(assistant, {{"tool_calls", {object_call}}}),
                       "<|im_end|>", false});
     check_round_trip({"zai-org-GLM-4.5.jinja", ToolCallFormat::GlmXml, true, true, json::object(),
-                      merged(assistant, {{"content", ""}, {"tool_calls", {object_call}}}),
-                      "", false});
+                      merged(assistant, {{"content", ""}, {"tool_calls", {object_call}}}), "",
+                      false});
+}
+
+// DeepSeek V3.1's template concatenates a call's arguments as text, so the object arguments of an
+// Ollama request fail to render, as in Python; the server renders them again as JSON text.
+TEST(DetectCapabilities, DeepSeekV31NeedsArgumentsAsText) {
+    auto tmpl = ChatTemplate::parse(read_family_template("deepseek-ai-DeepSeek-V3.1.jinja"));
+    ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
+    const json messages = {
+        {{"role", "user"}, {"content", "Weather?"}},
+        {{"role", "assistant"},
+         {"content", ""},
+         {"tool_calls",
+          {{{"function", {{"name", "get_weather"}, {"arguments", {{"city", "東京"}}}}}}}}},
+        {{"role", "tool"}, {"content", "sunny"}}};
+    EXPECT_FALSE(tmpl->render({{"messages", messages}, {"add_generation_prompt", true}}).ok());
+    auto text = tmpl->render(
+        {{"messages", server::tool_arguments_as_text(messages)}, {"add_generation_prompt", true}});
+    ASSERT_TRUE(text.ok()) << text.error().message;
+    EXPECT_NE(text->find("get_weather<｜tool▁sep｜>{\"city\":\"東京\"}<｜tool▁call▁end｜>"),
+              std::string::npos)
+        << *text;
+    EXPECT_EQ(server::tool_arguments_as_text(messages)[0], messages[0]);
 }
 
 // R1's generation prompt opens the reasoning; its calls are V3's form.

@@ -112,6 +112,8 @@ TEST(PreTokenize, KimiK2SeparatesHan) {
     EXPECT_EQ(split("gpt-4o", "我想在apple工作"), (Pieces{"我想在apple工作"}));
     EXPECT_EQ(split("kimi-k2", "我想在apple工作 你好"),
               (Pieces{"我想在", "apple", "工作", " ", "你好"}));
+    // Han is the script, not the characters that Han text shares with kana (CJK punctuation).
+    EXPECT_EQ(split("kimi-k2", "中文。\r\n>"), (Pieces{"中文", "。\r\n", ">"}));
     // Kana and Hangul are words as in o200k.
     EXPECT_EQ(split("kimi-k2", "日本語のテキスト"), (Pieces{"日本語", "のテキスト"}));
     EXPECT_EQ(split("kimi-k2", " 한국어"), (Pieces{" 한국어"}));
