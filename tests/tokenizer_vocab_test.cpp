@@ -352,6 +352,19 @@ TEST(TokenizerEndOfGeneration, ToolCallMarkupIsText) {
     EXPECT_EQ(t.vocab().end_of_generation(), (std::vector<TokenId>{5, 6, 7}));
 }
 
+// GLM-4.5 names its fill-in-the-middle tokens <|code_prefix|>, <|code_suffix|>, <|code_middle|>.
+TEST(TokenizerSpecialTokens, GlmFillInTheMiddle) {
+    VocabFile f("gpt2", {{"a"},
+                         {"<|code_prefix|>", 0, kControl},
+                         {"<|code_suffix|>", 0, kControl},
+                         {"<|code_middle|>", 0, kControl}});
+    f.merges({}).set("tokenizer.ggml.pre", Value("glm4"));
+    const Tokenizer t = f.tokenizer();
+    EXPECT_EQ(t.vocab().special().fim_pre, 1);
+    EXPECT_EQ(t.vocab().special().fim_suf, 2);
+    EXPECT_EQ(t.vocab().special().fim_mid, 3);
+}
+
 TEST(TokenizerDetokenize, PiecesAndLeadingSpace) {
     const Tokenizer t = VocabFile("llama", spm_tokens()).tokenizer();
     const std::vector<TokenId> ids = {1, 12, 11};  // <s> ▁a bc

@@ -110,25 +110,26 @@ const std::vector<TextDetected>& text_detected() {
         {&SpecialTokenIds::eot,
          {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
           "<\xEF\xBD\x9C"
-          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}},  // DeepSeek
+          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
+          "[EOT]"}},                                             // Kimi K2
         {&SpecialTokenIds::eom, {"<|eom_id|>"}},
         {&SpecialTokenIds::fim_pre,
          {"<|fim_prefix|>", "<fim-prefix>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81"
           "begin\xEF\xBD\x9C>",
-          "<PRE>"}},
+          "<PRE>", "<|code_prefix|>"}},  // the <|code_..|> ones: GLM-4.5
         {&SpecialTokenIds::fim_suf,
          {"<|fim_suffix|>", "<fim-suffix>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
-          "<SUF>"}},
+          "<SUF>", "<|code_suffix|>"}},
         {&SpecialTokenIds::fim_mid,
          {"<|fim_middle|>", "<fim-middle>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81"
           "end\xEF\xBD\x9C>",
-          "<MID>"}},
+          "<MID>", "<|code_middle|>"}},
         {&SpecialTokenIds::fim_pad, {"<|fim_pad|>", "<fim-pad>", "<PAD>"}},
         {&SpecialTokenIds::fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
         {&SpecialTokenIds::fim_sep, {"<|file_sep|>"}},
