@@ -37,6 +37,8 @@ struct ArchTraits {
     bool attn_sinks = false;     // attn_sinks.weight, one logit per head (required)
     // The router and the routed experts' gate, up and down projections carry biases (required).
     bool expert_bias = false;
+    // Every MoE layer has a selection bias (exp_probs_b, required; optional elsewhere).
+    bool selection_bias = false;
     // The FFN's input norm is named post_attention_norm (gpt-oss), not ffn_norm.
     bool ffn_norm_is_post_attention = false;
     bool untied_output = false;  // output.weight is required (no tied LM head)
