@@ -358,7 +358,10 @@ Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHpara
     STRATA_ASSIGN(auto n_shared, keys.u32("expert_shared_count"));
     hp.n_expert_shared = n_shared.value_or(traits.shared_expert ? 1 : 0);
     STRATA_ASSIGN(auto ff_shexp, keys.u32("expert_shared_feed_forward_length"));
-    hp.n_ff_shexp = hp.n_expert_shared > 0 ? ff_shexp.value_or(hp.n_ff) : 0;
+    const uint32_t shared_default = traits.shared_width_from_experts
+                                        ? hp.n_ff_exp * std::max<uint32_t>(hp.n_expert_shared, 1)
+                                        : hp.n_ff;
+    hp.n_ff_shexp = hp.n_expert_shared > 0 ? ff_shexp.value_or(shared_default) : 0;
     if (hp.n_expert_shared > 0 && hp.n_ff_shexp == 0) {
         return keys.missing("expert_shared_feed_forward_length");
     }
@@ -481,25 +484,49 @@ Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, const ArchT
                                                   keys.key("ssm.state_size") + " is " +
                                                   std::to_string(hp.ssm_value_dim()));
     }
-    // The reference converter appends the multi-token-prediction block(s) after the trunk and
-    // counts them in block_count; strata runs only the trunk and sets those blocks aside.
+    STRATA_TRY(load_recurrent_layers(f, keys, hp.n_layer + hp.n_layer_nextn, hp));
+    hp.attn_output_gate = true;
+    hp.ssm_grouped_heads = traits.delta_net_grouped;
+    return {};
+}
+
+// The reference converter appends the multi-token-prediction block(s) after the trunk and
+// counts them in block_count; strata runs only the trunk and sets those blocks aside.
+Result<void> load_nextn(const ArchKeys& keys, ModelHparams& hp) {
     STRATA_ASSIGN(auto nextn, keys.u32("nextn_predict_layers"));
     hp.n_layer_nextn = nextn.value_or(0);
+    if (hp.n_layer_nextn == 0) return {};
     if (hp.n_layer_nextn >= hp.n_layer) {
         return keys.invalid("nextn_predict_layers", "is " + std::to_string(hp.n_layer_nextn) +
                                                         " but " + keys.key("block_count") + " is " +
                                                         std::to_string(hp.n_layer) +
                                                         ": no trunk layer would be left");
     }
-    const uint32_t n_layer_all = hp.n_layer;
     hp.n_layer -= hp.n_layer_nextn;
     for (auto* v : {&hp.n_head_per_layer, &hp.n_head_kv_per_layer, &hp.n_ff_per_layer}) {
         if (v->size() > hp.n_layer) v->resize(hp.n_layer);
     }
-    STRATA_TRY(load_recurrent_layers(f, keys, n_layer_all, hp));
-    hp.attn_output_gate = true;
-    hp.ssm_grouped_heads = traits.delta_net_grouped;
+    if (hp.n_leading_dense > hp.n_layer) {
+        return keys.invalid("leading_dense_block_count",
+                            "is " + std::to_string(hp.n_leading_dense) + " but the trunk has " +
+                                std::to_string(hp.n_layer) + " layers");
+    }
     return {};
+}
+
+// A family whose vision variant the reference runs with multi-section rope refuses a file that
+// asks for several sections (GLM-4.5V's files): its text would come out wrong.
+Result<void> refuse_rope_sections(const GgufFile& f, const ArchKeys& keys) {
+    const Value* v = f.find(keys.key("rope.dimension_sections"));
+    if (!v) return {};
+    const Array* a = v->as_array();
+    if (a && std::all_of(a->items.begin(), a->items.end(),
+                         [](const Value& x) { return x.as_int().value_or(1) == 0; })) {
+        return {};
+    }
+    return keys.invalid("rope.dimension_sections",
+                        "asks for multi-section rope (a vision model's), which strata does not "
+                        "run for this architecture");
 }
 
 // <arch>.rope.dimension_sections: up to four section sizes, in pairs of dimensions.
@@ -626,9 +653,11 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     }
     STRATA_TRY(load_attention(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
+    STRATA_TRY(load_nextn(keys, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
     if (traits->hybrid_delta_net) STRATA_TRY(load_delta_net(f, keys, *traits, hp));
     if (traits->rope_sections) STRATA_TRY(load_rope_sections(f, keys, hp));
+    if (traits->refuses_rope_sections) STRATA_TRY(refuse_rope_sections(f, keys));
     STRATA_TRY(load_sliding_window(f, keys, *traits, hp));
     STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
     if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");

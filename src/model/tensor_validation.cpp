@@ -160,7 +160,9 @@ void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     }
     if (hp.n_expert_shared > 0) {
         const uint64_t sh = hp.n_ff_shexp;
-        e.add(layer_name(il, "ffn_gate_inp_shexp"), {embd}, "[n_embd]");
+        if (traits.shared_expert_gate) {
+            e.add(layer_name(il, "ffn_gate_inp_shexp"), {embd}, "[n_embd]");
+        }
         e.add(layer_name(il, "ffn_gate_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
         e.add(layer_name(il, "ffn_up_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");
         e.add(layer_name(il, "ffn_down_shexp"), {sh, embd}, "[n_ff_shexp, n_embd]");
