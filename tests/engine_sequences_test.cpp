@@ -114,6 +114,8 @@ TEST(EngineSequences, StreamedLayersServeTheWholeBatch) {
     check_batched_equals_alone(test::synth_test_model("tiny", TensorType::Q4_K), "ffn-stream");
     check_batched_equals_alone(test::synth_test_model("tiny-qwen2moe", TensorType::Q4_K),
                                "expert-stream");
+    check_batched_equals_alone(test::synth_test_model("tiny-glm4moe", TensorType::Q4_K),
+                               "expert-stream");
 }
 
 // Each sequence keeps its own recurrent state (conv inputs and delta state) beside its KV cache.

@@ -105,9 +105,13 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
             hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
         }
         if (traits && traits->shared_expert) {
-            if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;
             if (hp.n_expert_shared == 0) hp.n_expert_shared = 1;
+            if (hp.n_ff_shexp == 0) {
+                hp.n_ff_shexp =
+                    traits->shared_width_from_experts ? hp.n_ff_exp * hp.n_expert_shared : hp.n_ff;
+            }
         }
+        if (traits && traits->selection_bias) hp.has_selection_bias = true;
     }
     return hp;
 }
@@ -131,9 +135,11 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
 
     const TensorRole ffn_norm =
         hp.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
-    const auto add_ffn = [&](LayoutBuilder& blk) {
+    const ArchTraits* traits = find_arch_traits(hp.arch);
+    const bool shared_gate = traits && traits->shared_expert_gate;
+    const auto add_ffn = [&](LayoutBuilder& blk, uint32_t il) {
         blk.weight(ffn_norm, {n_embd});
-        if (!hp.is_moe()) {
+        if (!hp.is_moe_layer(il)) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnDown, {hp.n_ff, n_embd});
@@ -142,6 +148,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         const uint64_t n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
         blk.weight(TensorRole::MoeRouter, {n_embd, n_expert});
         if (hp.has_expert_bias) blk.bias(TensorRole::MoeRouter, n_expert);
+        if (hp.has_selection_bias) blk.bias(TensorRole::MoeRouterBias, n_expert);
         blk.weight(TensorRole::ExpertGate, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertUp, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertDown, {n_ff_exp, n_embd, n_expert});
@@ -151,7 +158,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             blk.bias_rows(TensorRole::ExpertDown, {n_embd, n_expert});
         }
         if (shared_expert) {
-            blk.weight(TensorRole::SharedExpertGate, {n_embd});
+            if (shared_gate) blk.weight(TensorRole::SharedExpertGate, {n_embd});
             blk.weight(TensorRole::SharedGate, {n_embd, hp.n_ff_shexp});
             blk.weight(TensorRole::SharedUp, {n_embd, hp.n_ff_shexp});
             blk.weight(TensorRole::SharedDown, {hp.n_ff_shexp, n_embd});
@@ -182,7 +189,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         } else {
             add_attention(blk, hp);
         }
-        add_ffn(blk);
+        add_ffn(blk, il);
     }
     // Multi-token-prediction blocks after the trunk: a full-attention layer and its FFN, then the
     // block's own tensors (the projection of [embedding-norm; hidden-norm], the two norms and the
@@ -192,7 +199,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         LayoutBuilder blk(out, il);
         blk.weight(TensorRole::AttnNorm, {n_embd});
         add_attention(blk, hp);
-        add_ffn(blk);
+        add_ffn(blk, uint32_t(il));
         const std::string prefix = "blk." + std::to_string(il) + ".nextn.";
         const auto own = [&](std::string_view base, std::vector<uint64_t> shape) {
             TensorSpec t;

@@ -29,6 +29,13 @@ struct PresetShape {
     // qwen3next: q, k, v and z in one projection (ssm_in), as the earlier converters wrote them;
     // false: attn_qkv and attn_gate, as the current one does.
     bool fused_qkvz = false;
+    // Deepseek-style MoE (glm4moe): leading dense layers, the routed scaling factor (0: none),
+    // renormalised weights, q/k/v biases and q/k norms, multi-token-prediction blocks after the
+    // trunk.
+    uint32_t leading_dense = 0;
+    float expert_scale = 0.0f;
+    bool norm_weights = false, qkv_bias = false, qk_norm = false;
+    uint32_t nextn = 0;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -311,6 +318,85 @@ constexpr PresetShape kPresets[] = {
      128,
      32.0f,
      4096},
+    // GLM-4.5: the tiny one has one leading dense layer, an ungated shared expert as wide as an
+    // expert, sigmoid routing with a selection bias and scale 2.5, q/k/v biases, q/k norms and
+    // half of each head rotated. The full shapes are the published configs (hidden 5120 / 4096,
+    // 92 / 46 layers of which 3 / 1 dense, 96 query and 8 KV heads of 128 with half rotated,
+    // dense FFN 12288 / 10944, 160 / 128 experts of 1536 / 1408 top-8 plus one shared expert as
+    // wide, routed scaling 2.5 / 1, q/k norms in the 355B only, rope_theta 1e6, 131072
+    // positions, untied, one multi-token-prediction block): 353 B and 107 B parameters in the
+    // trunk, 33 B and 12 B active per token.
+    {.name = "tiny-glm4moe",
+     .description = "glm4moe (GLM-4.5), 4 layers (1 dense), 16 experts top-4 + shared, untied",
+     .arch = "glm4moe",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 256,
+     .n_ctx = 4096,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 32,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .qk_norm = true},
+    {.name = "glm-4.5",
+     .description = "GLM-4.5 (355B-A32B) shape: 92 layers (3 dense), 160 experts top-8, "
+                    "+1 MTP block (~215 GB at Q4_K_M)",
+     .arch = "glm4moe",
+     .n_embd = 5120,
+     .n_layer = 92,
+     .n_head = 96,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_ff = 12288,
+     .n_expert = 160,
+     .n_expert_used = 8,
+     .n_ff_exp = 1536,
+     .n_ff_shexp = 1536,
+     .n_ctx = 131072,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 64,
+     .leading_dense = 3,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .qk_norm = true,
+     .nextn = 1},
+    {.name = "glm-4.5-air",
+     .description = "GLM-4.5-Air (106B-A12B) shape: 46 layers (1 dense), 128 experts top-8, "
+                    "+1 MTP block (~71 GB at Q4_K_M)",
+     .arch = "glm4moe",
+     .n_embd = 4096,
+     .n_layer = 46,
+     .n_head = 96,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_ff = 10944,
+     .n_expert = 128,
+     .n_expert_used = 8,
+     .n_ff_exp = 1408,
+     .n_ff_shexp = 1408,
+     .n_ctx = 131072,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 64,
+     .leading_dense = 1,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .nextn = 1},
 };
 
 std::string flag_value(std::string_view flag, uint32_t v) {
@@ -362,13 +448,19 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         hp.n_ff_shexp = p.n_ff_shexp;
         hp.rope_freq_base = p.rope_base;
         hp.tied_output = p.tied;
+        hp.n_rot = p.n_rot;
+        hp.n_leading_dense = p.leading_dense;
+        if (p.expert_scale > 0.0f) hp.expert_weights_scale = p.expert_scale;
+        hp.norm_topk_prob = p.norm_weights;
+        hp.has_qkv_bias = p.qkv_bias;
+        hp.has_qk_norm = p.qk_norm;
+        hp.n_layer_nextn = p.nextn;
         if (p.ssm_state > 0) {
             hp.ssm_d_conv = 4;
             hp.ssm_d_state = p.ssm_state;
             hp.ssm_n_group = p.ssm_k_heads;
             hp.ssm_dt_rank = p.ssm_v_heads;
             hp.ssm_d_inner = p.ssm_state * p.ssm_v_heads;
-            hp.n_rot = p.n_rot;
             hp.ssm_fused_qkvz = p.fused_qkvz;
             const ArchTraits* traits = find_arch_traits(hp.arch);
             if (traits && traits->rope_sections) {
@@ -386,6 +478,12 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         return hp;
     }
     return std::nullopt;
+}
+
+ModelHparams cut_to_layers(ModelHparams hp, uint32_t n_layer) {
+    hp.n_layer = n_layer;
+    if (n_layer > 0 && hp.n_leading_dense >= n_layer) hp.n_leading_dense = n_layer - 1;
+    return hp;
 }
 
 Result<void> validate_synth_shape(const ModelHparams& hp) {
@@ -436,11 +534,16 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                        " must be even and at most the head dimension");
         }
     }
-    if (hp.n_layer_nextn > 0 && !traits->hybrid_delta_net) {
+    if (hp.n_layer_nextn > 0 && !traits->nextn_blocks) {
         return err(
-            "--nextn: multi-token-prediction blocks are written for the hybrid families "
-            "only (qwen35, qwen35moe, qwen3next)");
+            "--nextn: multi-token-prediction blocks are written for the families whose "
+            "converter writes them (qwen35, qwen35moe, qwen3next, glm4moe)");
     }
+    if (hp.n_leading_dense > 0 && (hp.n_expert == 0 || hp.n_leading_dense >= hp.n_layer)) {
+        return err("the ", std::to_string(hp.n_leading_dense),
+                   " leading dense layers leave no layer with experts: give --layers above it");
+    }
+    if (hp.n_leading_dense > 0) STRATA_TRY(check_dim("--ff", hp.n_ff, kMaxDim));
     if (hp.n_layer_nextn > kMaxLayers - hp.n_layer) {
         return err(flag_value("--nextn", hp.n_layer_nextn), " is too large (block_count at most ",
                    std::to_string(kMaxLayers), ")");
@@ -459,7 +562,9 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
         return err(hp.arch, " models have their own output head (output.weight)");
     }
     if (hp.n_ff_shexp != 0 && !traits->shared_expert) {
-        return err(hp.arch, " has no shared expert; --ff-shexp applies to qwen2moe (set it to 0)");
+        return err(hp.arch,
+                   " has no shared expert; --ff-shexp applies to the families with one (set it "
+                   "to 0)");
     }
     if (hp.n_expert == 0) return check_dim("--ff", hp.n_ff, kMaxDim);
 
