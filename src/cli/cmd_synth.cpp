@@ -85,6 +85,11 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     apply(o.o_ff_shexp, o.ff_shexp, hp->n_ff_shexp);
     apply(o.o_ctx, o.ctx, hp->n_ctx_train);
     hp->n_layer_nextn = o.nextn;
+    // A cut of a model with leading dense layers keeps them while a layer with experts is left
+    // after them, else all but the last.
+    if (hp->n_layer > 0 && hp->n_leading_dense >= hp->n_layer) {
+        hp->n_leading_dense = hp->n_layer - 1;
+    }
     if (o.o_heads->count() > 0 && o.o_kv_heads->count() == 0 && hp->n_head_kv > hp->n_head) {
         hp->n_head_kv = hp->n_head;  // fewer heads than the preset's kv heads: no GQA
     }

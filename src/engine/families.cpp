@@ -42,9 +42,9 @@ Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
 // them. The router's gating, selection bias, groups and scaling are the hparams' data.
 Result<void> latent_attention_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.mla_attention_block(a));
-    const ModelHparams& hp = e.hparams();
-    const bool routed = hp.is_moe() && uint32_t(a.layer) >= hp.n_leading_dense;
-    return routed ? e.moe_ffn_block(a, hp.norm_topk_prob) : e.dense_ffn_block(a);
+    return e.hparams().is_moe_layer(uint32_t(a.layer))
+               ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+               : e.dense_ffn_block(a);
 }
 
 }  // namespace

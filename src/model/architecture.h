@@ -28,7 +28,13 @@ struct ArchTraits {
     bool qk_norm = false;         // per-head RMSNorm on q and k (required tensors)
     bool always_moe = false;      // every layer is mixture-of-experts; expert_count is required
     bool never_moe = false;       // a dense-only family: expert_count is not allowed
-    bool shared_expert = false;   // one always-active shared expert with a sigmoid gate
+    // Always-active shared expert(s) beside the routed ones (one when expert_shared_count is not
+    // given); with shared_expert_gate its output is scaled by sigmoid(ffn_gate_inp_shexp . x)
+    // (qwen2moe and the Qwen3.5 families), and with shared_width_from_experts its width defaults
+    // to the experts' times their count, as the reference sizes deepseek-style shared experts.
+    bool shared_expert = false;
+    bool shared_expert_gate = false;
+    bool shared_width_from_experts = false;
     bool norm_topk_prob = false;  // renormalise the selected experts' router weights to sum 1
     ExpertWidthDefault expert_width_default = ExpertWidthDefault::FfnLength;
     ExpertGating expert_gating = ExpertGating::Softmax;
@@ -37,6 +43,8 @@ struct ArchTraits {
     bool attn_sinks = false;     // attn_sinks.weight, one logit per head (required)
     // The router and the routed experts' gate, up and down projections carry biases (required).
     bool expert_bias = false;
+    // Every MoE layer has a selection bias (exp_probs_b, required; optional elsewhere).
+    bool selection_bias = false;
     // The FFN's input norm is named post_attention_norm (gpt-oss), not ffn_norm.
     bool ffn_norm_is_post_attention = false;
     bool untied_output = false;  // output.weight is required (no tied LM head)
@@ -56,10 +64,6 @@ struct ArchTraits {
     // per key head (ssm_in, the earlier converters' files) or as qwen35 has them (attn_qkv,
     // attn_gate).
     bool delta_net_grouped = false;
-    // The shared experts are summed without a gate (no ffn_gate_inp_shexp), and are
-    // n_ff_exp x expert_shared_count wide when the file gives no
-    // expert_shared_feed_forward_length (deepseek2).
-    bool shared_expert_ungated = false;
     // Multi-head latent attention (ModelHparams::is_mla): the attention.q_lora_rank,
     // kv_lora_rank and key/value_length_mla keys and the attn_q_a / attn_kv_a_mqa / attn_k_b
     // (or attn_kv_b) tensors in place of attn_q, attn_k and attn_v.

@@ -29,13 +29,21 @@ struct PresetShape {
     // qwen3next: q, k, v and z in one projection (ssm_in), as the earlier converters wrote them;
     // false: attn_qkv and attn_gate, as the current one does.
     bool fused_qkvz = false;
+    // Deepseek-style MoE (glm4moe): leading dense layers, the routed scaling factor (0: none),
+    // renormalised weights, q/k/v biases and q/k norms, multi-token-prediction blocks after the
+    // trunk.
+    uint32_t leading_dense = 0;
+    float expert_scale = 0.0f;
+    bool norm_weights = false, qkv_bias = false, qk_norm = false;
+    uint32_t nextn = 0;
+    // DeepSeek-V3's router where the family's default is another: sigmoid scores with a
+    // selection bias (exp_probs_b), and group-limited top-k (groups, groups used; 0: none).
+    bool sigmoid_routing = false;
+    uint32_t expert_groups = 0, expert_groups_used = 0;
     // Multi-head latent attention (deepseek2): the query's and the latent's ranks, the value
-    // head size (head_dim above is the key head's, no-rope part and n_rot together).
+    // head size (head_dim above is the key head's, no-rope part and n_rot together), and YaRN's
+    // mscale_all_dim.
     uint32_t n_lora_q = 0, n_lora_kv = 0, head_dim_v = 0;
-    // DeepSeek-style mixtures: the dense layers before the first routed one, the (ungated)
-    // shared experts and the renormalised top-k weights, and YaRN's mscale_all_dim.
-    uint32_t n_leading_dense = 0, n_expert_shared = 0;
-    bool norm_topk = false;
     float mscale_all_dim = 0.0f;
 };
 
@@ -343,12 +351,15 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 32,
      .yarn_factor = 4.0f,
      .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
      .n_lora_q = 128,
      .n_lora_kv = 128,
      .head_dim_v = 64,
-     .n_leading_dense = 1,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
     // The published configs: DeepSeek-V3 (and R1): hidden 7168, 61 layers of which 3 dense
     // (18432 wide), 128 heads of 128 + 64 rotated (values 128), q_lora 1536, kv_lora 512, 256
@@ -375,12 +386,15 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 64,
      .yarn_factor = 40.0f,
      .yarn_orig_ctx = 4096,
+     .leading_dense = 3,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 8,
+     .expert_groups_used = 4,
      .n_lora_q = 1536,
      .n_lora_kv = 512,
      .head_dim_v = 128,
-     .n_leading_dense = 3,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
     {.name = "kimi-k2.5",
      .description = "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (1.03 T)",
@@ -402,12 +416,13 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 64,
      .yarn_factor = 64.0f,
      .yarn_orig_ctx = 4096,
+     .leading_dense = 1,
+     .expert_scale = 2.827f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
      .n_lora_q = 1536,
      .n_lora_kv = 512,
      .head_dim_v = 128,
-     .n_leading_dense = 1,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
 };
 
@@ -475,13 +490,19 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         hp.n_ff_shexp = p.n_ff_shexp;
         hp.rope_freq_base = p.rope_base;
         hp.tied_output = p.tied;
+        hp.n_rot = p.n_rot;
+        hp.n_leading_dense = p.leading_dense;
+        if (p.expert_scale > 0.0f) hp.expert_weights_scale = p.expert_scale;
+        hp.norm_topk_prob = p.norm_weights;
+        hp.has_qkv_bias = p.qkv_bias;
+        hp.has_qk_norm = p.qk_norm;
+        hp.n_layer_nextn = p.nextn;
         if (p.ssm_state > 0) {
             hp.ssm_d_conv = 4;
             hp.ssm_d_state = p.ssm_state;
             hp.ssm_n_group = p.ssm_k_heads;
             hp.ssm_dt_rank = p.ssm_v_heads;
             hp.ssm_d_inner = p.ssm_state * p.ssm_v_heads;
-            hp.n_rot = p.n_rot;
             hp.ssm_fused_qkvz = p.fused_qkvz;
             const ArchTraits* traits = find_arch_traits(hp.arch);
             if (traits && traits->rope_sections) {
@@ -497,15 +518,17 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
             hp.rope_scaling.original_context = p.yarn_orig_ctx;
             hp.rope_scaling.mscale_all_dim = p.mscale_all_dim;
         }
+        if (p.sigmoid_routing) {
+            hp.expert_gating = ExpertGating::Sigmoid;
+            hp.has_selection_bias = true;
+        }
+        hp.n_expert_group = p.expert_groups;
+        hp.n_expert_group_used = p.expert_groups_used;
         if (p.n_lora_kv > 0) {
-            hp.n_rot = p.n_rot;
             hp.n_lora_q = p.n_lora_q;
             hp.n_lora_kv = p.n_lora_kv;
             hp.head_dim_v = p.head_dim_v;
         }
-        hp.n_leading_dense = p.n_leading_dense;
-        hp.n_expert_shared = p.n_expert_shared;
-        hp.norm_topk_prob = p.norm_topk;
         return hp;
     }
     return std::nullopt;
@@ -545,10 +568,6 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
         return err("key and value head sizes differ (", std::to_string(hp.head_dim_k), " vs ",
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }
-    if (hp.n_leading_dense > hp.n_layer) {
-        return err("the ", std::to_string(hp.n_leading_dense), " leading dense layers exceed ",
-                   flag_value("--layers", hp.n_layer));
-    }
 
     if (!traits->hybrid_delta_net && hp.ssm_d_state != 0) {
         return err(hp.arch, " has no delta-net layers; a hybrid preset's shape does not fit it");
@@ -570,6 +589,11 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
             "--nextn: multi-token-prediction blocks are written for the hybrid families "
             "only (qwen35, qwen35moe, qwen3next)");
     }
+    if (hp.n_leading_dense > 0 && (hp.n_expert == 0 || hp.n_leading_dense >= hp.n_layer)) {
+        return err("the ", std::to_string(hp.n_leading_dense),
+                   " leading dense layers leave no layer with experts: give --layers above it");
+    }
+    if (hp.n_leading_dense > 0) STRATA_TRY(check_dim("--ff", hp.n_ff, kMaxDim));
     if (hp.n_layer_nextn > kMaxLayers - hp.n_layer) {
         return err(flag_value("--nextn", hp.n_layer_nextn), " is too large (block_count at most ",
                    std::to_string(kMaxLayers), ")");

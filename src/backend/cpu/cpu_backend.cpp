@@ -592,8 +592,8 @@ class CpuBackend final : public Backend {
     }
 
     // The host routes for the CPU: the router's choices are the store's to act on.
-    bool routed_experts(const TensorView&, const TensorView&, const ExpertStack&, int, bool, Act,
-                        Act, int64_t) override {
+    bool routed_experts(const TensorView&, const TensorView&, const TensorView&, const ExpertStack&,
+                        int, bool, Act, Act, int64_t) override {
         return false;
     }
 
