@@ -24,10 +24,10 @@ enum class ExpertWidthDefault : uint8_t {
 struct ArchTraits {
     std::string_view name;  // general.architecture
     RopeStyle rope_style = RopeStyle::Normal;
-    bool qkv_bias = false;        // q, k and v projections carry biases (required tensors)
-    bool qk_norm = false;         // per-head RMSNorm on q and k (required tensors)
-    bool always_moe = false;      // every layer is mixture-of-experts; expert_count is required
-    bool never_moe = false;       // a dense-only family: expert_count is not allowed
+    bool qkv_bias = false;    // q, k and v projections carry biases (required tensors)
+    bool qk_norm = false;     // per-head RMSNorm on q and k (required tensors)
+    bool always_moe = false;  // every layer is mixture-of-experts; expert_count is required
+    bool never_moe = false;   // a dense-only family: expert_count is not allowed
     // Always-active shared expert(s) beside the routed ones (one when expert_shared_count is not
     // given); with shared_expert_gate its output is scaled by sigmoid(ffn_gate_inp_shexp . x)
     // (qwen2moe and the Qwen3.5 families), and with shared_width_from_experts its width defaults

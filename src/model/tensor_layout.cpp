@@ -131,9 +131,8 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
         if (traits && traits->shared_expert) {
             if (hp.n_expert_shared == 0) hp.n_expert_shared = 1;
             if (hp.n_ff_shexp == 0) {
-                hp.n_ff_shexp = traits->shared_width_from_experts
-                                    ? hp.n_ff_exp * hp.n_expert_shared
-                                    : hp.n_ff;
+                hp.n_ff_shexp =
+                    traits->shared_width_from_experts ? hp.n_ff_exp * hp.n_expert_shared : hp.n_ff;
             }
         }
         if (traits && traits->selection_bias) hp.has_selection_bias = true;

@@ -45,6 +45,9 @@ struct PresetShape {
     // mscale_all_dim.
     uint32_t n_lora_q = 0, n_lora_kv = 0, head_dim_v = 0;
     float mscale_all_dim = 0.0f;
+    // attn_kv_b in place of attn_k_b and attn_v_b, as the earlier converters wrote them (with
+    // the heads' sizes in key_length and value_length, and as many KV heads as query heads).
+    bool mla_kv_b = false;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -361,13 +364,45 @@ constexpr PresetShape kPresets[] = {
      .n_lora_kv = 128,
      .head_dim_v = 64,
      .mscale_all_dim = 1.0f},
+    {.name = "tiny-deepseek2-kvb",
+     .description = "deepseek2 with attn_kv_b (and 8 KV heads), as the earlier converters wrote it",
+     .arch = "deepseek2",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 8,
+     .n_head_kv = 8,
+     .head_dim = 96,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 0,
+     .n_ctx = 4096,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 32,
+     .yarn_factor = 4.0f,
+     .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
+     .n_lora_q = 128,
+     .n_lora_kv = 128,
+     .head_dim_v = 64,
+     .mscale_all_dim = 1.0f,
+     .mla_kv_b = true},
     // The published configs: DeepSeek-V3 (and R1): hidden 7168, 61 layers of which 3 dense
     // (18432 wide), 128 heads of 128 + 64 rotated (values 128), q_lora 1536, kv_lora 512, 256
     // experts of 2048 top-8 plus one shared, YaRN x40 over 4096 positions. Kimi K2.5 (its text
     // model, K2's shape with 256K context): 1 dense layer, 64 heads, 384 experts top-8 plus one
     // shared, rope_theta 50000, YaRN x64 over 4096.
     {.name = "deepseek-v3",
-     .description = "DeepSeek-V3 shape: 61 layers (3 dense), MLA, 256 experts top-8 (671 B)",
+     .description =
+         "DeepSeek-V3 shape: 61 layers (3 dense), MLA, 256 experts top-8 (403 GB at Q4_K_M)",
      .arch = "deepseek2",
      .n_embd = 7168,
      .n_layer = 61,
@@ -397,7 +432,8 @@ constexpr PresetShape kPresets[] = {
      .head_dim_v = 128,
      .mscale_all_dim = 1.0f},
     {.name = "kimi-k2.5",
-     .description = "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (1.03 T)",
+     .description =
+         "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (619 GB at Q4_K_M)",
      .arch = "deepseek2",
      .n_embd = 7168,
      .n_layer = 61,
@@ -528,6 +564,7 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
             hp.n_lora_q = p.n_lora_q;
             hp.n_lora_kv = p.n_lora_kv;
             hp.head_dim_v = p.head_dim_v;
+            hp.mla_kv_b = p.mla_kv_b;
         }
         return hp;
     }

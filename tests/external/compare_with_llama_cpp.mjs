@@ -65,6 +65,7 @@ const CASES = [
   { preset: "tiny-qwen3next", moe: true, type: "Q8_0", nextn: 1 },
   { preset: "tiny-deepseek2", moe: true, type: "F32" },
   { preset: "tiny-deepseek2", moe: true, type: "Q8_0" },
+  { preset: "tiny-deepseek2-kvb", moe: true, type: "F32" },
 ];
 
 // Text the reference tokenizes into the prompts' ids (the ids, not the text, go to both).

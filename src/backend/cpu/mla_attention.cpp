@@ -7,8 +7,8 @@
 
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
-#include "quant/quant.h"
 #include "quant/float_formats.h"
+#include "quant/quant.h"
 
 namespace strata::cpu {
 
@@ -70,7 +70,8 @@ void attend_rows(const KvCache& kv, int layer, const MlaShape& s, const float* q
             const float* w = &sc.scores[size_t(c * n_kv)];
             float* oc = o + c * s.rank;
             for (int64_t p = p0; p < p1; ++p) {
-                const float wp = f16_weights ? quant::fp16_to_fp32(quant::fp32_to_fp16(w[p])) : w[p];
+                const float wp =
+                    f16_weights ? quant::fp16_to_fp32(quant::fp32_to_fp16(w[p])) : w[p];
                 if (wp != 0.0f) axpy(oc, wp, &sc.tile[size_t((p - p0) * s.rank)], s.rank);
             }
         }
@@ -126,7 +127,8 @@ void mla_absorb_transposed(const TensorView& kv_b, int n_head, int nope, int hea
                 const float* xt = x + (h * n + t) * nope;
                 float* yt = y + (h * n + t) * rank;
                 std::fill(yt, yt + rank, 0.0f);
-                for (int i = 0; i < nope; ++i) axpy(yt, xt[i], &sc.head[size_t(i) * size_t(rank)], rank);
+                for (int i = 0; i < nope; ++i)
+                    axpy(yt, xt[i], &sc.head[size_t(i) * size_t(rank)], rank);
             }
         }
     });
