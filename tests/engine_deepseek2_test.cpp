@@ -198,7 +198,8 @@ std::string with_kv_b(const std::string& split, const std::string& out) {
             file->find_tensor("blk." + std::to_string(n.layer) + ".attn_v_b.weight");
         EXPECT_TRUE(vb && vb->type == TensorType::F32 && t.type == TensorType::F32) << t.name;
         if (!vb) return "";
-        const std::vector<char> kb_bytes = tensor_bytes(*file, t), vb_bytes = tensor_bytes(*file, *vb);
+        const std::vector<char> kb_bytes = tensor_bytes(*file, t),
+                                vb_bytes = tensor_bytes(*file, *vb);
         std::vector<float> kb(kb_bytes.size() / 4), v(vb_bytes.size() / 4);
         std::memcpy(kb.data(), kb_bytes.data(), kb_bytes.size());
         std::memcpy(v.data(), vb_bytes.data(), vb_bytes.size());
@@ -253,8 +254,8 @@ TEST(Deepseek2Presets, HaveTheParametersTheirNamesSay) {
         uint32_t vocab;
         double total, active;
     };
-    for (const Want& want : {Want{"deepseek-v3", 129280, 671e9, 37e9},
-                             Want{"kimi-k2.5", 163840, 1.03e12, 32e9}}) {
+    for (const Want& want :
+         {Want{"deepseek-v3", 129280, 671e9, 37e9}, Want{"kimi-k2.5", 163840, 1.03e12, 32e9}}) {
         SCOPED_TRACE(want.preset);
         ModelHparams hp = with_layout_defaults(*synth_preset(want.preset));
         hp.n_vocab = want.vocab;
