@@ -270,20 +270,47 @@ TEST(Deepseek2Presets, HaveTheParametersTheirNamesSay) {
         EXPECT_NEAR(total, want.total, 0.01 * want.total);
         EXPECT_NEAR(active, want.active, 0.05 * want.active);
 
-        SynthConfig config;
-        config.hparams = *synth_preset(want.preset);
-        config.weights = WeightFormat(TensorType::Q4_K, QuantMix::Q4_K_M);
-        auto plan = plan_synthetic_model(config);
-        ASSERT_TRUE(plan) << plan.error().message;
-        double bytes = 0;
-        for (size_t i = 0; i < plan->layout.size(); ++i) {
-            const auto info = tensor_type_info(plan->types[i]);
-            ASSERT_TRUE(info);
-            bytes += double(plan->layout[i].n_elements()) / info->block_size * info->type_size;
+        // The mixes people download them in, every row in a type that fits it.
+        std::printf("%s: %.1f B parameters (%.1f B active)", want.preset, total / 1e9,
+                    active / 1e9);
+        for (const char* mix : {"Q2_K", "Q3_K_M", "Q4_K_M"}) {
+            SynthConfig config;
+            config.hparams = *synth_preset(want.preset);
+            config.weights = *weight_format_from_name(mix);
+            auto plan = plan_synthetic_model(config);
+            ASSERT_TRUE(plan) << mix << ": " << plan.error().message;
+            double bytes = 0;
+            for (size_t i = 0; i < plan->layout.size(); ++i) {
+                const auto info = tensor_type_info(plan->types[i]);
+                ASSERT_TRUE(info);
+                bytes += double(plan->layout[i].n_elements()) / info->block_size * info->type_size;
+            }
+            std::printf(", %.0f GB at %s", bytes / 1e9, mix);
         }
-        std::printf("%s: %.1f B parameters (%.1f B active), %.0f GB at Q4_K_M\n", want.preset,
-                    total / 1e9, active / 1e9, bytes / 1e9);
+        std::printf("\n");
     }
+}
+
+// --layers N writes a cut of the full width: the leading dense layers, then full-width layers
+// of experts.
+TEST(Deepseek2Presets, ACutKeepsTheFullWidth) {
+    ModelHparams hp = *synth_preset("deepseek-v3");
+    hp.n_layer = 5;
+    ASSERT_TRUE(validate_synth_shape(hp));
+    const ModelHparams full = with_layout_defaults(hp);
+    uint32_t dense = 0, routed = 0;
+    for (const TensorSpec& t : tensor_layout(full)) {
+        if (t.role == TensorRole::FfnGate) ++dense;
+        if (t.role == TensorRole::ExpertGate) {
+            ++routed;
+            EXPECT_EQ(t.shape, (std::vector<uint64_t>{7168, 2048, 256})) << t.name;
+        }
+    }
+    EXPECT_EQ(dense, 3u);
+    EXPECT_EQ(routed, 2u);
+    // Fewer layers than the dense ones leave none with experts.
+    hp.n_layer = 3;
+    EXPECT_FALSE(validate_synth_shape(hp));
 }
 
 }  // namespace
