@@ -130,6 +130,14 @@ TEST(EngineSequences, HybridSequencesKeepTheirOwnRecurrentState) {
                                "expert-stream", 32);
 }
 
+// Latent attention: each sequence's rows attend over its own latent cache.
+TEST(EngineSequences, LatentAttentionSequencesKeepTheirOwnCaches) {
+    check_batched_equals_alone(test::synth_test_model("tiny-deepseek2", TensorType::Q8_0),
+                               "resident");
+    check_batched_equals_alone(test::synth_test_model("tiny-deepseek2", TensorType::Q8_0),
+                               "expert-stream");
+}
+
 TEST(EngineSequences, ErrorsChangeNoContext) {
     ModelLoadOptions o;
     o.engine.threads = 2;

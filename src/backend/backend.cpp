@@ -33,6 +33,10 @@ std::string_view act_name(Act a) {
             return "alpha";
         case Act::Fused:
             return "fused";
+        case Act::QLatent:
+            return "q_latent";
+        case Act::KvLatent:
+            return "kv_latent";
         case Act::Count:
             break;
     }
@@ -59,6 +63,22 @@ void Backend::ungroup_columns(Act, int64_t, std::span<const ColumnPart>, int64_t
 }
 void Backend::delta_net(int, const DeltaNetWeights&, std::span<const SeqRun>) {
     no_recurrent_layers(name(), "delta_net");
+}
+
+namespace {
+// A latent-attention operation reached a backend whose factory should have refused the model.
+[[noreturn]] void no_latent_attention(std::string_view backend, const char* op) {
+    std::fprintf(stderr, "strata: backend %.*s cannot compute %s (latent-attention models)\n",
+                 int(backend.size()), backend.data(), op);
+    std::abort();
+}
+}  // namespace
+
+void Backend::mla_latent_norms(const TensorView&, const TensorView&, int64_t) {
+    no_latent_attention(name(), "mla_latent_norms");
+}
+void Backend::mla_attention(int, const MlaWeights&, std::span<const SeqRun>) {
+    no_latent_attention(name(), "mla_attention");
 }
 
 }  // namespace strata

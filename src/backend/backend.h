@@ -53,6 +53,9 @@ enum class Act : uint8_t {
     // A fused projection's output before its columns are ungrouped (ungroup_columns): qwen3next's
     // ssm_in (q, k, v and z per key head: ssm_qkvz_dim()) or ssm_ba (2 n_v_heads).
     Fused,
+    // Multi-head latent attention (deepseek2):
+    QLatent,   // the compressed query before attn_q_b: n_lora_q
+    KvLatent,  // the compressed keys and values and the shared rotary key: n_lora_kv + n_rot
     Count
 };
 std::string_view act_name(Act a);
@@ -83,6 +86,15 @@ struct DeltaNetWeights {
     const TensorView* dt_bias;
     const TensorView* a;
     const TensorView* norm;
+};
+
+// A latent-attention layer's per-head up-projections (ModelHparams::is_mla): attn_k_b
+// [nope, n_lora_kv, n_head] and attn_v_b [n_lora_kv, head_dim_v, n_head], or attn_kv_b
+// [n_lora_kv, n_head x (nope + head_dim_v)] alone (the earlier files; the others absent).
+struct MlaWeights {
+    const TensorView* k_b;
+    const TensorView* v_b;
+    const TensorView* kv_b;
 };
 
 // One part of each group of a fused projection's row (Backend::ungroup_columns): `width` columns
@@ -205,6 +217,25 @@ class Backend {
     virtual void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs);
     // Forgets the recurrent state of sequence `seq` (every layer's), as at its first token.
     virtual void reset_recurrent(int /*seq*/) {}
+
+    // --- Multi-head latent attention (deepseek2). A backend that runs no latent-attention layer
+    // need not implement these: its factory refuses such models, and the defaults abort.
+    // RMS norms in place, with the model's eps: each row of QLatent (n_lora_q values) with
+    // `q_norm` when present (absent: the model has no query compression), and the latent part of
+    // each row of KvLatent (its first n_lora_kv values) with `kv_norm`.
+    virtual void mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm, int64_t n);
+    // A latent-attention layer after its projections, Q holding each head's [nope | rope] query
+    // and KvLatent the normalised latent and the rotary key. Per row of each run:
+    //   the last n_rot values of each query head and the rotary key are rotated, and the row's
+    //   [latent | rotary key] is cached at its position;
+    //   q'(h)   = [W_uk(h)^T q_nope(h) | q_rope(h)]   (the query taken into the latent's space)
+    //   o(h)    = sum_p softmax_p(scale q'(h) . c_p) latent_p   over the cached rows c_p of the
+    //             sequence up to the row's position; scale = mla_attention_scale (model/rope.h)
+    //   AttnOut = W_uv(h) o(h) for each head h
+    // with W_uk(h), W_uv(h) head h's key and value up-projections (w). This equals attention
+    // of the decompressed heads (keys [W_uk(h) latent_p | rope key], values W_uv(h) latent_p),
+    // which a prompt batch may compute instead.
+    virtual void mla_attention(int layer, const MlaWeights& w, std::span<const SeqRun> runs);
 
     // out = down(silu(gate in) * up in).
     virtual void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down,

@@ -99,7 +99,13 @@ std::string type_mix(const ModelInfo& info) {
 
 std::string attention_line(const ModelHparams& hp) {
     std::string s = std::to_string(hp.n_head) + " heads";
-    if (hp.n_head_kv != hp.n_head) {
+    if (hp.is_mla()) {
+        // Latent attention: the cache holds the latent and the rotary key, whatever the heads.
+        s += ", latent attention (";
+        if (hp.n_lora_q > 0) s += "query rank " + std::to_string(hp.n_lora_q) + ", ";
+        s += "cache " + std::to_string(hp.n_lora_kv) + " latent + " + std::to_string(hp.n_rot) +
+             " rotary per token" + (hp.mla_kv_b ? ", attn_kv_b" : "") + ")";
+    } else if (hp.n_head_kv != hp.n_head) {
         s += ", " + std::to_string(hp.n_head_kv) + " KV heads (GQA " +
              std::to_string(hp.n_head / hp.n_head_kv) + ":1)";
     }

@@ -178,6 +178,10 @@ class Engine {
     // gate, write strength and decay projections (qwen3next's fused ones ungrouped), the
     // backend's delta_net, output projection.
     Result<void> delta_net_block(const LayerArgs& a);
+    // Pre-norm multi-head latent attention (deepseek2): norm, the query's and the latent's
+    // compressions, their norms, the query heads, the backend's mla_attention (rope, latent
+    // cache, absorbed attention, value heads), output projection.
+    Result<void> mla_attention_block(const LayerArgs& a);
     // Pre-norm SwiGLU FFN.
     Result<void> dense_ffn_block(const LayerArgs& a);
     // Pre-norm mixture of experts, plus the sigmoid-gated shared expert when the layer has one.

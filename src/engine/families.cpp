@@ -43,6 +43,16 @@ Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
                : e.dense_ffn_block(a);
 }
 
+// DeepSeek-V2/V3/R1 and Kimi K2 (deepseek2): multi-head latent attention, then a SwiGLU FFN in
+// the first leading_dense_block_count layers and routed experts beside ungated shared ones after
+// them. The router's gating, selection bias, groups and scaling are the hparams' data.
+Result<void> latent_attention_layer(Engine& e, const LayerArgs& a) {
+    STRATA_TRY(e.mla_attention_block(a));
+    return e.hparams().is_moe_layer(uint32_t(a.layer))
+               ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+               : e.dense_ffn_block(a);
+}
+
 }  // namespace
 
 LayerFn layer_function(std::string_view arch) {
@@ -53,6 +63,7 @@ LayerFn layer_function(std::string_view arch) {
     for (std::string_view known : {"qwen35", "qwen35moe", "qwen3next"}) {
         if (arch == known) return hybrid_layer;
     }
+    if (arch == "deepseek2") return latent_attention_layer;
     return nullptr;
 }
 

@@ -27,6 +27,41 @@ TensorType kv_element_type(KvType t) {
     return t == KvType::F16 ? TensorType::F16 : TensorType::Q8_0;
 }
 
+// Latent attention (backend/cpu/mla_attention.h): on every thread a task's scores over the
+// context, a tile of latent parts and its queries converted for the cache's type (and, for
+// attn_kv_b files, one head's key rows dequantized); on the calling thread, for a chunk of
+// tokens of every head, the queries, absorbed queries, latent outputs and value heads, their
+// conversions for the per-head products and those products' job lists, and a decode step's
+// scores of every head.
+uint64_t mla_attention_memory(const ModelInfo& model, uint32_t n_head, uint64_t R, uint64_t T,
+                              uint64_t n_ctx, TensorType kv) {
+    const ModelHparams& hp = *model.hparams;
+    const uint64_t f = sizeof(float), rank = hp.n_lora_kv, width = hp.mla_cache_width(),
+                   nope = hp.head_dim_nope(), v = hp.head_dim_v;
+    // A task's rows over the context, or a decode step's heads over a quarter of it.
+    uint64_t per_thread =
+        std::max<uint64_t>(uint64_t(kMlaRowsPerTask) * n_ctx, uint64_t(n_head) * (n_ctx / 4 + 1)) *
+            f +
+        uint64_t(kMlaPositionsPerTile) * rank * f +
+        uint64_t(kMlaRowsPerTask) * converted_row_bytes(kv, width);
+    if (hp.mla_kv_b) per_thread += nope * rank * f;
+    const uint64_t rows = std::min<uint64_t>(R, kMlaTokensPerChunk) * n_head;
+    uint64_t converted = 0;
+    for (const ModelTensor& mt : model.tensors) {
+        const TensorInfo& t = model.info(mt);
+        if (mt.role == TensorRole::AttnKB || mt.role == TensorRole::AttnVB ||
+            mt.role == TensorRole::AttnKvB) {
+            converted = std::max(converted, converted_row_bytes(t.type, t.shape[0]));
+        }
+    }
+    const uint64_t chunk = rows * (std::max(nope, rank) + std::max(rank, v) + width) * f;
+    // A job list of a few items per head, and the head's segment.
+    const uint64_t jobs = n_head * (4 * 24 + 64);
+    // A decode step's scores of every head over the context, shared by its tasks.
+    const uint64_t decode = uint64_t(n_head) * n_ctx * f;
+    return T * per_thread + chunk + rows * converted + jobs + decode;
+}
+
 }  // namespace
 
 uint32_t widest_ffn(const ModelHparams& hp) {
@@ -72,11 +107,11 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     // Hidden, Normed, Out, Side; Q, K, V, AttnOut (as wide as a delta net's output where that is
     // wider); a sigmoid gate per row; rope's angles.
     const uint64_t attn_out = std::max<uint64_t>(n_head * hp.head_dim_v, hp.ssm_value_dim());
-    m.rows = R *
-                 (4 * d + n_head * hp.head_dim_k + n_head_kv * (hp.head_dim_k + hp.head_dim_v) +
-                  attn_out) *
-                 f +
-             R * f + uint64_t(hp.n_rot / 2) * 2 * f;
+    // Latent attention has no K and V rows but its compressed query and latent.
+    const uint64_t kv_rows = hp.is_mla() ? uint64_t(hp.n_lora_q) + hp.mla_cache_width()
+                                         : n_head_kv * (hp.head_dim_k + hp.head_dim_v);
+    m.rows = R * (4 * d + n_head * hp.head_dim_k + kv_rows + attn_out) * f + R * f +
+             uint64_t(hp.n_rot / 2) * 2 * f;
     if (hp.has_recurrent()) {
         // Hybrid models: Mixed (a gated query or a delta net's q/k/v), Gate, Beta and Alpha rows,
         // a fused projection's output (qwen3next) and per thread the scratch of a delta-net
@@ -119,19 +154,24 @@ ActivationMemory activation_memory(const ModelInfo& model, const ActivationShape
     m.matmul = R * widest + act_types * R * n_embd_row + multi_jobs + interleaved +
                (kScalarMatmulColumns + T) * std::max(widest_cols, n_ctx) * f;
 
-    // Attention, on every thread: a block of query tokens of the widest group, their scores over
-    // the whole context, their output, values dequantized (Q8_0 cache), and the queries (keys'
-    // type) or the scores (F16 values) converted for the products.
-    const uint64_t q_rows = std::min<uint64_t>(R, kAttentionTokensPerTask) * group;
     const TensorType kv = kv_element_type(shape.kv_type);
-    uint64_t per_thread = q_rows * (hp.head_dim_k + n_ctx + hp.head_dim_v) * f;
-    if (shape.kv_type != KvType::F16) per_thread += n_ctx * hp.head_dim_v * f;
-    per_thread += q_rows * std::max(converted_row_bytes(kv, hp.head_dim_k),
-                                    shape.kv_type == KvType::F16 ? converted_row_bytes(kv, n_ctx)
-                                                                 : uint64_t{0});
-    m.attention = T * per_thread;
-    // A decode step split over positions: every query head's scores, on the calling thread.
-    if (shape.kv_type == KvType::F16) m.attention += n_head * n_ctx * f;
+    if (hp.is_mla()) {
+        m.attention = mla_attention_memory(model, uint32_t(n_head), R, T, n_ctx, kv);
+    } else {
+        // Attention, on every thread: a block of query tokens of the widest group, their scores
+        // over the whole context, their output, values dequantized (Q8_0 cache), and the queries
+        // (keys' type) or the scores (F16 values) converted for the products.
+        const uint64_t q_rows = std::min<uint64_t>(R, kAttentionTokensPerTask) * group;
+        uint64_t per_thread = q_rows * (hp.head_dim_k + n_ctx + hp.head_dim_v) * f;
+        if (shape.kv_type != KvType::F16) per_thread += n_ctx * hp.head_dim_v * f;
+        per_thread +=
+            q_rows *
+            std::max(converted_row_bytes(kv, hp.head_dim_k),
+                     shape.kv_type == KvType::F16 ? converted_row_bytes(kv, n_ctx) : uint64_t{0});
+        m.attention = T * per_thread;
+        // A decode step split over positions: every query head's scores, on the calling thread.
+        if (shape.kv_type == KvType::F16) m.attention += n_head * n_ctx * f;
+    }
 
     if (hp.is_moe()) {
         // Router logits, choices and weights, the users of each expert, routing scratch, the

@@ -16,7 +16,10 @@
 //   matmul     R x the widest converted activation row, per activation type of the q/k/v and
 //              gate/up projections, and the scalar path's column block    (calling thread)
 //   attention  T x (min(R, 32) x G query rows x n_ctx scores + their conversions), and (F16
-//              cache) n_head x n_ctx scores of a decode step split over positions
+//              cache) n_head x n_ctx scores of a decode step split over positions; latent
+//              attention (MLA) instead: T x (32 rows x n_ctx scores + 32 latent rows), and for
+//              a chunk of C = min(R, 32) tokens C x n_head rows of queries, absorbed queries,
+//              latent outputs and value heads
 //   engine     MoE routing: R x n_expert router logits, R x k choices
 //   threads    T x kComputeThreadBytes (stack, thread-local state)
 //   logits     logit rows x n_vocab floats + n_vocab x kSamplerBytesPerToken
@@ -32,6 +35,12 @@ namespace strata {
 // Query tokens one attention task takes (a block of the batch): the attention scratch of a thread
 // holds this many tokens' scores over the whole context.
 inline constexpr int64_t kAttentionTokensPerTask = 32;
+// Tokens of a run whose latent attention is computed at a time (every head's rows together),
+// the (head, token) rows one latent-attention task takes at most (its scores span the context),
+// and the cached positions whose latent parts it dequantizes at a time for the weighted sum.
+inline constexpr int64_t kMlaTokensPerChunk = 32;
+inline constexpr int64_t kMlaRowsPerTask = 32;
+inline constexpr int64_t kMlaPositionsPerTile = 32;
 // Tokens a Gated DeltaNet prompt is computed in at a time (backend/cpu/delta_net.h).
 inline constexpr int64_t kDeltaNetChunk = 64;
 // Activation columns the scalar matmul path dequantizes at a time.

@@ -13,7 +13,10 @@ namespace {
 // qwen3next is Qwen3-Next-80B-A3B, the same hybrid with its delta net's tensors stored otherwise.
 // gpt-oss is OpenAI's gpt-oss-20b / gpt-oss-120b.
 // glm4moe is GLM-4.5 / 4.6 / 4.7 (355B-A32B) and GLM-4.5-Air (106B-A12B).
-constexpr std::array<ArchTraits, 10> kArchitectures = {{
+// deepseek2 is DeepSeek-V2/V3/R1 and Kimi K2: multi-head latent attention, the first layers
+// dense, routed experts beside ungated shared ones; its routing (gating function, selection
+// bias, groups, scaling) is in the file's keys.
+constexpr std::array<ArchTraits, 11> kArchitectures = {{
     {.name = "llama", .norm_topk_prob = true},
     {.name = "qwen2", .rope_style = RopeStyle::Neox, .qkv_bias = true, .never_moe = true},
     {.name = "qwen3", .rope_style = RopeStyle::Neox, .qk_norm = true, .never_moe = true},
@@ -95,6 +98,11 @@ constexpr std::array<ArchTraits, 10> kArchitectures = {{
      .nextn_blocks = true,
      .ffn_norm_is_post_attention = true,
      .refuses_rope_sections = true},
+    {.name = "deepseek2",
+     .shared_expert = true,
+     .shared_width_from_experts = true,
+     .expert_width_default = ExpertWidthDefault::Required,
+     .mla = true},
 }};
 
 }  // namespace

@@ -72,13 +72,18 @@ struct ArchTraits {
     // per key head (ssm_in, the earlier converters' files) or as qwen35 has them (attn_qkv,
     // attn_gate).
     bool delta_net_grouped = false;
+    // Multi-head latent attention (ModelHparams::is_mla): the attention.q_lora_rank,
+    // kv_lora_rank and key/value_length_mla keys and the attn_q_a / attn_kv_a_mqa / attn_k_b
+    // (or attn_kv_b) tensors in place of attn_q, attn_k and attn_v.
+    bool mla = false;
 };
 
 // nullptr for an architecture strata does not run.
 const ArchTraits* find_arch_traits(std::string_view arch);
 // Every supported family, in a fixed order.
 std::span<const ArchTraits> known_arch_traits();
-// "llama, qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, glm4moe"
+// "llama, qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, qwen3next, gpt-oss, glm4moe,
+// deepseek2"
 std::string supported_architectures();
 
 }  // namespace strata

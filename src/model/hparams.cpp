@@ -237,6 +237,52 @@ Result<void> load_attention(const ArchKeys& keys, ModelHparams& hp) {
     return {};
 }
 
+// Multi-head latent attention (deepseek2): the ranks of the query and key/value compressions and
+// the heads' sizes. Files of the current converters describe the cache's view in key_length
+// (n_lora_kv + n_rot) and value_length (n_lora_kv) and the heads' in key_length_mla and
+// value_length_mla, with attn_k_b and attn_v_b; earlier files give the heads' sizes in
+// key_length and value_length, with attn_kv_b.
+Result<void> load_mla(const ArchKeys& keys, ModelHparams& hp) {
+    STRATA_ASSIGN(auto q_rank, keys.u32("attention.q_lora_rank"));
+    hp.n_lora_q = q_rank.value_or(0);
+    STRATA_ASSIGN(hp.n_lora_kv, keys.positive_u32("attention.kv_lora_rank"));
+    STRATA_ASSIGN(auto n_rot, keys.u32("rope.dimension_count"));
+    if (!n_rot) return keys.missing("rope.dimension_count");
+    STRATA_ASSIGN(auto k_mla, keys.u32("attention.key_length_mla"));
+    STRATA_ASSIGN(auto v_mla, keys.u32("attention.value_length_mla"));
+    if (k_mla.has_value() != v_mla.has_value()) {
+        return k_mla ? keys.missing("attention.value_length_mla")
+                     : keys.missing("attention.key_length_mla");
+    }
+    hp.mla_kv_b = !k_mla;
+    if (k_mla) {
+        if (hp.head_dim_k != hp.n_lora_kv + *n_rot || hp.head_dim_v != hp.n_lora_kv) {
+            return keys.invalid("attention.key_length",
+                                "and value_length are " + std::to_string(hp.head_dim_k) + " and " +
+                                    std::to_string(hp.head_dim_v) + " but with " +
+                                    keys.key("attention.key_length_mla") +
+                                    " they must be the latent cache's: kv_lora_rank + " +
+                                    "rope.dimension_count (" +
+                                    std::to_string(hp.n_lora_kv + *n_rot) + ") and kv_lora_rank (" +
+                                    std::to_string(hp.n_lora_kv) + ")");
+        }
+        hp.head_dim_k = *k_mla;
+        hp.head_dim_v = *v_mla;
+    }
+    if (hp.head_dim_k <= *n_rot || hp.head_dim_v == 0) {
+        return keys.invalid(k_mla ? "attention.key_length_mla" : "attention.key_length",
+                            "is " + std::to_string(hp.head_dim_k) +
+                                "; a latent-attention head must be wider than its " +
+                                std::to_string(*n_rot) + " rotated dimensions (" +
+                                keys.key("rope.dimension_count") + ")");
+    }
+    // DeepSeek's YaRN scales the attention logits by its mscale_all_dim, which the converter
+    // writes as 0.1 x mscale_all_dim.
+    STRATA_ASSIGN(auto log_mul, keys.f32("rope.scaling.yarn_log_multiplier"));
+    hp.rope_scaling.mscale_all_dim = log_mul.value_or(0.0f) / 0.1f;
+    return {};
+}
+
 // How the router's logits become the chosen experts and their weights: the gating function
 // (<arch>.expert_gating_func, numbered as the reference numbers it: 1 softmax, 2 sigmoid, 3 the
 // chosen logits softmaxed; absent or 0: the family's), group-limited top-k and the routed
@@ -652,6 +698,7 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
                                                std::to_string(kMaxBlockCount) + ")");
     }
     STRATA_TRY(load_attention(keys, hp));
+    if (traits->mla) STRATA_TRY(load_mla(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
     STRATA_TRY(load_nextn(keys, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));

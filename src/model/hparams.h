@@ -51,6 +51,10 @@ struct RopeScaling {
     // other writers give these keys)
     float low_freq_factor = 1.0f;
     float high_freq_factor = 4.0f;
+    // DeepSeek's YaRN: the model's mscale_all_dim (<arch>.rope.scaling.yarn_log_multiplier, which
+    // the converter writes as 0.1 x mscale_all_dim), by which the attention logits are scaled up
+    // for the extended context instead of the rotation's magnitude; 0: not given.
+    float mscale_all_dim = 0.0f;
 };
 
 struct ModelHparams {
@@ -159,6 +163,25 @@ struct ModelHparams {
     // blk.N.ssm_in holds a delta-net layer's q, k, v and z, [q S | k S | v r*S | z r*S] per key
     // head, in place of attn_qkv and attn_gate (qwen3next files of the earlier converters).
     bool ssm_fused_qkvz = false;
+
+    // Multi-head latent attention (deepseek2: DeepSeek-V2/V3, Kimi K2). A query goes through a
+    // low-rank projection (attn_q_a to n_lora_q values, RMS-normed, then attn_q_b; n_lora_q 0: one
+    // attn_q); keys and values share one latent of n_lora_kv values (RMS-normed) plus an
+    // n_rot-wide rotary key shared by every head (attn_kv_a_mqa), and that latent and rotary key
+    // (mla_cache_width() values) are all the cache holds per token. Each head's key is
+    // [nope | rope], head_dim_k wide: head_dim_nope() values from the latent through attn_k_b
+    // (or attn_kv_b's key rows) and the shared rotary key; its value is head_dim_v wide, from the
+    // latent through attn_v_b (or attn_kv_b's value rows). All zero for other families.
+    uint32_t n_lora_q = 0;   // <arch>.attention.q_lora_rank
+    uint32_t n_lora_kv = 0;  // <arch>.attention.kv_lora_rank
+    // The per-head up-projections as one tensor, attn_kv_b [n_lora_kv, n_head x (nope + v)] (the
+    // files of the earlier converters, which wrote no key_length_mla), in place of attn_k_b
+    // [nope, n_lora_kv, n_head] and attn_v_b [n_lora_kv, v, n_head].
+    bool mla_kv_b = false;
+
+    bool is_mla() const { return n_lora_kv > 0; }
+    uint32_t mla_cache_width() const { return n_lora_kv + n_rot; }
+    uint32_t head_dim_nope() const { return head_dim_k - n_rot; }
 
     bool is_recurrent(uint32_t layer) const {
         return layer < recurrent_layers.size() && recurrent_layers[layer];

@@ -54,8 +54,13 @@ uint32_t kv_layer_positions(const ModelHparams& hp, uint32_t layer, uint32_t n_c
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type,
                         uint32_t max_batch) {
     if (hp.is_recurrent(layer)) return recurrent_conv_bytes(hp) + recurrent_delta_bytes(hp);
-    const uint64_t kv = hp.n_head_kv_at(layer);
     const uint64_t positions = kv_layer_positions(hp, layer, n_ctx, max_batch);
+    // Latent attention: one row per position, the normalised latent and the rotary key, which
+    // the values are read from too.
+    if (hp.is_mla()) {
+        return round_up(kv_row_bytes(type, hp.mla_cache_width()) * positions, kKvLayerAlign);
+    }
+    const uint64_t kv = hp.n_head_kv_at(layer);
     return round_up(kv_row_bytes(type, kv * hp.head_dim_k) * positions, kKvLayerAlign) +
            round_up(kv_row_bytes(type, kv * hp.head_dim_v) * positions, kKvLayerAlign);
 }
@@ -69,6 +74,13 @@ uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type, uin
 }
 
 Result<void> check_kv_type(const ModelHparams& hp, KvType type) {
+    if (type == KvType::Q8_0 && hp.is_mla()) {
+        if (hp.mla_cache_width() % 32 == 0) return {};
+        return err(
+            "a Q8_0 KV cache needs rows that are multiples of 32; this model's latent and "
+            "rotary key are " +
+            std::to_string(hp.mla_cache_width()) + " values (use the f16 cache)");
+    }
     if (type == KvType::Q8_0 && (hp.head_dim_k % 32 != 0 || hp.head_dim_v % 32 != 0)) {
         return err("a Q8_0 KV cache needs head sizes that are multiples of 32; this model's are " +
                    std::to_string(hp.head_dim_k) + " and " + std::to_string(hp.head_dim_v) +

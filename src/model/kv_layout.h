@@ -43,7 +43,9 @@ uint32_t kv_layer_positions(const ModelHparams& hp, uint32_t layer, uint32_t n_c
                             uint32_t max_batch);
 // Bytes a cache of n_ctx positions takes for one layer, and for every layer of the model, with
 // batches of up to max_batch tokens (which only sliding-window layers depend on). A recurrent
-// layer holds no keys or values, only its recurrent state (above), whatever n_ctx.
+// layer holds no keys or values, only its recurrent state (above), whatever n_ctx. A latent
+// attention layer holds one row of mla_cache_width() values per position (the normalised latent
+// and the rotary key; the values are the latent part of the same rows).
 uint64_t kv_layer_bytes(const ModelHparams& hp, uint32_t layer, uint32_t n_ctx, KvType type,
                         uint32_t max_batch = kDefaultMaxBatch);
 uint64_t kv_cache_bytes(const ModelHparams& hp, uint32_t n_ctx, KvType type,

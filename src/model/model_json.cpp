@@ -108,7 +108,8 @@ json hparams_json(const ModelHparams& hp) {
           {"original_context", sc.original_context},
           {"attn_factor", sc.attn_factor},
           {"low_freq_factor", sc.low_freq_factor},
-          {"high_freq_factor", sc.high_freq_factor}}},
+          {"high_freq_factor", sc.high_freq_factor},
+          {"mscale_all_dim", sc.mscale_all_dim}}},
         {"tied_output", hp.tied_output},
         {"has_qkv_bias", hp.has_qkv_bias},
         {"has_qk_norm", hp.has_qk_norm},
@@ -122,6 +123,11 @@ json hparams_json(const ModelHparams& hp) {
           {"recurrent_layers", hp.recurrent_layers},
           {"grouped_heads", hp.ssm_grouped_heads},
           {"fused_qkvz", hp.ssm_fused_qkvz}}},
+        {"mla",
+         {{"q_lora_rank", hp.n_lora_q},
+          {"kv_lora_rank", hp.n_lora_kv},
+          {"cache_width", hp.is_mla() ? hp.mla_cache_width() : 0u},
+          {"kv_b", hp.mla_kv_b}}},
     };
 }
 

@@ -78,6 +78,13 @@ Result<RopeConfig> make_rope_config(const ModelHparams& hp, const TensorView* ro
     if (sc.type == "yarn") {
         rc.ext_factor = 1.0f;
         rc.attn_factor = sc.attn_factor;
+        // DeepSeek's YaRN (mscale_all_dim given) scales the attention logits instead of the
+        // rotation's magnitude (mla_attention_scale): the correction rope_angles applies is
+        // cancelled here, as the reference does.
+        if (sc.mscale_all_dim != 0.0f) {
+            const float factor = 1.0f / rc.freq_scale;
+            rc.attn_factor = (1.0f / (1.0f + 0.1f * std::log(factor))) * sc.attn_factor;
+        }
         const uint32_t orig = sc.original_context ? sc.original_context : hp.n_ctx_train;
         const float lo = yarn_corr_dim(rc.n_rot, orig, 32.0f, rc.freq_base);
         const float hi = yarn_corr_dim(rc.n_rot, orig, 1.0f, rc.freq_base);
@@ -85,6 +92,13 @@ Result<RopeConfig> make_rope_config(const ModelHparams& hp, const TensorView* ro
         rc.corr_high = std::min(static_cast<float>(rc.n_rot - 1), std::ceil(hi));
     }
     return rc;
+}
+
+float mla_attention_scale(const RopeConfig& rc, const ModelHparams& hp) {
+    const float log_factor = std::log(1.0f / rc.freq_scale);
+    const float mscale = rc.attn_factor * (1.0f + 0.1f * log_factor) *
+                         (1.0f + 0.1f * hp.rope_scaling.mscale_all_dim * log_factor);
+    return mscale * mscale / std::sqrt(float(hp.head_dim_k));
 }
 
 void rope_angles(const RopeConfig& rc, int64_t pos, float* cos, float* sin) {

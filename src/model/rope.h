@@ -35,6 +35,12 @@ struct RopeConfig {
 // From the model's hyper-parameters and its rope_freqs tensor (optional, F32).
 Result<RopeConfig> make_rope_config(const ModelHparams& hp, const TensorView* rope_freqs);
 
+// The scale of a latent-attention layer's query-key products (deepseek2): 1/sqrt(head_dim_k)
+// times the square of DeepSeek's YaRN magnitude, rc's attention factor with the context
+// extension's correction and the model's mscale_all_dim (RopeScaling) applied, as the
+// reference computes it (1/sqrt(head_dim_k) without scaling).
+float mla_attention_scale(const RopeConfig& rc, const ModelHparams& hp);
+
 // cos and sin of the n_rot/2 rotation angles at position pos.
 void rope_angles(const RopeConfig& rc, int64_t pos, float* cos, float* sin);
 

@@ -61,6 +61,29 @@ void add_attention(LayoutBuilder& blk, const ModelHparams& hp) {
     if (hp.has_attn_sinks) blk.weight(TensorRole::AttnSinks, {hp.n_head});
 }
 
+// Multi-head latent attention: the query's compression (or one attn_q), the shared latent and
+// rotary key, the per-head up-projections and the output projection.
+void add_mla_attention(LayoutBuilder& blk, const ModelHparams& hp) {
+    const uint64_t n_embd = hp.n_embd, heads = hp.n_head, nope = hp.head_dim_nope();
+    const uint64_t r_q = hp.n_lora_q, r_kv = hp.n_lora_kv, v = hp.head_dim_v;
+    if (r_q > 0) {
+        blk.weight(TensorRole::AttnQA, {n_embd, r_q});
+        blk.weight(TensorRole::AttnQANorm, {r_q});
+        blk.weight(TensorRole::AttnQB, {r_q, heads * hp.head_dim_k});
+    } else {
+        blk.weight(TensorRole::AttnQ, {n_embd, heads * hp.head_dim_k});
+    }
+    blk.weight(TensorRole::AttnKvAMqa, {n_embd, r_kv + hp.n_rot});
+    blk.weight(TensorRole::AttnKvANorm, {r_kv});
+    if (hp.mla_kv_b) {
+        blk.weight(TensorRole::AttnKvB, {r_kv, heads * (nope + v)});
+    } else {
+        blk.weight(TensorRole::AttnKB, {nope, r_kv, heads});
+        blk.weight(TensorRole::AttnVB, {r_kv, v, heads});
+    }
+    blk.weight(TensorRole::AttnOutput, {heads * v, n_embd});
+}
+
 }  // namespace
 
 ModelHparams with_layout_defaults(ModelHparams hp) {
@@ -75,7 +98,8 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
         hp.has_attn_sinks = hp.has_attn_sinks || traits->attn_sinks;
         hp.has_expert_bias = hp.has_expert_bias || (traits->expert_bias && hp.n_expert > 0);
         hp.ffn_norm_is_post_attention = traits->ffn_norm_is_post_attention;
-        hp.expert_gating = traits->expert_gating;
+        // A shape that chose its gating keeps it (a DeepSeek-V3 preset's sigmoid router).
+        if (hp.expert_gating == ExpertGating::Softmax) hp.expert_gating = traits->expert_gating;
         hp.expert_activation = traits->expert_activation;
         if (traits->untied_output) hp.tied_output = false;
         if (traits->swa_period > 0 && hp.swa_layers.empty()) {
@@ -186,6 +210,8 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
             }
             blk.weight(TensorRole::SsmNorm, {hp.ssm_d_state});
             blk.weight(TensorRole::SsmOut, {value, n_embd});
+        } else if (hp.is_mla()) {
+            add_mla_attention(blk, hp);
         } else {
             add_attention(blk, hp);
         }

@@ -14,7 +14,7 @@ struct RoleName {
 };
 
 // One table for both directions (name -> role, role -> name).
-constexpr std::array<RoleName, 41> kRoles = {{
+constexpr std::array<RoleName, 49> kRoles = {{
     {TensorRole::TokenEmbedding, "token_embd", "token_embd"},
     {TensorRole::OutputNorm, "output_norm", "output_norm"},
     {TensorRole::Output, "output", "output"},
@@ -55,6 +55,14 @@ constexpr std::array<RoleName, 41> kRoles = {{
     {TensorRole::SsmOut, "ssm_out", "ssm_out"},
     {TensorRole::SsmIn, "ssm_in", "ssm_in"},
     {TensorRole::SsmBetaAlpha, "ssm_ba", "ssm_ba"},
+    {TensorRole::AttnQA, "attn_q_a", "attn_q_a"},
+    {TensorRole::AttnQANorm, "attn_q_a_norm", "attn_q_a_norm"},
+    {TensorRole::AttnQB, "attn_q_b", "attn_q_b"},
+    {TensorRole::AttnKvAMqa, "attn_kv_a_mqa", "attn_kv_a_mqa"},
+    {TensorRole::AttnKvANorm, "attn_kv_a_norm", "attn_kv_a_norm"},
+    {TensorRole::AttnKB, "attn_k_b", "attn_k_b"},
+    {TensorRole::AttnVB, "attn_v_b", "attn_v_b"},
+    {TensorRole::AttnKvB, "attn_kv_b", "attn_kv_b"},
     {TensorRole::Other, "", "other"},
 }};
 
@@ -122,6 +130,14 @@ bool is_attention_role(TensorRole r) {
         case TensorRole::SsmOut:
         case TensorRole::SsmIn:
         case TensorRole::SsmBetaAlpha:
+        case TensorRole::AttnQA:
+        case TensorRole::AttnQANorm:
+        case TensorRole::AttnQB:
+        case TensorRole::AttnKvAMqa:
+        case TensorRole::AttnKvANorm:
+        case TensorRole::AttnKB:
+        case TensorRole::AttnVB:
+        case TensorRole::AttnKvB:
             return true;
         default:
             return false;
@@ -138,6 +154,8 @@ bool is_norm_role(TensorRole r) {
         case TensorRole::FfnNorm:
         case TensorRole::FfnPostNorm:
         case TensorRole::SsmNorm:
+        case TensorRole::AttnQANorm:
+        case TensorRole::AttnKvANorm:
             return true;
         default:
             return false;
@@ -187,7 +205,7 @@ TensorName classify_tensor_name(std::string_view name) {
                 return out;
             }
         }
-        // Attention variants without a role of their own (MLA projections and their norms).
+        // Attention variants without a role of their own.
         if (base.starts_with("attn_")) out.role = TensorRole::AttnOther;
         return out;
     }

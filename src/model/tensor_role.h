@@ -24,7 +24,7 @@ enum class TensorRole : uint8_t {
     AttnKNorm,         // blk.N.attn_k_norm
     AttnPostNorm,      // blk.N.post_attention_norm
     AttnSinks,         // blk.N.attn_sinks (gpt-oss)
-    AttnOther,         // other attention tensors (e.g. deepseek2 MLA: attn_q_a, attn_kv_b, ...)
+    AttnOther,         // other attention tensors (attn_* names without a role of their own)
     FfnNorm,           // blk.N.ffn_norm
     FfnPostNorm,       // blk.N.post_ffw_norm
     FfnGate,           // blk.N.ffn_gate               [n_embd, n_ff]
@@ -56,6 +56,15 @@ enum class TensorRole : uint8_t {
     // [beta r | alpha r] per key head (in place of ssm_beta and ssm_alpha).
     SsmIn,         // blk.N.ssm_in                  [n_embd, 2*key_dim + 2*value_dim]
     SsmBetaAlpha,  // blk.N.ssm_ba                  [n_embd, 2*n_v_heads]
+    // Multi-head latent attention (deepseek2; r_q, r_kv the ranks, nope + rope = head_dim_k):
+    AttnQA,       // blk.N.attn_q_a: query compression       [n_embd, r_q]
+    AttnQANorm,   // blk.N.attn_q_a_norm                      [r_q]
+    AttnQB,       // blk.N.attn_q_b: query heads              [r_q, n_head*head_dim_k]
+    AttnKvAMqa,   // blk.N.attn_kv_a_mqa: latent + rotary key [n_embd, r_kv + n_rot]
+    AttnKvANorm,  // blk.N.attn_kv_a_norm                     [r_kv]
+    AttnKB,       // blk.N.attn_k_b: latent from key, per head  [nope, r_kv, n_head]
+    AttnVB,       // blk.N.attn_v_b: value from latent, per head [r_kv, head_dim_v, n_head]
+    AttnKvB,      // blk.N.attn_kv_b (earlier files)  [r_kv, n_head*(nope + head_dim_v)]
     Other,
 };
 

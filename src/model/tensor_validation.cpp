@@ -93,6 +93,35 @@ void expect_attention(ExpectedSet& e, const ModelHparams& hp, const ArchTraits& 
     e.add(layer_name(il, "attn_k_norm"), {hp.head_dim_k}, "[head_dim]", traits.qk_norm);
 }
 
+// Multi-head latent attention (deepseek2): the query through its compression (or one attn_q), the
+// shared latent and rotary key, the per-head up-projections (attn_k_b and attn_v_b, or attn_kv_b
+// in earlier files) and the output.
+void expect_mla_attention(ExpectedSet& e, const ModelHparams& hp, int il) {
+    const uint64_t embd = hp.n_embd, heads = hp.n_head_at(il), r_q = hp.n_lora_q,
+                   r_kv = hp.n_lora_kv, nope = hp.head_dim_nope(), v = hp.head_dim_v;
+    const uint64_t q = heads * hp.head_dim_k;
+    e.add(layer_name(il, "attn_norm"), {embd}, "[n_embd]");
+    if (r_q > 0) {
+        e.add(layer_name(il, "attn_q_a"), {embd, r_q}, "[n_embd, q_lora_rank]");
+        e.add(layer_name(il, "attn_q_a_norm"), {r_q}, "[q_lora_rank]");
+        e.add(layer_name(il, "attn_q_b"), {r_q, q}, "[q_lora_rank, n_head*head_dim]");
+    } else {
+        e.add(layer_name(il, "attn_q"), {embd, q}, "[n_embd, n_head*head_dim]");
+    }
+    e.add(layer_name(il, "attn_kv_a_mqa"), {embd, r_kv + hp.n_rot},
+          "[n_embd, kv_lora_rank + n_rot]");
+    e.add(layer_name(il, "attn_kv_a_norm"), {r_kv}, "[kv_lora_rank]");
+    if (hp.mla_kv_b) {
+        e.add(layer_name(il, "attn_kv_b"), {r_kv, heads * (nope + v)},
+              "[kv_lora_rank, n_head*(head_dim - n_rot + head_dim_v)]");
+    } else {
+        e.add(layer_name(il, "attn_k_b"), {nope, r_kv, heads},
+              "[head_dim - n_rot, kv_lora_rank, n_head]");
+        e.add(layer_name(il, "attn_v_b"), {r_kv, v, heads}, "[kv_lora_rank, head_dim_v, n_head]");
+    }
+    e.add(layer_name(il, "attn_output"), {heads * v, embd}, "[n_head*head_dim_v, n_embd]");
+}
+
 // A Gated DeltaNet layer (hybrid families): fused q/k/v, output gate z, the convolution, the
 // decay and write-strength projections and their parameters, the gated norm and the output.
 // qwen3next's files may fuse q/k/v and z into ssm_in, and always fuse beta and alpha (ssm_ba).
@@ -202,6 +231,8 @@ void expect_all(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
         if (hp.is_recurrent(uint32_t(il))) {
             expect_delta_net(e, hp, il);
+        } else if (hp.is_mla()) {
+            expect_mla_attention(e, hp, il);
         } else {
             expect_attention(e, hp, traits, il);
         }

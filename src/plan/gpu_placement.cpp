@@ -459,6 +459,13 @@ bool place_on_gpu(Plan& plan, const Inputs& in, const HardwareProfile& profile) 
         plan.gpu_note = "the plan was asked for the CPU";
         return false;
     }
+    // Multi-head latent attention has no CUDA kernels yet (its backend refuses such models):
+    // every layer of a latent-attention model stays on the CPU.
+    if (in.hp.is_mla()) {
+        plan.gpu_note = "the GPU backend has no kernels for " + in.hp.arch +
+                        "'s multi-head latent attention yet";
+        return false;
+    }
     if (plan.budgets.gpu_mem == 0) {
         plan.gpu_note = "a GPU budget of 0";
         return false;

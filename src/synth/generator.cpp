@@ -184,7 +184,18 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
     if (hp.n_ff > 0) put("feed_forward_length", hp.n_ff);
     put("attention.head_count", hp.n_head);
     put("attention.head_count_kv", hp.n_head_kv);
-    if (hp.head_dim_k != hp.n_embd / hp.n_head || hp.head_dim_v != hp.head_dim_k) {
+    if (hp.is_mla()) {
+        // As the current converter writes them: the cache's view in key/value_length, the heads'
+        // in the _mla keys (earlier files: the heads' in key/value_length, with attn_kv_b).
+        if (hp.n_lora_q > 0) put("attention.q_lora_rank", hp.n_lora_q);
+        put("attention.kv_lora_rank", hp.n_lora_kv);
+        put("attention.key_length", hp.mla_kv_b ? hp.head_dim_k : hp.mla_cache_width());
+        put("attention.value_length", hp.mla_kv_b ? hp.head_dim_v : hp.n_lora_kv);
+        if (!hp.mla_kv_b) {
+            put("attention.key_length_mla", hp.head_dim_k);
+            put("attention.value_length_mla", hp.head_dim_v);
+        }
+    } else if (hp.head_dim_k != hp.n_embd / hp.n_head || hp.head_dim_v != hp.head_dim_k) {
         put("attention.key_length", hp.head_dim_k);
         put("attention.value_length", hp.head_dim_v);
     }
@@ -195,6 +206,10 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
         put("rope.scaling.factor", hp.rope_scaling.factor);
         if (hp.rope_scaling.original_context > 0) {
             put("rope.scaling.original_context_length", hp.rope_scaling.original_context);
+        }
+        // The converter writes DeepSeek's mscale_all_dim times 0.1.
+        if (hp.rope_scaling.mscale_all_dim != 0.0f) {
+            put("rope.scaling.yarn_log_multiplier", 0.1f * hp.rope_scaling.mscale_all_dim);
         }
     }
     if (hp.n_swa > 0) put("attention.sliding_window", hp.n_swa);
@@ -221,7 +236,7 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
         }
         if (hp.n_ff_shexp > 0) put("expert_shared_feed_forward_length", hp.n_ff_shexp);
         if (hp.n_leading_dense > 0) put("leading_dense_block_count", hp.n_leading_dense);
-        if (traits && traits->selection_bias) {
+        if (traits && (traits->selection_bias || traits->shared_width_from_experts)) {
             // The deepseek-style routing keys, as the reference converter writes them.
             put("expert_shared_count", hp.n_expert_shared);
             put("expert_gating_func", uint32_t(hp.expert_gating == ExpertGating::Sigmoid ? 2 : 1));

@@ -36,6 +36,18 @@ struct PresetShape {
     float expert_scale = 0.0f;
     bool norm_weights = false, qkv_bias = false, qk_norm = false;
     uint32_t nextn = 0;
+    // DeepSeek-V3's router where the family's default is another: sigmoid scores with a
+    // selection bias (exp_probs_b), and group-limited top-k (groups, groups used; 0: none).
+    bool sigmoid_routing = false;
+    uint32_t expert_groups = 0, expert_groups_used = 0;
+    // Multi-head latent attention (deepseek2): the query's and the latent's ranks, the value
+    // head size (head_dim above is the key head's, no-rope part and n_rot together), and YaRN's
+    // mscale_all_dim.
+    uint32_t n_lora_q = 0, n_lora_kv = 0, head_dim_v = 0;
+    float mscale_all_dim = 0.0f;
+    // attn_kv_b in place of attn_k_b and attn_v_b, as the earlier converters wrote them (with
+    // the heads' sizes in key_length and value_length, and as many KV heads as query heads).
+    bool mla_kv_b = false;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -397,6 +409,136 @@ constexpr PresetShape kPresets[] = {
      .norm_weights = true,
      .qkv_bias = true,
      .nextn = 1},
+    // DeepSeek-V3 / Kimi K2 (deepseek2): latent attention, leading dense layers, routed experts
+    // beside a shared one, YaRN with DeepSeek's attention scaling. The tiny one keeps every piece
+    // at a small size (one leading dense layer, a compressed query, 16 experts top-4) with sizes
+    // that are multiples of 32, so Q8_0 applies everywhere.
+    {.name = "tiny-deepseek2",
+     .description = "deepseek2 (DeepSeek-V3 / Kimi K2): 4 layers (1 dense), MLA, 16 experts top-4",
+     .arch = "deepseek2",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 8,
+     .n_head_kv = 1,
+     .head_dim = 96,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 0,
+     .n_ctx = 4096,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 32,
+     .yarn_factor = 4.0f,
+     .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
+     .n_lora_q = 128,
+     .n_lora_kv = 128,
+     .head_dim_v = 64,
+     .mscale_all_dim = 1.0f},
+    {.name = "tiny-deepseek2-kvb",
+     .description = "deepseek2 with attn_kv_b (and 8 KV heads), as the earlier converters wrote it",
+     .arch = "deepseek2",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 8,
+     .n_head_kv = 8,
+     .head_dim = 96,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 0,
+     .n_ctx = 4096,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 32,
+     .yarn_factor = 4.0f,
+     .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
+     .n_lora_q = 128,
+     .n_lora_kv = 128,
+     .head_dim_v = 64,
+     .mscale_all_dim = 1.0f,
+     .mla_kv_b = true},
+    // The published configs: DeepSeek-V3 (and R1): hidden 7168, 61 layers of which 3 dense
+    // (18432 wide), 128 heads of 128 + 64 rotated (values 128), q_lora 1536, kv_lora 512, 256
+    // experts of 2048 top-8 plus one shared, YaRN x40 over 4096 positions. Kimi K2.5 (its text
+    // model, K2's shape with 256K context): 1 dense layer, 64 heads, 384 experts top-8 plus one
+    // shared, rope_theta 50000, YaRN x64 over 4096.
+    {.name = "deepseek-v3",
+     .description =
+         "DeepSeek-V3 shape: 61 layers (3 dense), MLA, 256 experts top-8 (403 GB at Q4_K_M)",
+     .arch = "deepseek2",
+     .n_embd = 7168,
+     .n_layer = 61,
+     .n_head = 128,
+     .n_head_kv = 1,
+     .head_dim = 192,
+     .n_ff = 18432,
+     .n_expert = 256,
+     .n_expert_used = 8,
+     .n_ff_exp = 2048,
+     .n_ff_shexp = 0,
+     .n_ctx = 163840,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 64,
+     .yarn_factor = 40.0f,
+     .yarn_orig_ctx = 4096,
+     .leading_dense = 3,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 8,
+     .expert_groups_used = 4,
+     .n_lora_q = 1536,
+     .n_lora_kv = 512,
+     .head_dim_v = 128,
+     .mscale_all_dim = 1.0f},
+    {.name = "kimi-k2.5",
+     .description =
+         "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (619 GB at Q4_K_M)",
+     .arch = "deepseek2",
+     .n_embd = 7168,
+     .n_layer = 61,
+     .n_head = 64,
+     .n_head_kv = 1,
+     .head_dim = 192,
+     .n_ff = 18432,
+     .n_expert = 384,
+     .n_expert_used = 8,
+     .n_ff_exp = 2048,
+     .n_ff_shexp = 0,
+     .n_ctx = 262144,
+     .rope_base = 50000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 64,
+     .yarn_factor = 64.0f,
+     .yarn_orig_ctx = 4096,
+     .leading_dense = 1,
+     .expert_scale = 2.827f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .n_lora_q = 1536,
+     .n_lora_kv = 512,
+     .head_dim_v = 128,
+     .mscale_all_dim = 1.0f},
 };
 
 std::string flag_value(std::string_view flag, uint32_t v) {
@@ -474,10 +616,38 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
             hp.rope_scaling.type = "yarn";
             hp.rope_scaling.factor = p.yarn_factor;
             hp.rope_scaling.original_context = p.yarn_orig_ctx;
+            hp.rope_scaling.mscale_all_dim = p.mscale_all_dim;
+        }
+        if (p.sigmoid_routing) {
+            hp.expert_gating = ExpertGating::Sigmoid;
+            hp.has_selection_bias = true;
+        }
+        hp.n_expert_group = p.expert_groups;
+        hp.n_expert_group_used = p.expert_groups_used;
+        if (p.n_lora_kv > 0) {
+            hp.n_lora_q = p.n_lora_q;
+            hp.n_lora_kv = p.n_lora_kv;
+            hp.head_dim_v = p.head_dim_v;
+            hp.mla_kv_b = p.mla_kv_b;
         }
         return hp;
     }
     return std::nullopt;
+}
+
+// Latent attention: a latent, a rotated part smaller than the key head (--head-dim) and a value
+// head size, as a preset gives them.
+Result<void> validate_mla_shape(const ModelHparams& hp, uint32_t head_dim) {
+    if (hp.n_lora_kv == 0 || hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot >= head_dim ||
+        hp.head_dim_v == 0) {
+        return err(hp.arch,
+                   " needs the latent attention's shape (kv rank, an even rotated part smaller "
+                   "than the head, a value head size): start from a preset such as "
+                   "tiny-deepseek2");
+    }
+    STRATA_TRY(check_dim("the kv rank", hp.n_lora_kv, kMaxDim));
+    if (hp.n_lora_q > kMaxDim) return check_dim("the query rank", hp.n_lora_q, kMaxDim);
+    return {};
 }
 
 ModelHparams cut_to_layers(ModelHparams hp, uint32_t n_layer) {
@@ -514,7 +684,9 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
         return err(flag_value("--heads", hp.n_head), " x head dimension ", std::to_string(head_dim),
                    " is too large (at most ", std::to_string(kMaxDim), ")");
     }
-    if (hp.head_dim_v != 0 && hp.head_dim_v != hp.head_dim_k) {
+    if (traits->mla) {
+        STRATA_TRY(validate_mla_shape(hp, head_dim));
+    } else if (hp.head_dim_v != 0 && hp.head_dim_v != hp.head_dim_k) {
         return err("key and value head sizes differ (", std::to_string(hp.head_dim_k), " vs ",
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }

@@ -13,6 +13,7 @@
 #include "backend/cpu/delta_net.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/mla_attention.h"
 #include "backend/cpu/ops.h"
 #include "model/activation_memory.h"
 #include "quant/quant.h"
@@ -48,8 +49,9 @@ class CpuBackend final : public Backend {
         size(Act::Hidden, d);
         size(Act::Normed, d);
         size(Act::Q, int64_t(n_head) * hp_.head_dim_k);
-        size(Act::K, int64_t(n_head_kv) * hp_.head_dim_k);
-        size(Act::V, int64_t(n_head_kv) * hp_.head_dim_v);
+        // Latent attention caches its latent rows instead of keys and values.
+        size(Act::K, hp_.is_mla() ? 0 : int64_t(n_head_kv) * hp_.head_dim_k);
+        size(Act::V, hp_.is_mla() ? 0 : int64_t(n_head_kv) * hp_.head_dim_v);
         // A delta-net layer's output (value heads) goes where attention's does.
         size(Act::AttnOut,
              std::max<int64_t>(int64_t(n_head) * hp_.head_dim_v, int64_t(hp_.ssm_value_dim())));
@@ -84,10 +86,32 @@ class CpuBackend final : public Backend {
             most_heads = std::max(most_heads, int(hp_.n_head_at(l)));
             most_kv_heads = std::max(most_kv_heads, int(hp_.n_head_kv_at(l)));
         }
-        reserve_attention_scratch(
-            kvs_.front(),
-            AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
-            most_heads, most_kv_heads, rows, decode_scratch_, pool_);
+        if (hp_.is_mla()) {
+            reserve_mla(rows, most_heads);
+        } else {
+            reserve_attention_scratch(
+                kvs_.front(),
+                AttentionShape{widest_group, 1, int(hp_.head_dim_k), int(hp_.head_dim_v), 1.0f},
+                most_heads, most_kv_heads, rows, decode_scratch_, pool_);
+        }
+    }
+
+    // A latent-attention model's buffers (model/activation_memory.h counts them): its latent
+    // activations, and for a chunk of kMlaTokensPerChunk tokens of every head the queries before
+    // and after their absorption, the latent outputs and the value heads.
+    void reserve_mla(int64_t rows, int most_heads) {
+        const int64_t rank = hp_.n_lora_kv, nope = hp_.head_dim_nope();
+        acts_[size_t(Act::QLatent)].resize(size_t(rows) * hp_.n_lora_q);
+        acts_[size_t(Act::KvLatent)].resize(size_t(rows) * hp_.mla_cache_width());
+        const size_t chunk_rows = size_t(std::min(rows, kMlaTokensPerChunk)) * size_t(most_heads);
+        mla_x_.resize(chunk_rows * size_t(std::max(nope, rank)));
+        mla_y_.resize(chunk_rows * size_t(std::max<int64_t>(rank, hp_.head_dim_v)));
+        mla_q_.resize(chunk_rows * hp_.mla_cache_width());
+        mla_segments_.reserve(size_t(most_heads));
+        mla_shape_ =
+            MlaShape{most_heads, int(rank), int(hp_.n_rot), mla_attention_scale(rope_, hp_)};
+        reserve_mla_scratch(kvs_.front(), mla_shape_, mla_decode_scores_, pool_);
+        if (hp_.mla_kv_b) reserve_mla_absorb_scratch(int(nope), int(rank), pool_);
     }
 
     std::string_view name() const override { return "cpu"; }
@@ -304,6 +328,95 @@ class CpuBackend final : public Backend {
     }
 
     void reset_recurrent(int seq) override { kvs_[size_t(seq)].clear_recurrent(); }
+
+    void mla_latent_norms(const TensorView& qn, const TensorView& kvn, int64_t n) override {
+        if (qn.present()) {
+            float* q = act(Act::QLatent);
+            rms_norm_rows(q, qn.f32(), q, n, hp_.n_lora_q, hp_.rms_eps, pool_);
+        }
+        const int64_t width = hp_.mla_cache_width(), rank = hp_.n_lora_kv;
+        float* lat = act(Act::KvLatent);
+        rows_over_pool(n, [&](int64_t t) {
+            rms_norm_row(lat + t * width, kvn.f32(), lat + t * width, rank, hp_.rms_eps);
+        });
+    }
+
+    void mla_attention(int layer, const MlaWeights& w, std::span<const SeqRun> runs) override {
+        const int64_t heads = hp_.n_head_at(uint32_t(layer)), dk = hp_.head_dim_k,
+                      dv = hp_.head_dim_v, nope = hp_.head_dim_nope(), rank = hp_.n_lora_kv,
+                      width = hp_.mla_cache_width();
+        float* q = act(Act::Q);
+        float* lat = act(Act::KvLatent);
+        const size_t half = size_t(rope_.n_rot / 2);
+        // Every row's rotary parts turned and its latent row cached first: a chunk's queries see
+        // the positions of the run before them.
+        for (const SeqRun& run : runs) {
+            KvCache& kv = kvs_[size_t(run.seq)];
+            pool_.parallel_for(run.n, 8, [&](int64_t b, int64_t e, int thread) {
+                float* cos = cos_.data() + size_t(thread) * half;
+                float* sin = sin_.data() + size_t(thread) * half;
+                for (int64_t t = run.row0 + b; t < run.row0 + e; ++t) {
+                    rope_angles(rope_, run.pos0 + (t - run.row0), cos, sin);
+                    rope_apply(rope_, q + t * heads * dk + nope, int(heads), int(dk), cos, sin);
+                    rope_apply(rope_, lat + t * width + rank, 1, int(width), cos, sin);
+                    kv.store(layer, run.pos0 + (t - run.row0), lat + t * width, nullptr);
+                }
+            });
+        }
+        MlaShape shape = mla_shape_;
+        shape.n_head = int(heads);
+        // The per-head matrices: W_uk(h)^T (attn_k_b) and W_uv(h) (attn_v_b, or attn_kv_b's
+        // value rows), as the rows of one matrix each.
+        const auto head_matrix = [](const TensorView& t, int64_t first_row, int64_t rows) {
+            return QuantMatrix{t.type, t.data + size_t(first_row) * t.row_bytes, rows, t.ne[0],
+                               t.row_bytes};
+        };
+        for (const SeqRun& run : runs) {
+            for (int64_t c0 = 0; c0 < run.n; c0 += kMlaTokensPerChunk) {
+                const int64_t m = std::min(kMlaTokensPerChunk, run.n - c0);
+                const int64_t row0 = run.row0 + c0;
+                // Each head's no-rope queries, head-major.
+                rows_over_pool(heads * m, [&](int64_t r) {
+                    std::memcpy(&mla_x_[size_t(r * nope)],
+                                q + (row0 + r % m) * heads * dk + (r / m) * dk,
+                                sizeof(float) * size_t(nope));
+                });
+                if (w.kv_b->present()) {
+                    mla_absorb_transposed(*w.kv_b, int(heads), int(nope), int(dv), mla_x_.data(), m,
+                                          mla_y_.data(), pool_);
+                } else {
+                    mla_segments_.clear();
+                    for (int64_t h = 0; h < heads; ++h) {
+                        mla_segments_.push_back(
+                            {head_matrix(*w.k_b, h * rank, rank), h * m, m, mla_y_.data()});
+                    }
+                    matmul_segments(mla_segments_, mla_x_.data(), heads * m, pool_);
+                }
+                // q' = [absorbed | rope] per (head, token).
+                rows_over_pool(heads * m, [&](int64_t r) {
+                    float* qa = &mla_q_[size_t(r * width)];
+                    std::memcpy(qa, &mla_y_[size_t(r * rank)], sizeof(float) * size_t(rank));
+                    std::memcpy(qa + rank, q + (row0 + r % m) * heads * dk + (r / m) * dk + nope,
+                                sizeof(float) * size_t(width - rank));
+                });
+                cpu::mla_attention(kvs_[size_t(run.seq)], layer, shape, mla_q_.data(), m,
+                                   run.pos0 + c0, mla_x_.data(), pool_, &mla_decode_scores_);
+                mla_segments_.clear();
+                for (int64_t h = 0; h < heads; ++h) {
+                    const QuantMatrix wv = w.kv_b->present()
+                                               ? head_matrix(*w.kv_b, h * (nope + dv) + nope, dv)
+                                               : head_matrix(*w.v_b, h * dv, dv);
+                    mla_segments_.push_back({wv, h * m, m, mla_y_.data()});
+                }
+                matmul_segments(mla_segments_, mla_x_.data(), heads * m, pool_);
+                float* out = act(Act::AttnOut);
+                rows_over_pool(heads * m, [&](int64_t r) {
+                    std::memcpy(out + (row0 + r % m) * heads * dv + (r / m) * dv,
+                                &mla_y_[size_t(r * dv)], sizeof(float) * size_t(dv));
+                });
+            }
+        }
+    }
 
     void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, Act in,
                     Act out, int64_t n) override {
@@ -523,6 +636,13 @@ class CpuBackend final : public Backend {
     std::vector<float> row_weights_;
     int64_t rows_ = 0;  // activation rows (the batch at its largest)
     std::vector<MatmulSegment> segments_;
+    // Latent attention (reserve_mla): a chunk's head-major rows of queries and latent outputs
+    // (x), absorbed queries and value heads (y), queries in the latent's space (q), the per-head
+    // products, and the shape with its scale; every head's scores of a decode step.
+    std::vector<float> mla_x_, mla_y_, mla_q_;
+    std::vector<float> mla_decode_scores_;  // a decode step's heads over the context
+    std::vector<MatmulSegment> mla_segments_;
+    MlaShape mla_shape_;
 };
 
 }  // namespace

@@ -20,8 +20,9 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
     size_t offset = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         Layer L;
-        L.n_embd_k = hp.n_head_kv_at(l) * hp.head_dim_k;
-        L.n_embd_v = hp.n_head_kv_at(l) * hp.head_dim_v;
+        // A latent-attention layer's one row per position is its key row; no value rows.
+        L.n_embd_k = hp.is_mla() ? hp.mla_cache_width() : hp.n_head_kv_at(l) * hp.head_dim_k;
+        L.n_embd_v = hp.is_mla() ? 0 : hp.n_head_kv_at(l) * hp.head_dim_v;
         L.positions = kv_layer_positions(hp, l, n_ctx, max_batch);
         L.k_row_bytes = kv_row_bytes(type, L.n_embd_k);
         // transposed F16 values: one row of the layer's slots per value dimension
@@ -39,7 +40,9 @@ Result<KvCache> KvCache::create(const ModelHparams& hp, uint32_t n_ctx, KvType t
         } else if (holds) {
             offset += round_up(L.k_row_bytes * L.positions, kKvLayerAlign);
             L.v_offset = offset;
-            offset += round_up(kv_row_bytes(type, L.n_embd_v) * L.positions, kKvLayerAlign);
+            if (L.n_embd_v > 0) {
+                offset += round_up(kv_row_bytes(type, L.n_embd_v) * L.positions, kKvLayerAlign);
+            }
         }
         c.layers_.push_back(L);
     }
@@ -65,6 +68,14 @@ void KvCache::store(int layer, int64_t pos, const float* k, const float* v) {
     const size_t slot = size_t(pos) % L.positions;
     std::byte* base = buffer_.data();
     std::byte* krow = base + L.k_offset + slot * L.k_row_bytes;
+    if (L.n_embd_v == 0) {  // a latent row: no values of its own
+        if (type_ == KvType::F16) {
+            quant::fp32_to_fp16_row(k, reinterpret_cast<uint16_t*>(krow), L.n_embd_k);
+        } else {
+            quant::quantize_row(TensorType::Q8_0, k, krow, L.n_embd_k);
+        }
+        return;
+    }
     if (type_ == KvType::F16) {
         quant::fp32_to_fp16_row(k, reinterpret_cast<uint16_t*>(krow), L.n_embd_k);
         auto* vt = reinterpret_cast<uint16_t*>(base + L.v_offset);

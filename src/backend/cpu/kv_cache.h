@@ -8,6 +8,10 @@
 // product; Q8_0 values are stored one row per position, since 32-element blocks cannot run
 // along a context that grows one position at a time.
 //
+// A latent-attention layer (deepseek2) holds one row per position, the normalised latent and the
+// rotary key (ModelHparams::mla_cache_width()): its key row, whose latent part is also its value;
+// it has no value rows (store's v is ignored).
+//
 // A sliding-window layer holds a ring of fewer positions (kv_layer_positions): position p lives
 // in slot p % positions(layer), and rows, value rows and their strides count slots. A layer
 // holding the whole context has slot == position.

@@ -187,9 +187,11 @@ const float* CudaBackend::peek(Act a, int64_t rows) {
 
 int64_t CudaBackend::act_cols(Act a) const {
     const GpuShapes& s = shapes_;
-    // Mixed .. Fused are the hybrid models' (0 for others).
+    // Mixed .. Fused are the hybrid models' (0 for others); QLatent and KvLatent the
+    // latent-attention models', which this backend refuses.
     const std::array<int64_t, size_t(Act::Count)> cols = {
-        s.d, s.d, s.q, s.k, s.v, s.attn, s.d, s.d, s.mixed, s.gate, s.v_heads, s.v_heads, s.fused};
+        s.d,     s.d,    s.q,       s.k,       s.v,     s.attn, s.d, s.d,
+        s.mixed, s.gate, s.v_heads, s.v_heads, s.fused, 0,      0};
     return cols[size_t(a)];
 }
 
@@ -468,6 +470,11 @@ void CudaBackend::ffn(const TensorView& gate, const TensorView& up, const Tensor
 namespace strata {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendConfig& config, int device) {
+    if (config.hp.is_mla()) {
+        return err("the CUDA backend cannot run ", config.hp.arch,
+                   " models yet: their multi-head latent attention has no GPU kernels. Run the "
+                   "model on the CPU (--gpu-mem 0)");
+    }
     const gpu::Devices& devs = gpu::devices();
     if (device < 0 || size_t(device) >= devs.list.size()) {
         if (devs.list.empty()) return err("no GPU to run on: ", devs.reason);
