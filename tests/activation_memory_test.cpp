@@ -102,7 +102,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2moe", TensorType::Q8_0, KvType::Q8_0, 33, 70},
                       Case{"tiny-qwen35", TensorType::Q8_0, KvType::F16, 80, 100},
                       Case{"tiny-qwen35moe", TensorType::Q8_0, KvType::Q8_0, 40, 64},
-                      Case{"tiny-qwen3next", TensorType::Q8_0, KvType::F16, 40, 64}),
+                      Case{"tiny-qwen3next", TensorType::Q8_0, KvType::F16, 40, 64},
+                      Case{"tiny-glm4moe", TensorType::Q8_0, KvType::F16, 40, 64},
+                      Case{"tiny-deepseek2", TensorType::Q8_0, KvType::F16, 40, 64},
+                      Case{"tiny-deepseek2", TensorType::F32, KvType::Q8_0, 33, 70},
+                      Case{"tiny-deepseek2-kvb", TensorType::Q8_0, KvType::F16, 64, 96}),
     [](const auto& p) { return case_name(p.param); });
 
 }  // namespace

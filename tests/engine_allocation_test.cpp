@@ -70,7 +70,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-moe", "resident"}, Case{"tiny-moe", "expert-stream"},
                       Case{"tiny-qwen2moe", "resident"}, Case{"tiny-qwen35", "resident"},
                       Case{"tiny-qwen35", "ffn-stream"}, Case{"tiny-qwen35moe", "expert-stream"},
-                      Case{"tiny-qwen3next", "expert-stream"}),
+                      Case{"tiny-qwen3next", "expert-stream"}, Case{"tiny-glm4moe", "resident"},
+                      Case{"tiny-glm4moe", "expert-stream"},
+                      Case{"tiny-deepseek2", "resident"},
+                      Case{"tiny-deepseek2", "expert-stream"}),
     [](const auto& p) {
         std::string n = p.param.preset + "_" + p.param.mode;
         for (char& ch : n) {

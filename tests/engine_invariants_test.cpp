@@ -242,10 +242,9 @@ TEST_P(EngineInvariants, TruncateThenEvalMatchesAFreshRun) {
 }
 
 const ModelCase kCases[] = {
-    {"tiny", TensorType::Q4_K},
-    {"tiny", TensorType::Q8_0},
-    {"tiny-qwen2moe", TensorType::Q4_K},
-    {"tiny-qwen3moe", TensorType::Q8_0},
+    {"tiny", TensorType::Q4_K},          {"tiny", TensorType::Q8_0},
+    {"tiny-qwen2moe", TensorType::Q4_K}, {"tiny-qwen3moe", TensorType::Q8_0},
+    {"tiny-glm4moe", TensorType::Q8_0},  {"tiny-deepseek2", TensorType::Q8_0},
 };
 
 INSTANTIATE_TEST_SUITE_P(EngineModels, EngineInvariants, ::testing::ValuesIn(kCases),

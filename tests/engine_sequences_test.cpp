@@ -114,6 +114,8 @@ TEST(EngineSequences, StreamedLayersServeTheWholeBatch) {
     check_batched_equals_alone(test::synth_test_model("tiny", TensorType::Q4_K), "ffn-stream");
     check_batched_equals_alone(test::synth_test_model("tiny-qwen2moe", TensorType::Q4_K),
                                "expert-stream");
+    check_batched_equals_alone(test::synth_test_model("tiny-glm4moe", TensorType::Q4_K),
+                               "expert-stream");
 }
 
 // Each sequence keeps its own recurrent state (conv inputs and delta state) beside its KV cache.
@@ -126,6 +128,14 @@ TEST(EngineSequences, HybridSequencesKeepTheirOwnRecurrentState) {
                                "ffn-stream", 32);
     check_batched_equals_alone(test::synth_test_model("tiny-qwen35moe", TensorType::Q4_K),
                                "expert-stream", 32);
+}
+
+// Latent attention: each sequence's rows attend over its own latent cache.
+TEST(EngineSequences, LatentAttentionSequencesKeepTheirOwnCaches) {
+    check_batched_equals_alone(test::synth_test_model("tiny-deepseek2", TensorType::Q8_0),
+                               "resident");
+    check_batched_equals_alone(test::synth_test_model("tiny-deepseek2", TensorType::Q8_0),
+                               "expert-stream");
 }
 
 TEST(EngineSequences, ErrorsChangeNoContext) {

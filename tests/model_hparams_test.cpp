@@ -145,7 +145,7 @@ TEST_F(HparamsTest, UnsupportedOrMissingArchitecture) {
     EXPECT_EQ(load_error(m), path_ +
                                  ": architecture 'mamba' is not supported (supported: llama, "
                                  "qwen2, qwen3, qwen2moe, qwen3moe, qwen35, qwen35moe, "
-                                 "qwen3next, gpt-oss)");
+                                 "qwen3next, gpt-oss, glm4moe, deepseek2)");
     m.erase("general.architecture");
     EXPECT_NE(load_error(m).find("'general.architecture' is missing"), std::string::npos);
     m.set("general.architecture", uint32_t{1});

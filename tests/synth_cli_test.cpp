@@ -158,7 +158,8 @@ TEST(SynthCli, HelpListsEveryPreset) {
     const auto r = test::run_strata("synth --help");
     EXPECT_EQ(r.exit_code, 0);
     for (const char* p : {"tiny", "tiny-moe", "tiny-qwen2", "tiny-qwen3", "tiny-qwen2moe",
-                          "tiny-qwen3moe", "1b", "8b", "70b", "mixtral-10g", "qwen3moe-30b-a3b"}) {
+                          "tiny-qwen3moe", "1b", "8b", "70b", "mixtral-10g", "qwen3moe-30b-a3b",
+                          "tiny-glm4moe", "glm-4.5", "glm-4.5-air"}) {
         EXPECT_NE(r.out.find(std::string("  ") + p + " "), std::string::npos) << p;
     }
 }

@@ -239,6 +239,13 @@ TEST(TensorLayout, RolesAndLayersAgreeWithNameClassification) {
             hp.ssm_dt_rank = 4;
             hp.ssm_d_inner = 64;
         }
+        if (traits.mla) {  // latent attention's sizes have no defaults either
+            hp.n_lora_q = 32;
+            hp.n_lora_kv = 32;
+            hp.n_rot = 8;
+            hp.head_dim_k = 24;
+            hp.head_dim_v = 16;
+        }
         for (const auto& t : tensor_layout(hp)) {
             const TensorName n = classify_tensor_name(t.name);
             EXPECT_EQ(n.role, t.role) << t.name;

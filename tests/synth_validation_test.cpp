@@ -44,7 +44,8 @@ INSTANTIATE_TEST_SUITE_P(Presets, SynthPresetValidates,
                                            PresetCase{"tiny-qwen2", "qwen2", false},
                                            PresetCase{"tiny-qwen3", "qwen3", false},
                                            PresetCase{"tiny-qwen2moe", "qwen2moe", true},
-                                           PresetCase{"tiny-qwen3moe", "qwen3moe", true}),
+                                           PresetCase{"tiny-qwen3moe", "qwen3moe", true},
+                                           PresetCase{"tiny-glm4moe", "glm4moe", true}),
                          [](const auto& param_info) {
                              std::string n = param_info.param.preset;
                              for (char& ch : n) {

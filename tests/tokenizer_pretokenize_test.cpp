@@ -103,6 +103,35 @@ TEST(PreTokenize, CaseAwareWords) {
               (Pieces{"Hello", "World", " ABCdef", " ", "1", "2", "3", "4", "5"}));
 }
 
+// Kimi K2: o200k's words, except that a run of Han ideographs is always a piece of its own.
+TEST(PreTokenize, KimiK2SeparatesHan) {
+    EXPECT_EQ(split("kimi-k2", "HelloWorld don't ABCdef 12345"),
+              split("gpt-4o", "HelloWorld don't ABCdef 12345"));
+    // o200k keeps "在apple工作" whole (Han is a letter); Kimi cuts at each script change, and a
+    // space before Han stays apart.
+    EXPECT_EQ(split("gpt-4o", "我想在apple工作"), (Pieces{"我想在apple工作"}));
+    EXPECT_EQ(split("kimi-k2", "我想在apple工作 你好"),
+              (Pieces{"我想在", "apple", "工作", " ", "你好"}));
+    // Han is the script, not the characters that Han text shares with kana (CJK punctuation).
+    EXPECT_EQ(split("kimi-k2", "中文。\r\n>"), (Pieces{"中文", "。\r\n", ">"}));
+    // Kana and Hangul are words as in o200k.
+    EXPECT_EQ(split("kimi-k2", "日本語のテキスト"), (Pieces{"日本語", "のテキスト"}));
+    EXPECT_EQ(split("kimi-k2", " 한국어"), (Pieces{" 한국어"}));
+    // Marks stay in words; digits by three; punctuation runs take newlines after them.
+    const std::string cafe = "cafe\xCC\x81";
+    EXPECT_EQ(split("kimi-k2", cafe + " 1234!!\n\nx"),
+              (Pieces{cafe, " ", "123", "4", "!!\n\n", "x"}));
+}
+
+// GLM-4.5 names Llama 3's expression "glm4", and its vocabulary has no BOS.
+TEST(PreTokenize, Glm4IsLlama3) {
+    EXPECT_EQ(split("glm4", "Hello world 12345 don't\n\n  x"),
+              split("llama-bpe", "Hello world 12345 don't\n\n  x"));
+    const PreTokenizerRules* rules = find_pre_tokenizer_rules("glm4");
+    ASSERT_NE(rules, nullptr);
+    EXPECT_TRUE(rules->clear_bos);
+}
+
 // \s is Unicode White_Space and $ is the end of the piece, as in the reference.
 TEST(PreTokenize, WhitespaceAndEndAnchor) {
     // U+3000 IDEOGRAPHIC SPACE and U+00A0 are whitespace; U+200B ZERO WIDTH SPACE is not.

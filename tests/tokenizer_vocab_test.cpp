@@ -83,13 +83,13 @@ std::vector<TokenSpec> spm_tokens(float ab_score = -2.0f) {
             {"<0x7A>", 0, kByte},
             {"<0xC3>", 0, kByte},
             {"<0xA9>", 0, kByte},
-            {"\xE2\x96\x81", -5},  // 6 "▁"
-            {"a", -1},             // 7
-            {"b", -1},             // 8
-            {"c", -1},             // 9
-            {"ab", ab_score},      // 10
-            {"bc", -1.5f},         // 11
-            {"\xE2\x96\x81"
+            {"▁", -5},         // 6 "▁"
+            {"a", -1},         // 7
+            {"b", -1},         // 8
+            {"c", -1},         // 9
+            {"ab", ab_score},  // 10
+            {"bc", -1.5f},     // 11
+            {"▁"
              "a",
              -3},                        // 12 "▁a"
             {"<a>", 0, kControl},        // 13
@@ -329,6 +329,40 @@ TEST(TokenizerEndOfGeneration, HarmonyTurnEnds) {
     EXPECT_TRUE(t.is_hidden(5));
     // Without <|call|> it is not Harmony, and <|end|> keeps ending generation (Phi-3).
     EXPECT_EQ(harmony(false).vocab().end_of_generation(), (std::vector<TokenId>{4, 5}));
+}
+
+// Kimi K2 and DeepSeek V3 type their tool-call framing (and Kimi its <think> tags) as control
+// tokens; they come out as text for the reply parser. [EOT] and [EOS] end generation (Kimi).
+TEST(TokenizerEndOfGeneration, ToolCallMarkupIsText) {
+    const std::string deepseek_calls = "<｜tool▁calls▁begin｜>";
+    VocabFile f("gpt2", {{"a"},
+                         {"<|tool_calls_section_begin|>", 0, kControl},
+                         {"<|tool_call_argument_begin|>", 0, kControl},
+                         {"<think>", 0, kControl},
+                         {deepseek_calls, 0, kControl},
+                         {"<|im_end|>", 0, kControl},
+                         {"[EOS]", 0, kControl},
+                         {"[EOT]", 0, kControl}});
+    f.merges({}).set("tokenizer.ggml.pre", Value("kimi-k2"));
+    const Tokenizer t = f.tokenizer();
+    for (TokenId id : {1, 2, 3, 4}) {
+        EXPECT_EQ(t.vocab().token(id).type, TokenType::UserDefined) << id;
+        EXPECT_FALSE(t.is_hidden(id)) << id;
+    }
+    EXPECT_EQ(t.vocab().end_of_generation(), (std::vector<TokenId>{5, 6, 7}));
+}
+
+// GLM-4.5 names its fill-in-the-middle tokens <|code_prefix|>, <|code_suffix|>, <|code_middle|>.
+TEST(TokenizerSpecialTokens, GlmFillInTheMiddle) {
+    VocabFile f("gpt2", {{"a"},
+                         {"<|code_prefix|>", 0, kControl},
+                         {"<|code_suffix|>", 0, kControl},
+                         {"<|code_middle|>", 0, kControl}});
+    f.merges({}).set("tokenizer.ggml.pre", Value("glm4"));
+    const Tokenizer t = f.tokenizer();
+    EXPECT_EQ(t.vocab().special().fim_pre, 1);
+    EXPECT_EQ(t.vocab().special().fim_suf, 2);
+    EXPECT_EQ(t.vocab().special().fim_mid, 3);
 }
 
 TEST(TokenizerDetokenize, PiecesAndLeadingSpace) {

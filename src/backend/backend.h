@@ -273,15 +273,17 @@ class Backend {
     // Routing and experts in one operation, for a layer whose experts all lie where this
     // backend reads them (a resident MoE layer on a GPU), so the router's choices never leave
     // the device: router logits plus `router_bias` (F32, absent in most families), the gating
-    // the hparams name (softmax then the top k, or gpt-oss' top k then their softmax; lower id
-    // first on ties) and, with norm_weights, the weights renormalised to sum 1, as
-    // engine::route_token decides; then the chosen experts' FFNs (the hparams' activation, the
-    // biases `experts.first` carries as expert 0's rows, each next expert one bias row further),
-    // their weighted sum in `out`. Returns false, having done nothing, when it does not take
-    // this batch: the engine then routes on the host (above).
+    // the hparams name (softmax then the top k, gpt-oss' top k then their softmax, or sigmoid
+    // scores), `selection_bias` (F32, one per expert, absent in most families) added to the
+    // scores to choose, group-limited top-k as the hparams say (lower id first on ties), the
+    // chosen scores as weights, with norm_weights renormalised to sum 1, then times the
+    // hparams' expert_weights_scale, as engine::route_token decides; then the chosen experts'
+    // FFNs (the hparams' activation, the biases `experts.first` carries as expert 0's rows, each
+    // next expert one bias row further), their weighted sum in `out`. Returns false, having done
+    // nothing, when it does not take this batch: the engine then routes on the host (above).
     virtual bool routed_experts(const TensorView& router, const TensorView& router_bias,
-                                const ExpertStack& experts, int k, bool norm_weights, Act in,
-                                Act out, int64_t n) = 0;
+                                const TensorView& selection_bias, const ExpertStack& experts, int k,
+                                bool norm_weights, Act in, Act out, int64_t n) = 0;
     // --- Staging: weights a prompt batch computes here though they lie in host RAM (a layer
     // whose matrices or experts stay in RAM beside a GPU, ExecutionTable's PromptStaging). The
     // backend copies the pieces into its staging room (BackendConfig::staging_bytes) on its own

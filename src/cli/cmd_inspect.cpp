@@ -99,7 +99,13 @@ std::string type_mix(const ModelInfo& info) {
 
 std::string attention_line(const ModelHparams& hp) {
     std::string s = std::to_string(hp.n_head) + " heads";
-    if (hp.n_head_kv != hp.n_head) {
+    if (hp.is_mla()) {
+        // Latent attention: the cache holds the latent and the rotary key, whatever the heads.
+        s += ", latent attention (";
+        if (hp.n_lora_q > 0) s += "query rank " + std::to_string(hp.n_lora_q) + ", ";
+        s += "cache " + std::to_string(hp.n_lora_kv) + " latent + " + std::to_string(hp.n_rot) +
+             " rotary per token" + (hp.mla_kv_b ? ", attn_kv_b" : "") + ")";
+    } else if (hp.n_head_kv != hp.n_head) {
         s += ", " + std::to_string(hp.n_head_kv) + " KV heads (GQA " +
              std::to_string(hp.n_head / hp.n_head_kv) + ":1)";
     }
@@ -225,6 +231,16 @@ void print_summary(const ModelInfo& info) {
                 e += "; first " + std::to_string(hp->n_leading_dense) + " layers dense";
             }
             kv.add_row({"experts", e});
+            std::string r = std::string(expert_gating_name(hp->expert_gating)) + " scores";
+            if (hp->has_selection_bias) r += ", biased to choose";
+            if (hp->grouped_routing()) {
+                r += ", best " + std::to_string(hp->n_expert_group_used) + " of " +
+                     std::to_string(hp->n_expert_group) + " groups";
+            }
+            if (hp->norm_topk_prob) r += ", renormalised";
+            if (hp->expert_weights_scale != 1.0f)
+                r += ", scaled " + number(hp->expert_weights_scale);
+            kv.add_row({"routing", r});
         }
         if (!hp->is_moe() || hp->n_leading_dense > 0) {
             std::string ff = std::to_string(hp->n_ff);
@@ -238,7 +254,6 @@ void print_summary(const ModelInfo& info) {
         if (hp->has_qk_norm) extras.push_back("q/k norm");
         if (hp->has_attn_sinks) extras.push_back("attention sinks");
         if (hp->has_expert_bias) extras.push_back("router and expert biases");
-        if (hp->expert_gating == ExpertGating::SoftmaxTopK) extras.push_back("top-k softmax");
         if (hp->expert_activation == FfnActivation::SwigluOai) extras.push_back("clamped SwiGLU");
         if (!info.vocab_only()) {
             extras.push_back(hp->tied_output ? "tied output (token_embd is the LM head)"

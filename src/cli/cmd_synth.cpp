@@ -33,7 +33,7 @@ struct SynthOptions {
     CLI::Option *o_layers = nullptr, *o_embd = nullptr, *o_ff = nullptr, *o_heads = nullptr,
                 *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_experts = nullptr,
                 *o_experts_used = nullptr, *o_ff_exp = nullptr, *o_ff_shexp = nullptr,
-                *o_ctx = nullptr;
+                *o_ctx = nullptr, *o_nextn = nullptr;
 };
 
 [[noreturn]] void fail(const std::string& message) {
@@ -72,7 +72,7 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     auto apply = [](CLI::Option* opt, uint32_t value, uint32_t& field) {
         if (opt->count() > 0) field = value;
     };
-    apply(o.o_layers, o.layers, hp->n_layer);
+    if (o.o_layers->count() > 0) hp = cut_to_layers(*hp, o.layers);
     apply(o.o_embd, o.embd, hp->n_embd);
     apply(o.o_ff, o.ff, hp->n_ff);
     apply(o.o_heads, o.heads, hp->n_head);
@@ -84,7 +84,7 @@ ModelHparams resolve_shape(const SynthOptions& o) {
     apply(o.o_ff_exp, o.ff_exp, hp->n_ff_exp);
     apply(o.o_ff_shexp, o.ff_shexp, hp->n_ff_shexp);
     apply(o.o_ctx, o.ctx, hp->n_ctx_train);
-    hp->n_layer_nextn = o.nextn;
+    apply(o.o_nextn, o.nextn, hp->n_layer_nextn);
     if (o.o_heads->count() > 0 && o.o_kv_heads->count() == 0 && hp->n_head_kv > hp->n_head) {
         hp->n_head_kv = hp->n_head;  // fewer heads than the preset's kv heads: no GQA
     }
@@ -163,9 +163,10 @@ void add_synth(CLI::App& app) {
     o->o_ff_exp = cmd->add_option("--ff-exp", o->ff_exp, "Expert FFN width (qwen MoE)");
     o->o_ff_shexp = cmd->add_option("--ff-shexp", o->ff_shexp, "Shared expert width (qwen2moe)");
     o->o_ctx = cmd->add_option("--ctx", o->ctx, "Training context length");
-    cmd->add_option("--nextn", o->nextn,
-                    "Multi-token-prediction blocks after the trunk, as the reference converter "
-                    "writes them (hybrid families; --layers counts the trunk only)");
+    o->o_nextn = cmd->add_option(
+        "--nextn", o->nextn,
+        "Multi-token-prediction blocks after the trunk, as the reference converter writes them "
+        "(qwen35, qwen35moe, qwen3next, glm4moe; --layers counts the trunk only)");
     cmd->add_option("--type", o->type,
                     "Weight type (F16 default, BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, "
                     "Q4_K, Q5_K, IQ4_NL, MXFP4) or llama-quantize mix (Q2_K, Q3_K_S, Q3_K_M, "

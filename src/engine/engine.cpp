@@ -134,7 +134,8 @@ Result<void> Engine::check_readers() const {
         return err(std::string(unit(table_.head_unit)->name()) +
                    " cannot read the output norm and head where they are");
     }
-    for (uint32_t l = 0; hp_.is_moe() && l < hp_.n_layer; ++l) {
+    for (uint32_t l = 0; l < hp_.n_layer; ++l) {
+        if (!hp_.is_moe_layer(l)) continue;
         if (!unit(table_.layers[l].experts_unit)->can_read(store_.experts_place(int(l)))) {
             return err(std::string(unit(table_.layers[l].experts_unit)->name()) +
                        " cannot read the routed experts of layer " + std::to_string(l) +

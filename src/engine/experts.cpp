@@ -24,6 +24,8 @@ Result<void> Engine::set_up_experts(const EngineOptions& options) {
     next_logits_.resize(n_expert);
     guess_weight_.resize(k);
     routing_.probs.reserve(n_expert);
+    routing_.selection.reserve(n_expert);
+    routing_.groups.reserve(std::max<size_t>(hp_.n_expert_group, 1));
     routing_.order.reserve(n_expert);
     stats_.moe.assign(hp_.n_layer, {});
     if (table_.expert_level_unit < 0) return {};
@@ -52,10 +54,11 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
     };
     const ExpertView& e = stack->first;
     const TensorView& router_bias = a.w.bias(TensorRole::MoeRouter);
+    const TensorView& selection_bias = a.w.bias(TensorRole::MoeRouterBias);
     // The router, the stacked matrices and (where the family has them) the biases, all experts'
     // rows of each from expert 0's.
-    StagePiece pieces[8];
-    TensorView copies[8];
+    StagePiece pieces[9];
+    TensorView copies[9];
     size_t count = 0;
     const auto piece = [&](const TensorView& v, size_t bytes) -> TensorView* {
         if (!v.present()) return nullptr;
@@ -67,6 +70,8 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
     };
     TensorView* const router_copy = piece(router, size_t(view_bytes(router)));
     TensorView* const router_bias_copy = piece(router_bias, size_t(view_bytes(router_bias)));
+    TensorView* const selection_bias_copy =
+        piece(selection_bias, size_t(view_bytes(selection_bias)));
     TensorView* const gate = piece(e.gate, span(e.gate, stack->gate_stride));
     TensorView* const up = piece(e.up, span(e.up, stack->up_stride));
     TensorView* const down = piece(e.down, span(e.down, stack->down_stride));
@@ -84,7 +89,8 @@ bool Engine::staged_experts(const LayerArgs& a, const TensorView& router, bool n
     if (down_bias) se.down_bias = *down_bias;
     if (on != be_) cross(Act::Normed, be_, on, n);
     if (!on->routed_experts(*router_copy, router_bias_copy ? *router_bias_copy : TensorView{},
-                            staged_stack, k, norm_weights, Act::Normed, Act::Out, n)) {
+                            selection_bias_copy ? *selection_bias_copy : TensorView{}, staged_stack,
+                            k, norm_weights, Act::Normed, Act::Out, n)) {
         return false;
     }
     if (on != be_) cross(Act::Out, on, be_, n);
@@ -104,8 +110,9 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
                                     bool norm_weights) {
     const int layer = a.layer;
     const int64_t n = a.n;
-    const MoeConfig cfg{int(hp_.n_expert),     int(hp_.n_expert_used), norm_weights,
-                        forced_routing_.get(), a.runs.front().pos0,    hp_.expert_gating};
+    MoeConfig cfg = moe_config(hp_, norm_weights, store_.selection_bias(layer));
+    cfg.forced = forced_routing_.get();
+    cfg.pos0 = a.runs.front().pos0;
     const int k = cfg.n_used;
     MoeLayerStats& stats = stats_.moe[size_t(layer)];
     OpFigures& figures = stats_.ops[size_t(Op::Experts)];
@@ -135,8 +142,9 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     if (!cfg.forced && xb == be_) {
         // A backend that holds every expert routes and runs them without the host.
         if (const auto stack = store_.resident_experts(layer)) {
-            if (be_->routed_experts(router, a.w.bias(TensorRole::MoeRouter), *stack, k,
-                                    norm_weights, Act::Normed, Act::Out, n)) {
+            if (be_->routed_experts(router, a.w.bias(TensorRole::MoeRouter),
+                                    a.w.bias(TensorRole::MoeRouterBias), *stack, k, norm_weights,
+                                    Act::Normed, Act::Out, n)) {
                 count_on_device(*stack);
                 return {};
             }
@@ -195,8 +203,7 @@ Result<void> Engine::routed_experts(const LayerArgs& a, const TensorView& router
     }
     std::span<const int32_t> guess;
     if (guessing_) {
-        const MoeConfig next{int(hp_.n_expert), int(hp_.n_expert_used), false, nullptr, 0,
-                             hp_.expert_gating};
+        const MoeConfig next = moe_config(hp_, false, store_.selection_bias(layer + 1));
         route_token(next_logits_.data(), next, guess_.data(), guess_weight_.data(), routing_);
         guess = guess_;
     }

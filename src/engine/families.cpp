@@ -19,10 +19,15 @@ namespace {
 // the backend reads the window from the hparams), the FFN norm named post_attention_norm, the
 // router's top k logits softmaxed alone and the experts' clamped SwiGLU (ModelHparams'
 // expert_gating and expert_activation).
+// GLM-4.5 is the same layer as data too: optional biases on q, k and v and q/k norms, rope over
+// half of each head (n_rot), the FFN norm named post_attention_norm, the first layers dense
+// (n_leading_dense), then sigmoid routing with a selection bias, renormalised and scaled weights
+// (engine::MoeConfig), beside a shared expert without a gate.
 Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.attention_block(a));
-    return e.hparams().is_moe() ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
-                                : e.dense_ffn_block(a);
+    return e.hparams().is_moe_layer(uint32_t(a.layer))
+               ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+               : e.dense_ffn_block(a);
 }
 
 // Qwen3.5 / 3.6 (dense and MoE) and Qwen3-Next: Gated DeltaNet layers, every fourth one gated
@@ -33,8 +38,9 @@ Result<void> pre_norm_layer(Engine& e, const LayerArgs& a) {
 Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.hparams().is_recurrent(uint32_t(a.layer)) ? e.delta_net_block(a)
                                                            : e.attention_block(a));
-    return e.hparams().is_moe() ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
-                                : e.dense_ffn_block(a);
+    return e.hparams().is_moe_layer(uint32_t(a.layer))
+               ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+               : e.dense_ffn_block(a);
 }
 
 // DeepSeek-V2/V3/R1 and Kimi K2 (deepseek2): multi-head latent attention, then a SwiGLU FFN in
@@ -42,15 +48,16 @@ Result<void> hybrid_layer(Engine& e, const LayerArgs& a) {
 // them. The router's gating, selection bias, groups and scaling are the hparams' data.
 Result<void> latent_attention_layer(Engine& e, const LayerArgs& a) {
     STRATA_TRY(e.mla_attention_block(a));
-    const ModelHparams& hp = e.hparams();
-    const bool routed = hp.is_moe() && uint32_t(a.layer) >= hp.n_leading_dense;
-    return routed ? e.moe_ffn_block(a, hp.norm_topk_prob) : e.dense_ffn_block(a);
+    return e.hparams().is_moe_layer(uint32_t(a.layer))
+               ? e.moe_ffn_block(a, e.hparams().norm_topk_prob)
+               : e.dense_ffn_block(a);
 }
 
 }  // namespace
 
 LayerFn layer_function(std::string_view arch) {
-    for (std::string_view known : {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gpt-oss"}) {
+    for (std::string_view known :
+         {"llama", "qwen2", "qwen3", "qwen2moe", "qwen3moe", "gpt-oss", "glm4moe"}) {
         if (arch == known) return pre_norm_layer;
     }
     for (std::string_view known : {"qwen35", "qwen35moe", "qwen3next"}) {

@@ -76,8 +76,7 @@ Result<void> Engine::mla_attention_block(const LayerArgs& a) {
     }
     const double up_bytes = view_bytes(*up.k_b) + view_bytes(*up.v_b) + view_bytes(*up.kv_b);
     timed(
-        Op::Attention, [&] { be_->mla_attention(il, up, a.runs); }, kv_bytes + up_bytes,
-        kv_flops);
+        Op::Attention, [&] { be_->mla_attention(il, up, a.runs); }, kv_bytes + up_bytes, kv_flops);
     dump("kqv_out", il, Act::AttnOut, n, da);
     timed(
         Op::Projection,

@@ -31,15 +31,19 @@ TensorType kv_element_type(KvType t) {
 // context, a tile of latent parts and its queries converted for the cache's type (and, for
 // attn_kv_b files, one head's key rows dequantized); on the calling thread, for a chunk of
 // tokens of every head, the queries, absorbed queries, latent outputs and value heads, their
-// conversions for the per-head products and those products' job lists.
+// conversions for the per-head products and those products' job lists, and a decode step's
+// scores of every head.
 uint64_t mla_attention_memory(const ModelInfo& model, uint32_t n_head, uint64_t R, uint64_t T,
                               uint64_t n_ctx, TensorType kv) {
     const ModelHparams& hp = *model.hparams;
     const uint64_t f = sizeof(float), rank = hp.n_lora_kv, width = hp.mla_cache_width(),
                    nope = hp.head_dim_nope(), v = hp.head_dim_v;
-    uint64_t per_thread = uint64_t(kMlaRowsPerTask) * n_ctx * f +
-                          uint64_t(kMlaPositionsPerTile) * rank * f +
-                          uint64_t(kMlaRowsPerTask) * converted_row_bytes(kv, width);
+    // A task's rows over the context, or a decode step's heads over a quarter of it.
+    uint64_t per_thread =
+        std::max<uint64_t>(uint64_t(kMlaRowsPerTask) * n_ctx, uint64_t(n_head) * (n_ctx / 4 + 1)) *
+            f +
+        uint64_t(kMlaPositionsPerTile) * rank * f +
+        uint64_t(kMlaRowsPerTask) * converted_row_bytes(kv, width);
     if (hp.mla_kv_b) per_thread += nope * rank * f;
     const uint64_t rows = std::min<uint64_t>(R, kMlaTokensPerChunk) * n_head;
     uint64_t converted = 0;
@@ -53,7 +57,9 @@ uint64_t mla_attention_memory(const ModelInfo& model, uint32_t n_head, uint64_t 
     const uint64_t chunk = rows * (std::max(nope, rank) + std::max(rank, v) + width) * f;
     // A job list of a few items per head, and the head's segment.
     const uint64_t jobs = n_head * (4 * 24 + 64);
-    return T * per_thread + chunk + rows * converted + jobs;
+    // A decode step's scores of every head over the context, shared by its tasks.
+    const uint64_t decode = uint64_t(n_head) * n_ctx * f;
+    return T * per_thread + chunk + rows * converted + jobs + decode;
 }
 
 }  // namespace

@@ -16,6 +16,18 @@ std::string_view rope_style_name(RopeStyle s) {
     return s == RopeStyle::Neox ? "neox" : "normal";
 }
 
+std::string_view expert_gating_name(ExpertGating g) {
+    switch (g) {
+        case ExpertGating::Softmax:
+            return "softmax";
+        case ExpertGating::SoftmaxTopK:
+            return "softmax of the chosen";
+        case ExpertGating::Sigmoid:
+            return "sigmoid";
+    }
+    return "?";
+}
+
 namespace {
 
 // Plausibility limits, far above any published model (Llama 3 405B has 126 layers, the largest MoE
@@ -271,6 +283,68 @@ Result<void> load_mla(const ArchKeys& keys, ModelHparams& hp) {
     return {};
 }
 
+// How the router's logits become the chosen experts and their weights: the gating function
+// (<arch>.expert_gating_func, numbered as the reference numbers it: 1 softmax, 2 sigmoid, 3 the
+// chosen logits softmaxed; absent or 0: the family's), group-limited top-k and the routed
+// scaling factor.
+Result<void> load_routing(const ArchKeys& keys, const ArchTraits& traits, ModelHparams& hp) {
+    STRATA_ASSIGN(auto gating, keys.u32("expert_gating_func"));
+    switch (gating.value_or(0)) {
+        case 0:
+            hp.expert_gating = traits.expert_gating;
+            break;
+        case 1:
+            hp.expert_gating = ExpertGating::Softmax;
+            break;
+        case 2:
+            hp.expert_gating = ExpertGating::Sigmoid;
+            break;
+        case 3:
+            hp.expert_gating = ExpertGating::SoftmaxTopK;
+            break;
+        default:
+            return keys.invalid("expert_gating_func",
+                                "is " + std::to_string(*gating) +
+                                    ", a gating strata does not know (1 softmax, 2 sigmoid, 3 "
+                                    "softmax of the chosen)");
+    }
+    STRATA_ASSIGN(auto groups, keys.u32("expert_group_count"));
+    STRATA_ASSIGN(auto groups_used, keys.u32("expert_group_used_count"));
+    hp.n_expert_group = groups.value_or(0);
+    hp.n_expert_group_used = groups_used.value_or(0);
+    if (hp.grouped_routing()) {
+        const uint32_t g = hp.n_expert_group;
+        // Each group's score is its two best experts' sum, so a group needs two.
+        if (hp.n_expert % g != 0 || hp.n_expert / g < 2) {
+            return keys.invalid("expert_group_count",
+                                "is " + std::to_string(g) + ", which does not split the " +
+                                    std::to_string(hp.n_expert) +
+                                    " experts into equal groups of two or more");
+        }
+        if (hp.n_expert_group_used == 0 || hp.n_expert_group_used >= g) {
+            return keys.invalid("expert_group_used_count",
+                                "is " + std::to_string(hp.n_expert_group_used) +
+                                    "; it must be between 1 and the " + std::to_string(g - 1) +
+                                    " (" + keys.key("expert_group_count") + " less one)");
+        }
+        if (uint64_t(hp.n_expert_group_used) * (hp.n_expert / g) < hp.n_expert_used) {
+            return keys.invalid("expert_group_used_count",
+                                "is " + std::to_string(hp.n_expert_group_used) +
+                                    ": its groups hold fewer experts than the " +
+                                    std::to_string(hp.n_expert_used) + " each token chooses");
+        }
+    } else {
+        hp.n_expert_group = hp.n_expert_group_used = 0;
+    }
+    STRATA_ASSIGN(auto scale, keys.f32("expert_weights_scale"));
+    if (scale && !(*scale >= 0.0f && *scale < 1e6f)) {
+        return keys.invalid("expert_weights_scale", "is " + std::to_string(*scale));
+    }
+    // 0 means "not given" in the reference, as 1 does.
+    hp.expert_weights_scale = scale && *scale != 0.0f ? *scale : 1.0f;
+    return {};
+}
+
 Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHparams& hp) {
     STRATA_ASSIGN(auto ff, keys.per_layer("feed_forward_length", hp.n_layer));
     if (ff) {
@@ -330,18 +404,17 @@ Result<void> load_ffn(const ArchKeys& keys, const ArchTraits& traits, ModelHpara
     STRATA_ASSIGN(auto n_shared, keys.u32("expert_shared_count"));
     hp.n_expert_shared = n_shared.value_or(traits.shared_expert ? 1 : 0);
     STRATA_ASSIGN(auto ff_shexp, keys.u32("expert_shared_feed_forward_length"));
-    // Ungated shared experts (deepseek2) are stacked expert-wide FFNs; the others default to the
-    // dense width.
-    const uint32_t shared_width =
-        traits.shared_expert_ungated ? hp.n_ff_exp * hp.n_expert_shared : hp.n_ff;
-    hp.n_ff_shexp = hp.n_expert_shared > 0 ? ff_shexp.value_or(shared_width) : 0;
+    const uint32_t shared_default = traits.shared_width_from_experts
+                                        ? hp.n_ff_exp * std::max<uint32_t>(hp.n_expert_shared, 1)
+                                        : hp.n_ff;
+    hp.n_ff_shexp = hp.n_expert_shared > 0 ? ff_shexp.value_or(shared_default) : 0;
     if (hp.n_expert_shared > 0 && hp.n_ff_shexp == 0) {
         return keys.missing("expert_shared_feed_forward_length");
     }
 
     STRATA_ASSIGN(auto norm_w, keys.boolean("expert_weights_norm"));
     hp.norm_topk_prob = norm_w.value_or(traits.norm_topk_prob);
-    hp.expert_gating = traits.expert_gating;
+    STRATA_TRY(load_routing(keys, traits, hp));
     hp.expert_activation = traits.expert_activation;
     STRATA_ASSIGN(auto leading_dense, keys.u32("leading_dense_block_count"));
     hp.n_leading_dense = leading_dense.value_or(0);
@@ -457,25 +530,49 @@ Result<void> load_delta_net(const GgufFile& f, const ArchKeys& keys, const ArchT
                                                   keys.key("ssm.state_size") + " is " +
                                                   std::to_string(hp.ssm_value_dim()));
     }
-    // The reference converter appends the multi-token-prediction block(s) after the trunk and
-    // counts them in block_count; strata runs only the trunk and sets those blocks aside.
+    STRATA_TRY(load_recurrent_layers(f, keys, hp.n_layer + hp.n_layer_nextn, hp));
+    hp.attn_output_gate = true;
+    hp.ssm_grouped_heads = traits.delta_net_grouped;
+    return {};
+}
+
+// The reference converter appends the multi-token-prediction block(s) after the trunk and
+// counts them in block_count; strata runs only the trunk and sets those blocks aside.
+Result<void> load_nextn(const ArchKeys& keys, ModelHparams& hp) {
     STRATA_ASSIGN(auto nextn, keys.u32("nextn_predict_layers"));
     hp.n_layer_nextn = nextn.value_or(0);
+    if (hp.n_layer_nextn == 0) return {};
     if (hp.n_layer_nextn >= hp.n_layer) {
         return keys.invalid("nextn_predict_layers", "is " + std::to_string(hp.n_layer_nextn) +
                                                         " but " + keys.key("block_count") + " is " +
                                                         std::to_string(hp.n_layer) +
                                                         ": no trunk layer would be left");
     }
-    const uint32_t n_layer_all = hp.n_layer;
     hp.n_layer -= hp.n_layer_nextn;
     for (auto* v : {&hp.n_head_per_layer, &hp.n_head_kv_per_layer, &hp.n_ff_per_layer}) {
         if (v->size() > hp.n_layer) v->resize(hp.n_layer);
     }
-    STRATA_TRY(load_recurrent_layers(f, keys, n_layer_all, hp));
-    hp.attn_output_gate = true;
-    hp.ssm_grouped_heads = traits.delta_net_grouped;
+    if (hp.n_leading_dense > hp.n_layer) {
+        return keys.invalid("leading_dense_block_count",
+                            "is " + std::to_string(hp.n_leading_dense) + " but the trunk has " +
+                                std::to_string(hp.n_layer) + " layers");
+    }
     return {};
+}
+
+// A family whose vision variant the reference runs with multi-section rope refuses a file that
+// asks for several sections (GLM-4.5V's files): its text would come out wrong.
+Result<void> refuse_rope_sections(const GgufFile& f, const ArchKeys& keys) {
+    const Value* v = f.find(keys.key("rope.dimension_sections"));
+    if (!v) return {};
+    const Array* a = v->as_array();
+    if (a && std::all_of(a->items.begin(), a->items.end(),
+                         [](const Value& x) { return x.as_int().value_or(1) == 0; })) {
+        return {};
+    }
+    return keys.invalid("rope.dimension_sections",
+                        "asks for multi-section rope (a vision model's), which strata does not "
+                        "run for this architecture");
 }
 
 // <arch>.rope.dimension_sections: up to four section sizes, in pairs of dimensions.
@@ -565,6 +662,7 @@ void detect_structure(const GgufFile& f, const ArchTraits& traits, ModelHparams&
         // check_tensors).
         if (n.role == TensorRole::SsmIn && traits.delta_net_grouped) hp.ssm_fused_qkvz = true;
         if (n.is_bias && is_expert_role(n.role)) hp.has_expert_bias = true;
+        if (n.role == TensorRole::MoeRouterBias) hp.has_selection_bias = true;
     }
 }
 
@@ -602,9 +700,11 @@ Result<ModelHparams> load_hparams(const GgufFile& f) {
     STRATA_TRY(load_attention(keys, hp));
     if (traits->mla) STRATA_TRY(load_mla(keys, hp));
     STRATA_TRY(load_ffn(keys, *traits, hp));
+    STRATA_TRY(load_nextn(keys, hp));
     STRATA_TRY(load_rope(keys, *traits, hp));
     if (traits->hybrid_delta_net) STRATA_TRY(load_delta_net(f, keys, *traits, hp));
     if (traits->rope_sections) STRATA_TRY(load_rope_sections(f, keys, hp));
+    if (traits->refuses_rope_sections) STRATA_TRY(refuse_rope_sections(f, keys));
     STRATA_TRY(load_sliding_window(f, keys, *traits, hp));
     STRATA_ASSIGN(hp.n_vocab, load_n_vocab(f, keys));
     if (hp.n_vocab == 0) return err(f.path, ": the vocabulary is empty");

@@ -29,6 +29,7 @@ enum class RopeStyle : uint8_t { Normal, Neox };
 enum class ExpertGating : uint8_t {
     Softmax,      // softmax over all n_expert logits, then the top k (Mixtral, Qwen MoE)
     SoftmaxTopK,  // the top k logits, then softmax over those k alone (gpt-oss)
+    Sigmoid,      // sigmoid of each logit, the top k of them (DeepSeek-V3, Kimi K2, GLM-4.5)
 };
 
 // The activation joining an FFN's gate and up projections.
@@ -89,8 +90,19 @@ struct ModelHparams {
     uint32_t n_expert_shared = 0;  // <arch>.expert_shared_count (qwen2moe: 1 without the key)
     bool norm_topk_prob = false;   // renormalise the selected experts' weights to sum 1
     uint32_t n_leading_dense = 0;  // <arch>.leading_dense_block_count (deepseek-style)
-    ExpertGating expert_gating = ExpertGating::Softmax;
+    ExpertGating expert_gating = ExpertGating::Softmax;  // <arch>.expert_gating_func
     FfnActivation expert_activation = FfnActivation::Silu;
+    // Group-limited routing (DeepSeek-V3): the experts form n_expert_group equal groups, a token
+    // keeps the n_expert_group_used groups whose two best (bias-added) scores sum highest and
+    // chooses its top k among their experts. <arch>.expert_group_count / _used_count; 0: none.
+    uint32_t n_expert_group = 0;
+    uint32_t n_expert_group_used = 0;
+    // The chosen weights times this (<arch>.expert_weights_scale, the routed scaling factor;
+    // 1 when the file gives none or 0).
+    float expert_weights_scale = 1.0f;
+    // blk.N.exp_probs_b.bias: a learned per-expert bias added to the router's scores to choose
+    // the experts, not to weigh them (DeepSeek-V3, GLM-4.5).
+    bool has_selection_bias = false;
 
     // Sliding-window attention (gpt-oss): a windowed layer's query at position p sees only the
     // keys at p - n_swa + 1 .. p. <arch>.attention.sliding_window; 0: no layer is windowed.
@@ -194,6 +206,10 @@ struct ModelHparams {
     }
 
     bool is_moe() const { return n_expert > 0; }
+    // Whether layer `layer` has routed experts (the first n_leading_dense layers of a
+    // deepseek-style model are dense).
+    bool is_moe_layer(uint32_t layer) const { return is_moe() && layer >= n_leading_dense; }
+    bool grouped_routing() const { return n_expert_group > 1; }
     // A batch of `tokens` that uses every routed expert twice on average (tokens * k >= 2 *
     // n_expert): one whose RAM-resident experts are worth shipping to a GPU, one read of them
     // against the CPU's compute over the whole batch. The engine ships such batches; the plan
@@ -230,6 +246,8 @@ struct ModelHparams {
 };
 
 std::string_view rope_style_name(RopeStyle s);  // "normal", "neox"
+// "softmax", "softmax of the chosen", "sigmoid"
+std::string_view expert_gating_name(ExpertGating g);
 
 // Reads the hyper-parameters of a supported architecture from `<arch>.*` metadata, with
 // llama.cpp's defaults for keys that may be absent. Any integer encoding is accepted (u8..u64,

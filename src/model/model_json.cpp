@@ -94,6 +94,11 @@ json hparams_json(const ModelHparams& hp) {
         {"n_expert_shared", hp.n_expert_shared},
         {"norm_topk_prob", hp.norm_topk_prob},
         {"n_leading_dense", hp.n_leading_dense},
+        {"expert_gating", expert_gating_name(hp.expert_gating)},
+        {"n_expert_group", hp.n_expert_group},
+        {"n_expert_group_used", hp.n_expert_group_used},
+        {"expert_weights_scale", hp.expert_weights_scale},
+        {"has_selection_bias", hp.has_selection_bias},
         {"n_rot", hp.n_rot},
         {"rope_freq_base", hp.rope_freq_base},
         {"rope_style", rope_style_name(hp.rope_style)},
@@ -103,7 +108,8 @@ json hparams_json(const ModelHparams& hp) {
           {"original_context", sc.original_context},
           {"attn_factor", sc.attn_factor},
           {"low_freq_factor", sc.low_freq_factor},
-          {"high_freq_factor", sc.high_freq_factor}}},
+          {"high_freq_factor", sc.high_freq_factor},
+          {"mscale_all_dim", sc.mscale_all_dim}}},
         {"tied_output", hp.tied_output},
         {"has_qkv_bias", hp.has_qkv_bias},
         {"has_qk_norm", hp.has_qk_norm},
@@ -117,6 +123,11 @@ json hparams_json(const ModelHparams& hp) {
           {"recurrent_layers", hp.recurrent_layers},
           {"grouped_heads", hp.ssm_grouped_heads},
           {"fused_qkvz", hp.ssm_fused_qkvz}}},
+        {"mla",
+         {{"q_lora_rank", hp.n_lora_q},
+          {"kv_lora_rank", hp.n_lora_kv},
+          {"cache_width", hp.is_mla() ? hp.mla_cache_width() : 0u},
+          {"kv_b", hp.mla_kv_b}}},
     };
 }
 

@@ -98,7 +98,8 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
         hp.has_attn_sinks = hp.has_attn_sinks || traits->attn_sinks;
         hp.has_expert_bias = hp.has_expert_bias || (traits->expert_bias && hp.n_expert > 0);
         hp.ffn_norm_is_post_attention = traits->ffn_norm_is_post_attention;
-        hp.expert_gating = traits->expert_gating;
+        // A shape that chose its gating keeps it (a DeepSeek-V3 preset's sigmoid router).
+        if (hp.expert_gating == ExpertGating::Softmax) hp.expert_gating = traits->expert_gating;
         hp.expert_activation = traits->expert_activation;
         if (traits->untied_output) hp.tied_output = false;
         if (traits->swa_period > 0 && hp.swa_layers.empty()) {
@@ -128,14 +129,13 @@ ModelHparams with_layout_defaults(ModelHparams hp) {
             hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
         }
         if (traits && traits->shared_expert) {
-            if (hp.n_ff_shexp == 0) hp.n_ff_shexp = hp.n_ff;
             if (hp.n_expert_shared == 0) hp.n_expert_shared = 1;
+            if (hp.n_ff_shexp == 0) {
+                hp.n_ff_shexp =
+                    traits->shared_width_from_experts ? hp.n_ff_exp * hp.n_expert_shared : hp.n_ff;
+            }
         }
-        // Ungated shared experts: as many as the shape says, stacked expert-wide by default.
-        if (traits && traits->shared_expert_ungated && hp.n_expert_shared > 0 &&
-            hp.n_ff_shexp == 0) {
-            hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
-        }
+        if (traits && traits->selection_bias) hp.has_selection_bias = true;
     }
     return hp;
 }
@@ -160,11 +160,10 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
     const TensorRole ffn_norm =
         hp.ffn_norm_is_post_attention ? TensorRole::AttnPostNorm : TensorRole::FfnNorm;
     const ArchTraits* traits = find_arch_traits(hp.arch);
-    const bool shared_gate = !(traits && traits->shared_expert_ungated);
+    const bool shared_gate = traits && traits->shared_expert_gate;
     const auto add_ffn = [&](LayoutBuilder& blk, uint32_t il) {
         blk.weight(ffn_norm, {n_embd});
-        // The leading dense layers of a deepseek-style mixture of experts.
-        if (!hp.is_moe() || il < hp.n_leading_dense) {
+        if (!hp.is_moe_layer(il)) {
             blk.weight(TensorRole::FfnGate, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnUp, {n_embd, hp.n_ff});
             blk.weight(TensorRole::FfnDown, {hp.n_ff, n_embd});
@@ -173,6 +172,7 @@ std::vector<TensorSpec> tensor_layout(const ModelHparams& hparams) {
         const uint64_t n_ff_exp = hp.n_ff_exp, n_expert = hp.n_expert;
         blk.weight(TensorRole::MoeRouter, {n_embd, n_expert});
         if (hp.has_expert_bias) blk.bias(TensorRole::MoeRouter, n_expert);
+        if (hp.has_selection_bias) blk.bias(TensorRole::MoeRouterBias, n_expert);
         blk.weight(TensorRole::ExpertGate, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertUp, {n_embd, n_ff_exp, n_expert});
         blk.weight(TensorRole::ExpertDown, {n_ff_exp, n_embd, n_expert});

@@ -163,6 +163,8 @@ void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
                     const ArchTraits& traits, int il) {
     const uint64_t embd = hp.n_embd, ff = hp.n_ff_exp, n_exp = hp.n_expert;
     e.add(layer_name(il, "ffn_gate_inp"), {embd, n_exp}, "[n_embd, n_expert]");
+    // The selection bias of sigmoid routers (DeepSeek-V3, GLM-4.5).
+    e.add(layer_name(il, "exp_probs_b", "bias"), {n_exp}, "[n_expert]", traits.selection_bias);
     if (traits.expert_bias) {
         e.add(layer_name(il, "ffn_gate_inp", "bias"), {n_exp}, "[n_expert]");
         e.add(layer_name(il, "ffn_gate_exps", "bias"), {ff, n_exp}, "[n_ff_exp, n_expert]");
@@ -187,7 +189,7 @@ void expect_moe_ffn(ExpectedSet& e, const GgufFile& f, const ModelHparams& hp,
     }
     if (hp.n_expert_shared > 0) {
         const uint64_t sh = hp.n_ff_shexp;
-        if (!traits.shared_expert_ungated) {
+        if (traits.shared_expert_gate) {
             e.add(layer_name(il, "ffn_gate_inp_shexp"), {embd}, "[n_embd]");
         }
         e.add(layer_name(il, "ffn_gate_shexp"), {embd, sh}, "[n_embd, n_ff_shexp]");

@@ -195,7 +195,9 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
             s.experts_cpu[l] = false;
             ++k;
         }
-        const uint32_t cpu = n_layer - k;
+        // The layers whose experts stay in RAM (leading dense layers have none).
+        const uint32_t cpu = uint32_t(std::count(s.experts_cpu.begin(), s.experts_cpu.end(), true));
+        const uint32_t moe_layers = k + cpu;
         if (cpu == 0) {  // no expert stays in RAM: nothing to ship
             s.g.total -= s.g.prompt_staging;
             s.g.prompt_staging = 0;
@@ -205,8 +207,8 @@ Split make_split(const Plan& plan, const Inputs& in, bool by_experts) {
         s.what = k == 0 ? "every layer runs on the GPU, their routed experts stay in RAM, "
                           "computed by the CPU"
                         : "every layer runs on the GPU with the routed experts of the last " +
-                              std::to_string(k) + " of " + std::to_string(n_layer) +
-                              " layers; those of the first " + std::to_string(cpu) +
+                              std::to_string(k) + " of " + std::to_string(moe_layers) +
+                              " expert layers; those of the first " + std::to_string(cpu) +
                               " stay in RAM, computed by the CPU";
     }
     s.gpu.assign(in.model.tensors.size(), false);

@@ -124,9 +124,10 @@ MemoryPlan overhead_lines(const ModelInfo& model, const ModelHparams& hp, const 
     if (hp.is_moe()) {
         // The expert store's maps per (layer, expert): where it is cached, its use count and
         // frequency, co-activation counts with every expert of the next layer; per cache entry
-        // its state (at most one entry per expert).
+        // its state (at most one entry per expert); the routers' selection biases as floats.
         const uint64_t keys = uint64_t(hp.n_layer) * hp.n_expert;
         m.io_buffers += keys * (8 + 8 + 4 + 2 * uint64_t(hp.n_expert)) + keys * 256;
+        if (hp.has_selection_bias) m.io_buffers += keys * sizeof(float);
     }
     m.baseline_measured = o.baseline.has_value();
     m.baseline = o.baseline.value_or(kEstimatedProcessBytes +

@@ -2,6 +2,8 @@
 // malformed call is an ordinary outcome (it becomes content).
 #include "reply/reply_calls.h"
 
+#include <algorithm>
+
 namespace strata {
 
 namespace {
@@ -169,9 +171,12 @@ std::string declared_type(const json& schema) {
     return type != schema.end() && type->is_string() ? type->get<std::string>() : std::string();
 }
 
-json parameter_value(std::string_view raw, const json& schema) {
-    if (raw.starts_with('\n')) raw.remove_prefix(1);
-    if (raw.ends_with('\n')) raw.remove_suffix(1);
+// A value written as text: the declared string type keeps it as it is, anything else that is
+// JSON becomes that. Qwen's markup puts a newline after the opening tag and before the closing
+// one (markup_newlines); GLM's does not.
+json parameter_value(std::string_view raw, const json& schema, bool markup_newlines) {
+    if (markup_newlines && raw.starts_with('\n')) raw.remove_prefix(1);
+    if (markup_newlines && raw.ends_with('\n')) raw.remove_suffix(1);
     const std::string_view t = trim(raw);
     const std::string type = declared_type(schema);
     if (type == "string") return std::string(raw);
@@ -212,7 +217,150 @@ std::optional<ToolCall> parse_qwen_xml_call(std::string_view body, const json& t
             return std::nullopt;
         }
         call.arguments[std::string(key)] =
-            parameter_value(value, parameter_schema(tools, call.name, key));
+            parameter_value(value, parameter_schema(tools, call.name, key), true);
+    }
+    return call;
+}
+
+namespace {
+
+// Splits a section into the bodies between `begin` and `end`, which must follow one another
+// with only whitespace around them. The last call may lack `end` when the reply stopped right
+// after its arguments (the caller decides whether an unclosed section counts).
+std::optional<std::vector<std::string_view>> section_bodies(std::string_view section,
+                                                            std::string_view begin,
+                                                            std::string_view end) {
+    std::vector<std::string_view> bodies;
+    section = trim(section);
+    while (!section.empty()) {
+        if (!section.starts_with(begin)) return std::nullopt;
+        section.remove_prefix(begin.size());
+        const size_t end_at = section.find(end);
+        bodies.push_back(section.substr(0, end_at));
+        if (end_at == std::string_view::npos) break;
+        section = trim(section.substr(end_at + end.size()));
+    }
+    if (bodies.empty()) return std::nullopt;
+    return bodies;
+}
+
+// "```json\n{..}\n```" or "{..}" to the arguments object.
+std::optional<json> fenced_arguments(std::string_view text) {
+    text = trim(text);
+    if (text.starts_with("```")) {
+        const size_t line_end = text.find('\n');
+        if (line_end == std::string_view::npos || !text.ends_with("```")) return std::nullopt;
+        text = trim(text.substr(line_end + 1, text.size() - 3 - line_end - 1));
+    }
+    const json args = parse_json(text);
+    if (args.is_discarded()) return std::nullopt;
+    return arguments_object(args);
+}
+
+std::optional<ToolCall> parse_deepseek_call(std::string_view body) {
+    const size_t sep = body.find(kDeepSeekSep);
+    if (sep == std::string_view::npos) return std::nullopt;
+    std::string_view head = trim(body.substr(0, sep));
+    std::string_view tail = body.substr(sep + kDeepSeekSep.size());
+    // V3 and R1 put the call's type first and the name on the line after the separator; V3.1
+    // puts the name first and the arguments right after the separator.
+    if (head == "function" && !trim(tail).starts_with('{')) {
+        tail = trim(tail);
+        const size_t line_end = tail.find('\n');
+        head = trim(tail.substr(0, line_end));
+        tail = line_end == std::string_view::npos ? std::string_view() : tail.substr(line_end);
+    }
+    if (head.empty()) return std::nullopt;
+    std::optional<json> args = fenced_arguments(tail);
+    if (!args) return std::nullopt;
+    return ToolCall{std::string(head), std::move(*args)};
+}
+
+std::optional<ToolCall> parse_kimi_call(std::string_view body) {
+    const size_t arg_at = body.find(kKimiArgumentBegin);
+    if (arg_at == std::string_view::npos) return std::nullopt;
+    std::string_view name = trim(body.substr(0, arg_at));
+    constexpr std::string_view kFunctions = "functions.";
+    if (name.starts_with(kFunctions)) name.remove_prefix(kFunctions.size());
+    // The call's index in the reply (":0", ":1", ..) follows the name.
+    if (const size_t colon = name.rfind(':'); colon != std::string_view::npos) {
+        const std::string_view index = name.substr(colon + 1);
+        if (!index.empty() && index.find_first_not_of("0123456789") == std::string_view::npos) {
+            name = name.substr(0, colon);
+        }
+    }
+    if (name.empty()) return std::nullopt;
+    const json args = parse_json(trim(body.substr(arg_at + kKimiArgumentBegin.size())));
+    if (args.is_discarded()) return std::nullopt;
+    std::optional<json> object = arguments_object(args);
+    if (!object) return std::nullopt;
+    return ToolCall{std::string(name), std::move(*object)};
+}
+
+template <typename ParseOne>
+std::optional<std::vector<ToolCall>> parse_section(std::string_view section, std::string_view begin,
+                                                   std::string_view end, ParseOne parse_one) {
+    const auto bodies = section_bodies(section, begin, end);
+    if (!bodies) return std::nullopt;
+    std::vector<ToolCall> calls;
+    for (std::string_view body : *bodies) {
+        std::optional<ToolCall> call = parse_one(body);
+        if (!call) return std::nullopt;
+        calls.push_back(std::move(*call));
+    }
+    return calls;
+}
+
+// The text after `open` up to `close`, both fixed tags, starting at pos (only whitespace
+// before `open`); advances pos past close.
+bool take_fixed_tag(std::string_view text, size_t& pos, std::string_view open,
+                    std::string_view close, std::string_view& value) {
+    const size_t start = text.find(open, pos);
+    if (start == std::string_view::npos || !trim(text.substr(pos, start - pos)).empty()) {
+        return false;
+    }
+    const size_t close_at = text.find(close, start + open.size());
+    if (close_at == std::string_view::npos) return false;
+    value = text.substr(start + open.size(), close_at - start - open.size());
+    pos = close_at + close.size();
+    return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<ToolCall>> parse_deepseek_calls(std::string_view section) {
+    return parse_section(section, kDeepSeekCallBegin, kDeepSeekCallEnd, parse_deepseek_call);
+}
+
+std::optional<std::vector<ToolCall>> parse_kimi_calls(std::string_view section) {
+    return parse_section(section, kKimiCallBegin, kKimiCallEnd, parse_kimi_call);
+}
+
+std::optional<ToolCall> parse_glm_call(std::string_view body, const json& tools) {
+    constexpr std::string_view kArgKeyClose = "</arg_key>";
+    constexpr std::string_view kArgValueOpen = "<arg_value>";
+    constexpr std::string_view kArgValueClose = "</arg_value>";
+    body = trim(body);
+    const size_t name_end = std::min(body.find('\n'), body.find(kGlmArgKey));
+    const std::string_view name = trim(body.substr(0, name_end));
+    // A JSON body is Hermes' format, not this one.
+    if (name.empty() || name.find_first_of("<>{}\"") != std::string_view::npos) {
+        return std::nullopt;
+    }
+    ToolCall call{std::string(name), json::object()};
+    const std::string_view args =
+        name_end == std::string_view::npos ? std::string_view() : body.substr(name_end);
+    size_t pos = 0;
+    while (!trim(args.substr(pos)).empty()) {
+        std::string_view key, value;
+        if (!take_fixed_tag(args, pos, kGlmArgKey, kArgKeyClose, key) ||
+            !take_fixed_tag(args, pos, kArgValueOpen, kArgValueClose, value)) {
+            return std::nullopt;
+        }
+        key = trim(key);
+        if (key.empty()) return std::nullopt;
+        call.arguments[std::string(key)] =
+            parameter_value(value, parameter_schema(tools, call.name, key), false);
     }
     return call;
 }

@@ -27,6 +27,22 @@ inline constexpr std::string_view kHarmonyEnd = "<|end|>";
 inline constexpr std::string_view kHarmonyCall = "<|call|>";
 inline constexpr std::string_view kHarmonyReturn = "<|return|>";
 
+// DeepSeek V3 / R1 / V3.1: a section of calls, each call
+// "type<｜tool▁sep｜>NAME\n```json\nARGS\n```" (V3, R1) or "NAME<｜tool▁sep｜>ARGS" (V3.1).
+inline constexpr std::string_view kDeepSeekCallsBegin = "<｜tool▁calls▁begin｜>";
+inline constexpr std::string_view kDeepSeekCallsEnd = "<｜tool▁calls▁end｜>";
+inline constexpr std::string_view kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
+inline constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
+inline constexpr std::string_view kDeepSeekSep = "<｜tool▁sep｜>";
+// Kimi K2: a section of calls, each "functions.NAME:IDX<|tool_call_argument_begin|>{..}".
+inline constexpr std::string_view kKimiSectionBegin = "<|tool_calls_section_begin|>";
+inline constexpr std::string_view kKimiSectionEnd = "<|tool_calls_section_end|>";
+inline constexpr std::string_view kKimiCallBegin = "<|tool_call_begin|>";
+inline constexpr std::string_view kKimiArgumentBegin = "<|tool_call_argument_begin|>";
+inline constexpr std::string_view kKimiCallEnd = "<|tool_call_end|>";
+// GLM-4.5 / 4.6 / 4.7: <tool_call>NAME <arg_key>K</arg_key><arg_value>V</arg_value>..</tool_call>.
+inline constexpr std::string_view kGlmArgKey = "<arg_key>";
+
 // JSON's whitespace.
 inline bool is_json_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -52,6 +68,26 @@ std::optional<ToolCall> parse_hermes_call(std::string_view body);
 // tools: the request's tools array, or null.
 std::optional<ToolCall> parse_qwen_xml_call(std::string_view body,
                                             const nlohmann::ordered_json& tools = nullptr);
+
+// The text between <｜tool▁calls▁begin｜> and <｜tool▁calls▁end｜>: one or more
+// <｜tool▁call▁begin｜>..<｜tool▁call▁end｜>, in DeepSeek V3's form (the type "function", the
+// separator, the name, then the arguments in a ```json fence) or V3.1's (name, separator,
+// arguments).
+std::optional<std::vector<ToolCall>> parse_deepseek_calls(std::string_view section);
+
+// The text between <|tool_calls_section_begin|> and <|tool_calls_section_end|>: one or more
+// <|tool_call_begin|>ID<|tool_call_argument_begin|>{..}<|tool_call_end|>, where ID is
+// "functions.NAME:INDEX" (the name is taken from it).
+std::optional<std::vector<ToolCall>> parse_kimi_calls(std::string_view section);
+
+// The body between <tool_call> and </tool_call> in GLM-4.5's style: the name (up to a newline or
+// the first <arg_key>), then <arg_key>KEY</arg_key> and <arg_value>VALUE</arg_value> per
+// argument, with or without newlines between them. The template writes strings as they are and
+// other values as JSON, so a value is JSON-typed where it parses as a number, boolean, null,
+// array or object, and text otherwise, or always text when the request's tools declare the
+// parameter a string.
+std::optional<ToolCall> parse_glm_call(std::string_view body,
+                                       const nlohmann::ordered_json& tools = nullptr);
 
 // A Harmony call message: the recipient ("functions.NAME", as in the header's to=) and the
 // message body, a JSON object of arguments.

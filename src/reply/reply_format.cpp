@@ -42,7 +42,10 @@ ToolCallFormat tool_format_of(std::string_view source) {
     // Mistral templates also say "tool_call" (a loop variable), and Llama's say "tool_call" and
     // "parameters", so the bracketed markers are checked first.
     if (contains(source, kMistralCalls)) return ToolCallFormat::MistralToolCalls;
+    if (contains(source, kDeepSeekCallsBegin)) return ToolCallFormat::DeepSeek;
+    if (contains(source, kKimiSectionBegin)) return ToolCallFormat::KimiK2;
     if (contains(source, kHermesOpen)) {
+        if (contains(source, kGlmArgKey)) return ToolCallFormat::GlmXml;
         return contains(source, kQwenFunctionOpen) ? ToolCallFormat::QwenXml
                                                    : ToolCallFormat::Hermes;
     }
@@ -115,6 +118,12 @@ std::string_view to_string(ToolCallFormat format) {
             return "qwen-xml";
         case ToolCallFormat::Harmony:
             return "harmony";
+        case ToolCallFormat::DeepSeek:
+            return "deepseek";
+        case ToolCallFormat::KimiK2:
+            return "kimi-k2";
+        case ToolCallFormat::GlmXml:
+            return "glm-xml";
     }
     return "none";
 }
@@ -176,6 +185,9 @@ Result<ForcedCallGrammar> forced_call_grammar(ToolCallFormat format, const json&
             break;
         case ToolCallFormat::QwenXml:
         case ToolCallFormat::Harmony:
+        case ToolCallFormat::DeepSeek:
+        case ToolCallFormat::KimiK2:
+        case ToolCallFormat::GlmXml:
             // The function name sits in the markup, not in a JSON object, so one schema cannot
             // describe the call.
             return err("forcing a tool call (tool_choice) is not supported for this model's ",

@@ -32,10 +32,21 @@ enum class ToolCallFormat {
     // and a call is a commentary message to a function:
     // <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{..}<|call|>.
     Harmony,
+    // DeepSeek V3, R1 and V3.1: <｜tool▁calls▁begin｜> then per call
+    // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜> (V3.1:
+    // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>), then <｜tool▁calls▁end｜>.
+    DeepSeek,
+    // Kimi K2 / K2.5: <|tool_calls_section_begin|> then per call
+    // <|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{..}<|tool_call_end|>, then
+    // <|tool_calls_section_end|>.
+    KimiK2,
+    // GLM-4.5 / 4.6 / 4.7: <tool_call>NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>..
+    // </tool_call>, values written as text (strings) or JSON (anything else).
+    GlmXml,
 };
 
 // Name for logs and test messages: "none", "hermes", "llama3-json", "mistral", "qwen-xml",
-// "harmony".
+// "harmony", "deepseek", "kimi-k2", "glm-xml".
 std::string_view to_string(ToolCallFormat format);
 
 struct ReplyFormat {
@@ -53,9 +64,10 @@ struct TemplateCapabilities {
 };
 
 // Reads the template source for tool-call markers ("<|channel|>" for Harmony, "[TOOL_CALLS]",
-// "<tool_call>" with or without "<function=", "<|python_tag|>" or a JSON "parameters"
-// instruction) and thinking markers ("<think>" with "</think>"; Harmony's analysis channel).
-// token_texts is the vocabulary (may be empty): when given, thinking also needs
+// DeepSeek's "<｜tool▁calls▁begin｜>", Kimi's "<|tool_calls_section_begin|>", "<tool_call>" with
+// "<arg_key>", with "<function=" or alone, "<|python_tag|>" or a JSON "parameters" instruction) and
+// thinking markers ("<think>" with "</think>"; Harmony's analysis channel). token_texts is the
+// vocabulary (may be empty): when given, thinking also needs
 // "<think>" and "</think>" to be tokens, since templates copied between models sometimes keep
 // the tags only to strip them from old turns.
 TemplateCapabilities detect_capabilities(std::string_view template_source,

@@ -110,8 +110,17 @@ ToolCallSplitter::ToolCallSplitter(ToolCallFormat format, nlohmann::ordered_json
             break;
         case ToolCallFormat::Hermes:
         case ToolCallFormat::QwenXml:
+        case ToolCallFormat::GlmXml:
             open_ = kHermesOpen;
             close_ = kHermesClose;
+            break;
+        case ToolCallFormat::DeepSeek:
+            open_ = kDeepSeekCallsBegin;
+            close_ = kDeepSeekCallsEnd;
+            break;
+        case ToolCallFormat::KimiK2:
+            open_ = kKimiSectionBegin;
+            close_ = kKimiSectionEnd;
             break;
         case ToolCallFormat::Harmony:  // ReplyParser hands the whole reply to HarmonySplitter
             state_ = State::Passthrough;
@@ -191,20 +200,24 @@ bool ToolCallSplitter::block_state(bool at_end, std::string& content,
     }
     const size_t close_at = held_.find(close_, open_.size());
     if (close_at == std::string::npos) {
-        if (at_end) {  // never closed: not a call
-            content += held_;
+        if (at_end) {  // never closed: not a call, unless a section holds complete calls
+            const auto decoded = is_section_format()
+                                     ? decode_block(std::string_view(held_).substr(open_.size()))
+                                     : std::nullopt;
+            if (decoded) {
+                calls.insert(calls.end(), decoded->begin(), decoded->end());
+            } else {
+                content += held_;
+            }
             held_.clear();
         }
         return false;
     }
     const size_t end = close_at + close_.size();
-    const std::string_view body =
-        std::string_view(held_).substr(open_.size(), close_at - open_.size());
-    std::optional<ToolCall> call = format_ == ToolCallFormat::QwenXml
-                                       ? parse_qwen_xml_call(body, tools_)
-                                       : parse_hermes_call(body);
-    if (call) {
-        calls.push_back(std::move(*call));
+    const auto decoded =
+        decode_block(std::string_view(held_).substr(open_.size(), close_at - open_.size()));
+    if (decoded) {
+        calls.insert(calls.end(), decoded->begin(), decoded->end());
         after_call_ = true;
     } else {
         content.append(held_, 0, end);  // as Ollama does: unparsable markup is returned as text
@@ -212,6 +225,27 @@ bool ToolCallSplitter::block_state(bool at_end, std::string& content,
     held_.erase(0, end);
     state_ = State::Text;
     return true;
+}
+
+std::optional<std::vector<ToolCall>> ToolCallSplitter::decode_block(std::string_view body) const {
+    std::optional<ToolCall> call;
+    switch (format_) {
+        case ToolCallFormat::DeepSeek:
+            return parse_deepseek_calls(body);
+        case ToolCallFormat::KimiK2:
+            return parse_kimi_calls(body);
+        case ToolCallFormat::QwenXml:
+            call = parse_qwen_xml_call(body, tools_);
+            break;
+        case ToolCallFormat::GlmXml:
+            call = parse_glm_call(body, tools_);
+            break;
+        default:
+            call = parse_hermes_call(body);
+            break;
+    }
+    if (!call) return std::nullopt;
+    return std::vector<ToolCall>{std::move(*call)};
 }
 
 // ---------------------------------------------------------------------------------------------

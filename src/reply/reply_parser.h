@@ -45,7 +45,11 @@ class ThinkingSplitter {
 };
 
 // Tool-call markup in the content stream, per format:
-//   Hermes, QwenXml: each <tool_call>..</tool_call> block becomes a call as soon as it closes.
+//   Hermes, QwenXml, GlmXml: each <tool_call>..</tool_call> block becomes a call as soon as it
+//   closes.
+//   DeepSeek, KimiK2: each section of calls becomes calls as soon as it closes; a section still
+//   open when the reply ends counts when every call in it is complete (the model may stop right
+//   after the last call).
 //   MistralToolCalls: from the first [TOOL_CALLS] on, the rest of the reply is the calls.
 //   Llama3Json: a reply that begins with '{' or <|python_tag|> is the calls.
 // The last two are decided at the end of the reply, when the text is known to be complete.
@@ -61,6 +65,11 @@ class ToolCallSplitter {
     // Each returns true when it moved to another state, which then looks at the held text.
     bool text_state(bool at_end, std::string& content);
     bool block_state(bool at_end, std::string& content, std::vector<ToolCall>& calls);
+    // The calls in the text between open_ and close_, or nothing when it is not calls.
+    std::optional<std::vector<ToolCall>> decode_block(std::string_view body) const;
+    bool is_section_format() const {
+        return format_ == ToolCallFormat::DeepSeek || format_ == ToolCallFormat::KimiK2;
+    }
 
     ToolCallFormat format_;
     nlohmann::ordered_json tools_;

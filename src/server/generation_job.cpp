@@ -61,6 +61,7 @@ std::string render_messages(const HostedModel& h, const GenerationJob& job, cons
     if (tools_offered(job)) ctx["tools"] = job.tools;
     if (job.model->has_capability("thinking")) {
         ctx["enable_thinking"] = think;
+        ctx["thinking"] = think;  // DeepSeek V3.1's and Kimi K2.5's name for the switch
         // A level ("think": "high", OpenAI's reasoning_effort) goes to the templates that read
         // one (gpt-oss: low, medium, high); the others ignore the variable.
         if (think && !job.think.level.empty()) {
@@ -68,6 +69,13 @@ std::string render_messages(const HostedModel& h, const GenerationJob& job, cons
         }
     }
     auto text = h.chat_template->render(ctx);
+    if (!text) {
+        json as_text = tool_arguments_as_text(messages);
+        if (as_text != messages) {
+            ctx["messages"] = std::move(as_text);
+            if (auto retried = h.chat_template->render(ctx)) text = std::move(retried);
+        }
+    }
     if (!text) throw ApiError(500, "chat template: " + text.error().message);
     if (prefill) {
         const std::string content = messages.back().value("content", "");
@@ -249,6 +257,24 @@ void check_room_for_answer(const JsonTokenConstraint& c, const GenerationJob& jo
 }
 
 }  // namespace
+
+json tool_arguments_as_text(const json& messages) {
+    json out = messages;
+    if (!out.is_array()) return out;
+    for (json& m : out) {
+        if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+        for (json& call : m["tool_calls"]) {
+            if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+                continue;
+            }
+            json& function = call["function"];
+            if (function.contains("arguments") && !function["arguments"].is_string()) {
+                function["arguments"] = function["arguments"].dump();
+            }
+        }
+    }
+    return out;
+}
 
 void check_capabilities(const GenerationJob& job) {
     const ServedModelInfo& m = *job.model;

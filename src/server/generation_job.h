@@ -75,6 +75,12 @@ using DeltaSink = std::function<bool(const ReplyDelta&, const std::vector<TokenC
 // Runs on the worker thread. Errors are ApiError (status and message).
 GenerationOutcome run_generation(ModelHost& host, GenerationJob& job, const DeltaSink& sink);
 
+// The messages with each tool call's arguments written as JSON text, as OpenAI sends them.
+// Requests keep arguments as objects (Ollama's form), which most templates print with tojson;
+// some (DeepSeek V3.1's) concatenate them as text and fail on an object, so a render that fails
+// is tried once more with these.
+json tool_arguments_as_text(const json& messages);
+
 // Ollama's checks that need the model but not its weights (capabilities): done before the
 // request is queued so that they answer with a proper status.
 void check_capabilities(const GenerationJob& job);

@@ -1,6 +1,7 @@
 #include "store/model_store.h"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 namespace strata {
@@ -50,6 +51,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
         s->views_ = s->arena_.views();
         s->globals_ = s->views_.globals;
         s->find_expert_stacks();
+        STRATA_TRY(s->read_selection_biases(info));
         return s;
     }
     STRATA_ASSIGN(s->reader_, StreamReader::open(info.file.path, 32));
@@ -110,6 +112,7 @@ Result<std::unique_ptr<ModelStore>> ModelStore::open(const ModelInfo& info,
     s->active_experts_.assign(size_t(s->n_layer_), {});
     s->reset_stats();  // the cache's warm-up is part of opening, not of the run
     s->find_expert_stacks();
+    STRATA_TRY(s->read_selection_biases(info));
     return s;
 }
 
@@ -204,6 +207,46 @@ const TensorView* ModelStore::resident_router_bias(int layer) const {
     if (!resident_router(layer)) return nullptr;
     const TensorView& b = views_.layers[size_t(layer)].bias(TensorRole::MoeRouter);
     return b.present() ? &b : nullptr;
+}
+
+const float* ModelStore::selection_bias(int layer) const {
+    if (layer < 0 || size_t(layer) >= has_selection_bias_.size() ||
+        !has_selection_bias_[size_t(layer)]) {
+        return nullptr;
+    }
+    return selection_bias_.data() + size_t(layer) * size_t(n_expert_);
+}
+
+Result<void> ModelStore::read_selection_biases(const ModelInfo& info) {
+    for (const ModelTensor& t : info.tensors) {
+        if (t.role != TensorRole::MoeRouterBias || !t.is_bias || t.layer < 0 ||
+            t.layer >= n_layer_) {
+            continue;
+        }
+        const TensorInfo& ti = info.info(t);
+        if (ti.type != TensorType::F32 || ti.n_elements() != uint64_t(n_expert_)) {
+            return err("tensor " + ti.name + " should hold " + std::to_string(n_expert_) +
+                       " F32 values (one per expert) but is " +
+                       std::string(tensor_type_name(ti.type)) + " " + ti.shape_string());
+        }
+        if (selection_bias_.empty()) {
+            selection_bias_.assign(size_t(n_layer_) * size_t(n_expert_), 0.0f);
+            has_selection_bias_.assign(size_t(n_layer_), 0);
+        }
+        float* dst = selection_bias_.data() + size_t(t.layer) * size_t(n_expert_);
+        const TensorView* v = size_t(t.layer) < views_.layers.size()
+                                  ? &views_.layers[size_t(t.layer)].bias(TensorRole::MoeRouterBias)
+                                  : nullptr;
+        if (v && v->present() && v->where.host_readable()) {
+            std::memcpy(dst, v->data, ti.n_bytes);
+        } else if (reader_.io) {
+            STRATA_TRY(reader_.io->read(ti.offset, size_t(ti.n_bytes), dst));
+        } else {
+            return err("tensor " + ti.name + " is neither in memory nor readable from the file");
+        }
+        has_selection_bias_[size_t(t.layer)] = 1;
+    }
+    return {};
 }
 
 Result<WeightStore::EmbeddingLookup> ModelStore::embedding_rows(std::span<const int32_t> tokens) {

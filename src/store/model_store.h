@@ -51,6 +51,7 @@ class ModelStore final : public WeightStore {
     MemoryPlace experts_place(int layer) const override;
     const TensorView* resident_router(int layer) const override;
     const TensorView* resident_router_bias(int layer) const override;
+    const float* selection_bias(int layer) const override;
     Result<EmbeddingLookup> embedding_rows(std::span<const int32_t> tokens) override;
     int head_pieces() const override;
     Result<const TensorView*> acquire_head_piece(int piece, int64_t& first_row) override;
@@ -79,6 +80,9 @@ class ModelStore final : public WeightStore {
     // The routing statistics: kept with an expert cache, a GPU level or a statistics file; read
     // from layout.experts.stats_path at open (a bad file is a warning), saved there on close.
     void open_routing_statistics(const ModelInfo& info, const StoreLayout& layout);
+    // Every layer's selection bias as host floats (selection_bias_), from the views where the
+    // host reads them, else from the file (once, at open).
+    Result<void> read_selection_biases(const ModelInfo& info);
     // One routed expert of `layer` when it stays in host memory for the whole run (so the GPU
     // level may copy it without acquiring it); nullptr otherwise.
     const ExpertView* resident_expert(int layer, int expert) const;
@@ -105,6 +109,9 @@ class ModelStore final : public WeightStore {
     std::vector<LayerView> active_;
     std::vector<std::vector<ExpertView>> active_experts_;
     std::vector<std::optional<ExpertStack>> stacks_;  // resident_experts, by layer
+    // [layer][expert] selection biases (n_expert_ floats a layer), and which layers have one.
+    std::vector<float> selection_bias_;
+    std::vector<char> has_selection_bias_;
     StoreStats stats_;
     // The routed-expert hierarchy (model_store_experts.cpp). The routing statistics, where they
     // are saved, and whether they are kept.

@@ -114,6 +114,10 @@ class WeightStore {
     virtual const TensorView* resident_router(int /*layer*/) const { return nullptr; }
     // That router's bias (gpt-oss), where resident_router gives the router and it has one.
     virtual const TensorView* resident_router_bias(int /*layer*/) const { return nullptr; }
+    // The selection bias of `layer`'s router (exp_probs_b: n_expert floats added to the scores
+    // that choose experts) in host memory, wherever the layer's own copy lies, for as long as
+    // the store lives; nullptr where the layer has none.
+    virtual const float* selection_bias(int /*layer*/) const { return nullptr; }
 
     // The GPU level of the expert hierarchy (store/vram_expert_cache.h), in front of the store's
     // own levels for the layers `serves` marks (one flag a layer): `entries` entries of

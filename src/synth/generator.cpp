@@ -234,14 +234,18 @@ std::vector<MetadataEntry> model_metadata(const ModelHparams& hp, uint32_t file_
         if (!(traits && traits->expert_width_default == ExpertWidthDefault::FfnLength)) {
             put("expert_feed_forward_length", hp.n_ff_exp);
         }
-        const bool ungated = traits && traits->shared_expert_ungated;
-        if (hp.n_ff_shexp > 0 && !ungated) {
-            put("expert_shared_feed_forward_length", hp.n_ff_shexp);
-        }
-        if (ungated) put("expert_shared_count", hp.n_expert_shared);
+        if (hp.n_ff_shexp > 0) put("expert_shared_feed_forward_length", hp.n_ff_shexp);
         if (hp.n_leading_dense > 0) put("leading_dense_block_count", hp.n_leading_dense);
-        if (hp.norm_topk_prob && !(traits && traits->norm_topk_prob)) {
-            put("expert_weights_norm", true);
+        if (traits && (traits->selection_bias || traits->shared_width_from_experts)) {
+            // The deepseek-style routing keys, as the reference converter writes them.
+            put("expert_shared_count", hp.n_expert_shared);
+            put("expert_gating_func", uint32_t(hp.expert_gating == ExpertGating::Sigmoid ? 2 : 1));
+            put("expert_weights_scale", hp.expert_weights_scale);
+            put("expert_weights_norm", hp.norm_topk_prob);
+            if (hp.grouped_routing()) {
+                put("expert_group_count", hp.n_expert_group);
+                put("expert_group_used_count", hp.n_expert_group_used);
+            }
         }
     }
     m.push_back({"general.file_type", file_type});

@@ -93,7 +93,8 @@ TensorType mixed_type(const TensorSpec& spec, const WeightFormat& w, const Model
         return fits_blocks(w.base, spec.row_length()) ? T::Q6_K : T::Q8_0;
     }
     switch (spec.role) {
-        case TensorRole::AttnV: {
+        case TensorRole::AttnV:
+        case TensorRole::AttnKvB: {  // llama-quantize counts attn_kv_b with attn_v
             T t = w.base;
             if (m == M::Q2_K)
                 t = n_gqa >= 4 ? T::Q4_K : T::Q3_K;

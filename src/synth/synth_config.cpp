@@ -29,14 +29,25 @@ struct PresetShape {
     // qwen3next: q, k, v and z in one projection (ssm_in), as the earlier converters wrote them;
     // false: attn_qkv and attn_gate, as the current one does.
     bool fused_qkvz = false;
+    // Deepseek-style MoE (glm4moe): leading dense layers, the routed scaling factor (0: none),
+    // renormalised weights, q/k/v biases and q/k norms, multi-token-prediction blocks after the
+    // trunk.
+    uint32_t leading_dense = 0;
+    float expert_scale = 0.0f;
+    bool norm_weights = false, qkv_bias = false, qk_norm = false;
+    uint32_t nextn = 0;
+    // DeepSeek-V3's router where the family's default is another: sigmoid scores with a
+    // selection bias (exp_probs_b), and group-limited top-k (groups, groups used; 0: none).
+    bool sigmoid_routing = false;
+    uint32_t expert_groups = 0, expert_groups_used = 0;
     // Multi-head latent attention (deepseek2): the query's and the latent's ranks, the value
-    // head size (head_dim above is the key head's, no-rope part and n_rot together).
+    // head size (head_dim above is the key head's, no-rope part and n_rot together), and YaRN's
+    // mscale_all_dim.
     uint32_t n_lora_q = 0, n_lora_kv = 0, head_dim_v = 0;
-    // DeepSeek-style mixtures: the dense layers before the first routed one, the (ungated)
-    // shared experts and the renormalised top-k weights, and YaRN's mscale_all_dim.
-    uint32_t n_leading_dense = 0, n_expert_shared = 0;
-    bool norm_topk = false;
     float mscale_all_dim = 0.0f;
+    // attn_kv_b in place of attn_k_b and attn_v_b, as the earlier converters wrote them (with
+    // the heads' sizes in key_length and value_length, and as many KV heads as query heads).
+    bool mla_kv_b = false;
 };
 
 // Tiny presets mirror the golden synthetic families (n_embd 256, 2 layers, GQA 8:2, every row a
@@ -319,6 +330,85 @@ constexpr PresetShape kPresets[] = {
      128,
      32.0f,
      4096},
+    // GLM-4.5: the tiny one has one leading dense layer, an ungated shared expert as wide as an
+    // expert, sigmoid routing with a selection bias and scale 2.5, q/k/v biases, q/k norms and
+    // half of each head rotated. The full shapes are the published configs (hidden 5120 / 4096,
+    // 92 / 46 layers of which 3 / 1 dense, 96 query and 8 KV heads of 128 with half rotated,
+    // dense FFN 12288 / 10944, 160 / 128 experts of 1536 / 1408 top-8 plus one shared expert as
+    // wide, routed scaling 2.5 / 1, q/k norms in the 355B only, rope_theta 1e6, 131072
+    // positions, untied, one multi-token-prediction block): 353 B and 107 B parameters in the
+    // trunk, 33 B and 12 B active per token.
+    {.name = "tiny-glm4moe",
+     .description = "glm4moe (GLM-4.5), 4 layers (1 dense), 16 experts top-4 + shared, untied",
+     .arch = "glm4moe",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .head_dim = 64,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 256,
+     .n_ctx = 4096,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 32,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .qk_norm = true},
+    {.name = "glm-4.5",
+     .description = "GLM-4.5 (355B-A32B) shape: 92 layers (3 dense), 160 experts top-8, "
+                    "+1 MTP block (~215 GB at Q4_K_M)",
+     .arch = "glm4moe",
+     .n_embd = 5120,
+     .n_layer = 92,
+     .n_head = 96,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_ff = 12288,
+     .n_expert = 160,
+     .n_expert_used = 8,
+     .n_ff_exp = 1536,
+     .n_ff_shexp = 1536,
+     .n_ctx = 131072,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 64,
+     .leading_dense = 3,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .qk_norm = true,
+     .nextn = 1},
+    {.name = "glm-4.5-air",
+     .description = "GLM-4.5-Air (106B-A12B) shape: 46 layers (1 dense), 128 experts top-8, "
+                    "+1 MTP block (~71 GB at Q4_K_M)",
+     .arch = "glm4moe",
+     .n_embd = 4096,
+     .n_layer = 46,
+     .n_head = 96,
+     .n_head_kv = 8,
+     .head_dim = 128,
+     .n_ff = 10944,
+     .n_expert = 128,
+     .n_expert_used = 8,
+     .n_ff_exp = 1408,
+     .n_ff_shexp = 1408,
+     .n_ctx = 131072,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-5f,
+     .tied = false,
+     .n_rot = 64,
+     .leading_dense = 1,
+     .norm_weights = true,
+     .qkv_bias = true,
+     .nextn = 1},
     // DeepSeek-V3 / Kimi K2 (deepseek2): latent attention, leading dense layers, routed experts
     // beside a shared one, YaRN with DeepSeek's attention scaling. The tiny one keeps every piece
     // at a small size (one leading dense layer, a compressed query, 16 experts top-4) with sizes
@@ -343,20 +433,55 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 32,
      .yarn_factor = 4.0f,
      .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
      .n_lora_q = 128,
      .n_lora_kv = 128,
      .head_dim_v = 64,
-     .n_leading_dense = 1,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
+    {.name = "tiny-deepseek2-kvb",
+     .description = "deepseek2 with attn_kv_b (and 8 KV heads), as the earlier converters wrote it",
+     .arch = "deepseek2",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 8,
+     .n_head_kv = 8,
+     .head_dim = 96,
+     .n_ff = 512,
+     .n_expert = 16,
+     .n_expert_used = 4,
+     .n_ff_exp = 256,
+     .n_ff_shexp = 0,
+     .n_ctx = 4096,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tied = false,
+     .n_rot = 32,
+     .yarn_factor = 4.0f,
+     .yarn_orig_ctx = 1024,
+     .leading_dense = 1,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 4,
+     .expert_groups_used = 2,
+     .n_lora_q = 128,
+     .n_lora_kv = 128,
+     .head_dim_v = 64,
+     .mscale_all_dim = 1.0f,
+     .mla_kv_b = true},
     // The published configs: DeepSeek-V3 (and R1): hidden 7168, 61 layers of which 3 dense
     // (18432 wide), 128 heads of 128 + 64 rotated (values 128), q_lora 1536, kv_lora 512, 256
     // experts of 2048 top-8 plus one shared, YaRN x40 over 4096 positions. Kimi K2.5 (its text
     // model, K2's shape with 256K context): 1 dense layer, 64 heads, 384 experts top-8 plus one
     // shared, rope_theta 50000, YaRN x64 over 4096.
     {.name = "deepseek-v3",
-     .description = "DeepSeek-V3 shape: 61 layers (3 dense), MLA, 256 experts top-8 (671 B)",
+     .description =
+         "DeepSeek-V3 shape: 61 layers (3 dense), MLA, 256 experts top-8 (403 GB at Q4_K_M)",
      .arch = "deepseek2",
      .n_embd = 7168,
      .n_layer = 61,
@@ -375,15 +500,19 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 64,
      .yarn_factor = 40.0f,
      .yarn_orig_ctx = 4096,
+     .leading_dense = 3,
+     .expert_scale = 2.5f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
+     .expert_groups = 8,
+     .expert_groups_used = 4,
      .n_lora_q = 1536,
      .n_lora_kv = 512,
      .head_dim_v = 128,
-     .n_leading_dense = 3,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
     {.name = "kimi-k2.5",
-     .description = "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (1.03 T)",
+     .description =
+         "Kimi K2.5 shape: 61 layers (1 dense), MLA, 384 experts top-8 (619 GB at Q4_K_M)",
      .arch = "deepseek2",
      .n_embd = 7168,
      .n_layer = 61,
@@ -402,12 +531,13 @@ constexpr PresetShape kPresets[] = {
      .n_rot = 64,
      .yarn_factor = 64.0f,
      .yarn_orig_ctx = 4096,
+     .leading_dense = 1,
+     .expert_scale = 2.827f,
+     .norm_weights = true,
+     .sigmoid_routing = true,
      .n_lora_q = 1536,
      .n_lora_kv = 512,
      .head_dim_v = 128,
-     .n_leading_dense = 1,
-     .n_expert_shared = 1,
-     .norm_topk = true,
      .mscale_all_dim = 1.0f},
 };
 
@@ -430,21 +560,6 @@ std::string known_arch_list() {
         out += t.name;
     }
     return out;
-}
-
-// Latent attention: a latent, a rotated part smaller than the key head (--head-dim) and a value
-// head size, as a preset gives them.
-Result<void> validate_mla_shape(const ModelHparams& hp, uint32_t head_dim) {
-    if (hp.n_lora_kv == 0 || hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot >= head_dim ||
-        hp.head_dim_v == 0) {
-        return err(hp.arch,
-                   " needs the latent attention's shape (kv rank, an even rotated part smaller "
-                   "than the head, a value head size): start from a preset such as "
-                   "tiny-deepseek2");
-    }
-    STRATA_TRY(check_dim("the kv rank", hp.n_lora_kv, kMaxDim));
-    if (hp.n_lora_q > kMaxDim) return check_dim("the query rank", hp.n_lora_q, kMaxDim);
-    return {};
 }
 
 }  // namespace
@@ -475,13 +590,19 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
         hp.n_ff_shexp = p.n_ff_shexp;
         hp.rope_freq_base = p.rope_base;
         hp.tied_output = p.tied;
+        hp.n_rot = p.n_rot;
+        hp.n_leading_dense = p.leading_dense;
+        if (p.expert_scale > 0.0f) hp.expert_weights_scale = p.expert_scale;
+        hp.norm_topk_prob = p.norm_weights;
+        hp.has_qkv_bias = p.qkv_bias;
+        hp.has_qk_norm = p.qk_norm;
+        hp.n_layer_nextn = p.nextn;
         if (p.ssm_state > 0) {
             hp.ssm_d_conv = 4;
             hp.ssm_d_state = p.ssm_state;
             hp.ssm_n_group = p.ssm_k_heads;
             hp.ssm_dt_rank = p.ssm_v_heads;
             hp.ssm_d_inner = p.ssm_state * p.ssm_v_heads;
-            hp.n_rot = p.n_rot;
             hp.ssm_fused_qkvz = p.fused_qkvz;
             const ArchTraits* traits = find_arch_traits(hp.arch);
             if (traits && traits->rope_sections) {
@@ -497,18 +618,42 @@ std::optional<ModelHparams> synth_preset(std::string_view name) {
             hp.rope_scaling.original_context = p.yarn_orig_ctx;
             hp.rope_scaling.mscale_all_dim = p.mscale_all_dim;
         }
+        if (p.sigmoid_routing) {
+            hp.expert_gating = ExpertGating::Sigmoid;
+            hp.has_selection_bias = true;
+        }
+        hp.n_expert_group = p.expert_groups;
+        hp.n_expert_group_used = p.expert_groups_used;
         if (p.n_lora_kv > 0) {
-            hp.n_rot = p.n_rot;
             hp.n_lora_q = p.n_lora_q;
             hp.n_lora_kv = p.n_lora_kv;
             hp.head_dim_v = p.head_dim_v;
+            hp.mla_kv_b = p.mla_kv_b;
         }
-        hp.n_leading_dense = p.n_leading_dense;
-        hp.n_expert_shared = p.n_expert_shared;
-        hp.norm_topk_prob = p.norm_topk;
         return hp;
     }
     return std::nullopt;
+}
+
+// Latent attention: a latent, a rotated part smaller than the key head (--head-dim) and a value
+// head size, as a preset gives them.
+Result<void> validate_mla_shape(const ModelHparams& hp, uint32_t head_dim) {
+    if (hp.n_lora_kv == 0 || hp.n_rot == 0 || hp.n_rot % 2 != 0 || hp.n_rot >= head_dim ||
+        hp.head_dim_v == 0) {
+        return err(hp.arch,
+                   " needs the latent attention's shape (kv rank, an even rotated part smaller "
+                   "than the head, a value head size): start from a preset such as "
+                   "tiny-deepseek2");
+    }
+    STRATA_TRY(check_dim("the kv rank", hp.n_lora_kv, kMaxDim));
+    if (hp.n_lora_q > kMaxDim) return check_dim("the query rank", hp.n_lora_q, kMaxDim);
+    return {};
+}
+
+ModelHparams cut_to_layers(ModelHparams hp, uint32_t n_layer) {
+    hp.n_layer = n_layer;
+    if (n_layer > 0 && hp.n_leading_dense >= n_layer) hp.n_leading_dense = n_layer - 1;
+    return hp;
 }
 
 Result<void> validate_synth_shape(const ModelHparams& hp) {
@@ -545,10 +690,6 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
         return err("key and value head sizes differ (", std::to_string(hp.head_dim_k), " vs ",
                    std::to_string(hp.head_dim_v), "); synthetic models use one --head-dim");
     }
-    if (hp.n_leading_dense > hp.n_layer) {
-        return err("the ", std::to_string(hp.n_leading_dense), " leading dense layers exceed ",
-                   flag_value("--layers", hp.n_layer));
-    }
 
     if (!traits->hybrid_delta_net && hp.ssm_d_state != 0) {
         return err(hp.arch, " has no delta-net layers; a hybrid preset's shape does not fit it");
@@ -565,11 +706,16 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
                        " must be even and at most the head dimension");
         }
     }
-    if (hp.n_layer_nextn > 0 && !traits->hybrid_delta_net) {
+    if (hp.n_layer_nextn > 0 && !traits->nextn_blocks) {
         return err(
-            "--nextn: multi-token-prediction blocks are written for the hybrid families "
-            "only (qwen35, qwen35moe, qwen3next)");
+            "--nextn: multi-token-prediction blocks are written for the families whose "
+            "converter writes them (qwen35, qwen35moe, qwen3next, glm4moe)");
     }
+    if (hp.n_leading_dense > 0 && (hp.n_expert == 0 || hp.n_leading_dense >= hp.n_layer)) {
+        return err("the ", std::to_string(hp.n_leading_dense),
+                   " leading dense layers leave no layer with experts: give --layers above it");
+    }
+    if (hp.n_leading_dense > 0) STRATA_TRY(check_dim("--ff", hp.n_ff, kMaxDim));
     if (hp.n_layer_nextn > kMaxLayers - hp.n_layer) {
         return err(flag_value("--nextn", hp.n_layer_nextn), " is too large (block_count at most ",
                    std::to_string(kMaxLayers), ")");
@@ -588,7 +734,9 @@ Result<void> validate_synth_shape(const ModelHparams& hp) {
         return err(hp.arch, " models have their own output head (output.weight)");
     }
     if (hp.n_ff_shexp != 0 && !traits->shared_expert) {
-        return err(hp.arch, " has no shared expert; --ff-shexp applies to qwen2moe (set it to 0)");
+        return err(hp.arch,
+                   " has no shared expert; --ff-shexp applies to the families with one (set it "
+                   "to 0)");
     }
     if (hp.n_expert == 0) return check_dim("--ff", hp.n_ff, kMaxDim);
 

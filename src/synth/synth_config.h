@@ -43,6 +43,11 @@ std::vector<SynthPreset> synth_presets();
 // The shape of a preset (arch, name and sizes); nullopt for an unknown name.
 std::optional<ModelHparams> synth_preset(std::string_view name);
 
+// A shape cut to `n_layer` layers (`strata synth --layers`, a cut of a full-size model): the
+// leading dense layers are kept while a layer with experts is left after them, else all but the
+// last.
+ModelHparams cut_to_layers(ModelHparams hp, uint32_t n_layer);
+
 // Checks an architecture and shape as given (before defaults are applied). The error names the
 // command-line flag to change, e.g. "--kv-heads 3 does not divide --heads 8".
 Result<void> validate_synth_shape(const ModelHparams& hp);

@@ -122,6 +122,12 @@ WeightInit weight_init(const TensorSpec& spec, const ModelHparams& hp) {
     } else {
         w.kind = InitKind::Normal;
         w.sigma = role_gain(spec.role) / std::sqrt(static_cast<float>(spec.row_length()));
+        // A sigmoid router's scores saturate where softmax logits only spread apart: at the
+        // softmax routers' gain most of the chosen experts score near 1 and the selection bias
+        // decides between near-ties. Logits of about two keep the scores apart.
+        if (spec.role == TensorRole::MoeRouter && hp.expert_gating == ExpertGating::Sigmoid) {
+            w.sigma *= 2.0f / role_gain(spec.role);
+        }
     }
     return w;
 }

@@ -77,6 +77,25 @@ constexpr std::string_view kGpt4o =
 constexpr std::string_view kDeepseekV3 =
     R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Kimi K2 (tiktoken): o200k's case-aware words with their marks, but Han ideographs are never
+// part of a word: a run of them is a piece of its own, matched first. The model's expression
+// writes the word classes as intersections ([\p{Lu}..\p{M}&&[^\p{Han}]]); here each letter is
+// preceded by a negative lookahead instead. Han is the Script property: PCRE2's bare \p{Han}
+// would take Script_Extensions, which adds CJK punctuation such as "。".
+// Here strata departs from llama.cpp on purpose, as for o200k: llama.cpp's hand-written splitter
+// for "kimi-k2" takes a word as any run of letters without marks or case changes, so it cuts
+// Devanagari or decomposed Latin at each mark, and keeps no whole-token pre-token. Case changes
+// do not matter for the ids (no token spans one), marks do; tests/external checks strata against
+// the model's expression (compare_tokenizers.mjs) and against llama.cpp where the two agree
+// (compare_pretokenizers_llama_cpp.mjs).
+constexpr std::string_view kKimiK2 =
+    R"(\p{sc=Han}+)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])*)"
+    R"((?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?!\p{sc=Han})[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])+)"
+    R"((?:(?!\p{sc=Han})[\p{Ll}\p{Lm}\p{Lo}\p{M}])*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 const std::vector<PreTokenizerRules>& all_rules() {
     static const std::vector<PreTokenizerRules> rules = {
         {.names = {"default"},
@@ -86,7 +105,9 @@ const std::vector<PreTokenizerRules>& all_rules() {
          .ignore_merges = true,
          .add_bos = true},
         {.names = {"dbrx", "smaug-bpe"}, .patterns = {kLlama3}},
-        {.names = {"chatglm-bpe"}, .patterns = {kLlama3}, .clear_bos = true},
+        // GLM-4 and GLM-4.5/4.6/4.7 (glm4moe): Llama 3's expression; the vocabulary has no BOS (the
+        // chat template writes [gMASK]<sop> itself).
+        {.names = {"chatglm-bpe", "glm4"}, .patterns = {kLlama3}, .clear_bos = true},
         {.names = {"deepseek-llm"},
          .patterns = {R"([\r\n])", kDeepseekLlmLetters, kDeepseekLlmPunct, R"(\s+$)", kDeepseekCjk,
                       R"(\p{N}+)"}},
@@ -112,6 +133,7 @@ const std::vector<PreTokenizerRules>& all_rules() {
                       "([\\t\\n]|    |  )", R"(\p{N})", R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
          .add_bos = true},
         {.names = {"gpt-4o"}, .patterns = {kGpt4o}, .ignore_merges = true},
+        {.names = {"kimi-k2"}, .patterns = {kKimiK2}, .ignore_merges = true},
     };
     return rules;
 }

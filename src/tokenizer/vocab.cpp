@@ -40,10 +40,11 @@ namespace {
 
 // Texts that mark the end of a turn in the chat formats llama.cpp knows; such a token ends
 // generation and is treated as a control token whatever its type in the file. <|return|> and
-// <|call|> end an assistant turn in OpenAI's Harmony format (gpt-oss).
-constexpr std::array<std::string_view, 9> kEndOfGenerationTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>",    "<end_of_turn>", "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "<|return|>", "<|call|>",
+// <|call|> end an assistant turn in OpenAI's Harmony format (gpt-oss); [EOT] and [EOS] are Kimi
+// K2's.
+constexpr std::array<std::string_view, 11> kEndOfGenerationTexts = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>",  "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>",      "<|return|>", "<|call|>", "[EOT]",         "[EOS]",
 };
 // Harmony's framing tokens. A reply is several messages, "<|channel|>analysis<|message|>..
 // <|end|><|start|>assistant<|channel|>final<|message|>..<|return|>", so these must reach the
@@ -51,6 +52,23 @@ constexpr std::array<std::string_view, 9> kEndOfGenerationTexts = {
 // message, must not end generation there.
 constexpr std::array<std::string_view, 4> kHarmonyFramingTexts = {"<|channel|>", "<|message|>",
                                                                   "<|start|>", "<|constrain|>"};
+// Tool-call and reasoning markup that the converter types as control tokens (their text looks
+// like "<|..|>" or "<｜..｜>"), but that the reply parser must see as text: DeepSeek V3's and Kimi
+// K2's tool-call framing, and Kimi's <think> and </think>.
+constexpr std::array<std::string_view, 12> kReplyMarkupTexts = {
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁calls▁end｜>",
+    "<｜tool▁call▁begin｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁sep｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>",
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<think>",
+    "</think>",
+};
 // Also ends generation when the file types it as a control token (Llama 3's end of text).
 constexpr std::string_view kEndOfTextControl = "<|end_of_text|>";
 
@@ -92,25 +110,26 @@ const std::vector<TextDetected>& text_detected() {
         {&SpecialTokenIds::eot,
          {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
           "<\xEF\xBD\x9C"
-          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"}},  // DeepSeek
+          "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek
+          "[EOT]"}},                                             // Kimi K2
         {&SpecialTokenIds::eom, {"<|eom_id|>"}},
         {&SpecialTokenIds::fim_pre,
          {"<|fim_prefix|>", "<fim-prefix>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81"
           "begin\xEF\xBD\x9C>",
-          "<PRE>"}},
+          "<PRE>", "<|code_prefix|>"}},  // the <|code_..|> ones: GLM-4.5
         {&SpecialTokenIds::fim_suf,
          {"<|fim_suffix|>", "<fim-suffix>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81hole\xEF\xBD\x9C>",
-          "<SUF>"}},
+          "<SUF>", "<|code_suffix|>"}},
         {&SpecialTokenIds::fim_mid,
          {"<|fim_middle|>", "<fim-middle>",
           "<\xEF\xBD\x9C"
           "fim\xE2\x96\x81"
           "end\xEF\xBD\x9C>",
-          "<MID>"}},
+          "<MID>", "<|code_middle|>"}},
         {&SpecialTokenIds::fim_pad, {"<|fim_pad|>", "<fim-pad>", "<PAD>"}},
         {&SpecialTokenIds::fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
         {&SpecialTokenIds::fim_sep, {"<|file_sep|>"}},
@@ -356,16 +375,15 @@ class VocabLoader {
         }
         std::sort(eog.begin(), eog.end());
         eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
-        apply_harmony_framing();
+        apply_reply_markup();
     }
 
-    // See kHarmonyFramingTexts. <|end|> stays an end of generation unless the vocabulary also
-    // has Harmony's own turn ends, <|return|> and <|call|> (Phi-3 ends its turns with <|end|>).
-    void apply_harmony_framing() {
-        for (std::string_view text : kHarmonyFramingTexts) {
-            const TokenId id = v_.find(text);
-            if (id != kNoToken) v_.tokens_[static_cast<size_t>(id)].type = TokenType::UserDefined;
-        }
+    // See kHarmonyFramingTexts and kReplyMarkupTexts. <|end|> stays an end of generation unless
+    // the vocabulary also has Harmony's own turn ends, <|return|> and <|call|> (Phi-3 ends its
+    // turns with <|end|>).
+    void apply_reply_markup() {
+        for (std::string_view text : kHarmonyFramingTexts) make_user_defined(text);
+        for (std::string_view text : kReplyMarkupTexts) make_user_defined(text);
         const TokenId end = v_.find("<|end|>");
         if (end == kNoToken || v_.find("<|return|>") == kNoToken ||
             v_.find("<|call|>") == kNoToken) {
@@ -374,6 +392,11 @@ class VocabLoader {
         std::vector<TokenId>& eog = v_.eog_;
         eog.erase(std::remove(eog.begin(), eog.end(), end), eog.end());
         v_.tokens_[static_cast<size_t>(end)].type = TokenType::UserDefined;
+    }
+
+    void make_user_defined(std::string_view text) {
+        const TokenId id = v_.find(text);
+        if (id != kNoToken) v_.tokens_[static_cast<size_t>(id)].type = TokenType::UserDefined;
     }
 
     void check_bos_eos() {

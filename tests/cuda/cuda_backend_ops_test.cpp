@@ -253,8 +253,8 @@ TEST_P(CudaBackendOps, EveryBlockMatchesTheCpuBackend) {
                 }
                 p.cpu->end_experts(Act::Out, rows);
                 const bool taken =
-                    p.cuda->routed_experts(dw.weight(TensorRole::MoeRouter), {}, *stack, ku, norm,
-                                           Act::Normed, Act::Out, rows);
+                    p.cuda->routed_experts(dw.weight(TensorRole::MoeRouter), {}, {}, *stack, ku,
+                                           norm, Act::Normed, Act::Out, rows);
                 if (!cuda::matvec_q8_supports(type)) {
                     EXPECT_FALSE(taken) << "routed a type the int8 matvec does not take";
                     continue;

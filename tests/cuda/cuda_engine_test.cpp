@@ -198,6 +198,11 @@ std::vector<Case> cases() {
     // the recurrent state across them, the decode steps replay it in graphs.
     // Qwen3-Next: value heads grouped per key head, its fused projections (ssm_in, ssm_ba)
     // ungrouped on the device, plain NEOX rope; -qkv: the current converter's split q/k/v and z.
+    // GLM-4.5: a leading dense layer, sigmoid routing with a selection bias on the device, an
+    // ungated shared expert, partial NEOX rope, q/k/v biases and q/k norms.
+    for (TensorType t : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
+        out.push_back({"tiny-glm4moe", t});
+    }
     for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"}) {
         out.push_back({preset, TensorType::F32, KvType::F16, true});
         out.push_back({preset, TensorType::Q8_0});

@@ -96,10 +96,12 @@ TEST(CudaGptOssRoute, TopKLogitsThenSoftmaxOfThoseK) {
                     gpu::DeviceBuffer::allocate(sizeof(int32_t) * size_t(n * k)).value();
                 const gpu::DeviceBuffer dw =
                     gpu::DeviceBuffer::allocate(sizeof(float) * size_t(n * k)).value();
-                cuda::route_top_k(reinterpret_cast<const float*>(dl.data()), n, n_expert, k, norm,
+                cuda::RouteSpec spec;
+                spec.gating = cuda::RouteGating::SoftmaxOfChosen;
+                spec.norm_weights = norm;
+                cuda::route_top_k(reinterpret_cast<const float*>(dl.data()), n, n_expert, k, spec,
                                   reinterpret_cast<int32_t*>(dc.data()),
-                                  reinterpret_cast<float*>(dw.data()), nullptr,
-                                  cuda::RouteGating::SoftmaxOfChosen);
+                                  reinterpret_cast<float*>(dw.data()), nullptr);
                 const auto got_c = test::download<int32_t>(dc.data(), size_t(n * k));
                 const auto got_w = test::download<float>(dw.data(), size_t(n * k));
                 for (int64_t t = 0; t < n; ++t) {

@@ -102,12 +102,14 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     if (!whole) return {};
     EXPECT_TRUE(whole->gpu_resident());
     const int last = int(info.hparams->n_layer) - 1;
+    // The first layer with experts (after any leading dense layers).
+    const int first = int(info.hparams->n_leading_dense);
     uint64_t last_layer = 0, first_experts = 0, untied_table = 0;
     std::vector<uint64_t> shipped(info.hparams->n_layer, 0);  // per layer: experts and router
     for (const ModelTensor& t : info.tensors) {
         const uint64_t bytes = info.info(t).n_bytes;
         if (t.layer == last) last_layer += bytes;
-        if (t.layer == 0 && t.is_routed_expert()) first_experts += bytes;
+        if (t.layer == first && t.is_routed_expert()) first_experts += bytes;
         if (t.layer >= 0 && (t.is_routed_expert() || t.role == TensorRole::MoeRouter ||
                              t.role == TensorRole::MoeRouterBias)) {
             shipped[size_t(t.layer)] += bytes;
@@ -118,8 +120,9 @@ Plan split_plan(const ModelInfo& info, GpuSplit split, bool streamed) {
     }
     const uint32_t n_layer = info.hparams->n_layer;
     const uint64_t layer_kv = whole->gpu_memory.kv_cache / n_layer;
-    b.gpu_mem = split == GpuSplit::Experts ? whole->gpu_memory.total - untied_table - shipped[0] -
-                                                 (n_layer > 1 ? shipped[1] / 2 : 0) +
+    const size_t f = size_t(first);
+    b.gpu_mem = split == GpuSplit::Experts ? whole->gpu_memory.total - untied_table - shipped[f] -
+                                                 (n_layer > f + 1 ? shipped[f + 1] / 2 : 0) +
                                                  *std::max_element(shipped.begin(), shipped.end())
                 : streamed ? whole->gpu_memory.total - untied_table -
                                  (n_layer - 1) * (last_layer + layer_kv) + last_layer / 2
@@ -232,9 +235,10 @@ TEST_P(CudaSplit, GivesTheLogitsOfTheCpu) {
         }
         ASSERT_EQ(plan.cpu_expert_layers, 0u);
     } else {
+        const uint32_t first = info.hparams->n_leading_dense;
         ASSERT_EQ(plan.gpu_layers, n_layer);
-        ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, n_layer));
-        ASSERT_TRUE(plan.layers.front().experts_on_cpu);
+        ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, n_layer - first));
+        ASSERT_TRUE(plan.layers[first].experts_on_cpu);
     }
     const auto cpu = evaluate(path, std::nullopt);
     const auto split = evaluate(path, plan);
@@ -272,7 +276,7 @@ TEST_P(CudaSplitShipping, GivesThePromptLogitsOfTheWholeModelOnTheGpu) {
     ASSERT_GE(12 * hp.n_expert_used, 2 * hp.n_expert) << "the batch would not ship";
     const Plan plan = split_plan(info, GpuSplit::Experts, false);
     ASSERT_TRUE(plan.gpu_split()) << plan.gpu_note;
-    ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, hp.n_layer));
+    ASSERT_EQ(plan.cpu_expert_layers, std::min(2u, hp.n_layer - hp.n_leading_dense));
     ASSERT_GT(plan.gpu_memory.prompt_staging, 0u) << plan.reason;
     auto whole = whole_gpu_plan(info, kOneBatch);
     ASSERT_TRUE(whole) << whole.error().message;
@@ -556,7 +560,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaSplitGpuExpertCache,
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
                          ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe",
-                                           "tiny-gpt-oss"),
+                                           "tiny-gpt-oss", "tiny-glm4moe"),
                          [](const auto& p) { return test::test_name(p.param); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -569,7 +573,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-qwen35moe", GpuSplit::Experts}, Case{"tiny", GpuSplit::Layers, true},
         Case{"tiny-moe", GpuSplit::Experts, true}, Case{"tiny-qwen3moe", GpuSplit::Experts, true},
         Case{"tiny-gpt-oss", GpuSplit::Layers}, Case{"tiny-gpt-oss", GpuSplit::Experts},
-        Case{"tiny-gpt-oss", GpuSplit::Experts, true}),
+        Case{"tiny-gpt-oss", GpuSplit::Experts, true}, Case{"tiny-glm4moe", GpuSplit::Layers},
+        Case{"tiny-glm4moe", GpuSplit::Experts}, Case{"tiny-glm4moe", GpuSplit::Experts, true}),
     [](const auto& p) {
         return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)) +
                                (p.param.streamed ? "_streamed" : ""));

@@ -63,8 +63,12 @@ const CASES = [
   { preset: "tiny-qwen3next", moe: true, type: "Q8_0" },
   { preset: "tiny-qwen3next-qkv", moe: true, type: "F32" },
   { preset: "tiny-qwen3next", moe: true, type: "Q8_0", nextn: 1 },
+  { preset: "tiny-glm4moe", moe: true, type: "F32" },
+  { preset: "tiny-glm4moe", moe: true, type: "Q8_0" },
+  { preset: "tiny-glm4moe", moe: true, type: "Q8_0", nextn: 1 },
   { preset: "tiny-deepseek2", moe: true, type: "F32" },
   { preset: "tiny-deepseek2", moe: true, type: "Q8_0" },
+  { preset: "tiny-deepseek2-kvb", moe: true, type: "F32" },
 ];
 
 // Text the reference tokenizes into the prompts' ids (the ids, not the text, go to both).

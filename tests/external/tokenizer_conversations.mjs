@@ -1,6 +1,7 @@
 // Conversations for the chat-template comparison: plain turns, system and developer messages,
 // tools with nested parameter schemas, assistant tool calls and tool results, earlier reasoning,
-// thinking switches and reasoning effort, and a few that the templates reject. Each is rendered
+// thinking switches (enable_thinking, thinking) and reasoning effort, call ids and string
+// arguments, and a few that the templates reject. Each is rendered
 // with and without the generation prompt.
 
 const WEATHER = {
@@ -91,6 +92,40 @@ const BASE = [
   { name: "reasoning effort high", messages: [user("Prove it")], reasoning_effort: "high" },
   { name: "reasoning effort low", messages: [user("Quick")], reasoning_effort: "low", tools: [SEARCH] },
   { name: "final assistant turn", messages: [user("Hi"), assistant("Hello there!")] },
+  // DeepSeek V3.1 and Kimi K2.5 switch thinking with `thinking`.
+  { name: "thinking variable on", messages: [user("Careful answer")], thinking: true },
+  { name: "thinking variable off", messages: [user("Quick answer")], thinking: false },
+  {
+    // As OpenAI clients send them: arguments as a JSON string, call ids, tool_call_id on results
+    // (Kimi K2 writes the id into the prompt; DeepSeek's templates need string arguments).
+    name: "string arguments and call ids",
+    messages: [
+      user("Weather in Paris?"),
+      assistant(null, {
+        tool_calls: [{ id: "functions.get_weather:0", type: "function",
+                       function: { name: "get_weather", arguments: "{\"city\": \"Paris\"}" } }],
+      }),
+      { role: "tool", tool_call_id: "functions.get_weather:0", content: "sunny, 21°C" },
+      assistant("Sunny in Paris."),
+      user("Merci"),
+    ],
+    tools: [WEATHER],
+  },
+  {
+    name: "reasoning then a call",
+    messages: [
+      user("Weather in Rome?"),
+      assistant("", { reasoning_content: "Need the tool.", tool_calls: [call("get_weather", { city: "Rome", units: "metric" })] }),
+      { role: "tool", content: "rain" },
+    ],
+    tools: [WEATHER],
+    enable_thinking: true,
+  },
+  {
+    name: "earlier reasoning in think tags",
+    messages: [user("2+2?"), assistant("<think>\nsimple sum\n</think>\n\n4"), user("3+3?")],
+    thinking: true,
+  },
   { name: "tool result without a call", messages: [user("x"), { role: "tool", content: "orphan" }] },
 ];
 
@@ -99,7 +134,7 @@ export function conversations() {
   for (const c of BASE) {
     for (const add_generation_prompt of [true, false]) {
       const context = { messages: c.messages, add_generation_prompt };
-      for (const key of ["tools", "enable_thinking", "reasoning_effort"]) {
+      for (const key of ["tools", "enable_thinking", "thinking", "reasoning_effort"]) {
         if (c[key] !== undefined) context[key] = c[key];
       }
       out.push({ name: `${c.name}${add_generation_prompt ? ", generation prompt" : ""}`, context });

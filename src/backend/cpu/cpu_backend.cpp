@@ -110,7 +110,7 @@ class CpuBackend final : public Backend {
         mla_segments_.reserve(size_t(most_heads));
         mla_shape_ =
             MlaShape{most_heads, int(rank), int(hp_.n_rot), mla_attention_scale(rope_, hp_)};
-        reserve_mla_scratch(kvs_.front(), mla_shape_, pool_);
+        reserve_mla_scratch(kvs_.front(), mla_shape_, mla_decode_scores_, pool_);
         if (hp_.mla_kv_b) reserve_mla_absorb_scratch(int(nope), int(rank), pool_);
     }
 
@@ -400,7 +400,7 @@ class CpuBackend final : public Backend {
                                 sizeof(float) * size_t(width - rank));
                 });
                 cpu::mla_attention(kvs_[size_t(run.seq)], layer, shape, mla_q_.data(), m,
-                                   run.pos0 + c0, mla_x_.data(), pool_);
+                                   run.pos0 + c0, mla_x_.data(), pool_, &mla_decode_scores_);
                 mla_segments_.clear();
                 for (int64_t h = 0; h < heads; ++h) {
                     const QuantMatrix wv = w.kv_b->present()
@@ -592,8 +592,8 @@ class CpuBackend final : public Backend {
     }
 
     // The host routes for the CPU: the router's choices are the store's to act on.
-    bool routed_experts(const TensorView&, const TensorView&, const ExpertStack&, int, bool, Act,
-                        Act, int64_t) override {
+    bool routed_experts(const TensorView&, const TensorView&, const TensorView&, const ExpertStack&,
+                        int, bool, Act, Act, int64_t) override {
         return false;
     }
 
@@ -638,8 +638,9 @@ class CpuBackend final : public Backend {
     std::vector<MatmulSegment> segments_;
     // Latent attention (reserve_mla): a chunk's head-major rows of queries and latent outputs
     // (x), absorbed queries and value heads (y), queries in the latent's space (q), the per-head
-    // products, and the shape with its scale.
+    // products, and the shape with its scale; every head's scores of a decode step.
     std::vector<float> mla_x_, mla_y_, mla_q_;
+    std::vector<float> mla_decode_scores_;  // a decode step's heads over the context
     std::vector<MatmulSegment> mla_segments_;
     MlaShape mla_shape_;
 };

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/kv_cache.h"
 #include "model/activation_memory.h"
@@ -35,16 +36,21 @@ struct MlaShape {
 
 // q: n_head * n rows of row_width() floats, head-major, for the tokens at positions
 // pos0 .. pos0+n-1, whose rows are already cached. out: n_head * n rows of rank floats, in the
-// same order.
+// same order. With `decode_scores` (reserved by reserve_mla_scratch), a decode step over a long
+// context is shared out by positions, each cached row read once, rather than by heads; both give
+// the same bits.
 void mla_attention(const KvCache& kv, int layer, const MlaShape& s, const float* q, int64_t n,
-                   int64_t pos0, float* out, ThreadPool& pool);
+                   int64_t pos0, float* out, ThreadPool& pool,
+                   std::vector<float>* decode_scores = nullptr);
 
 // A task takes at most kMlaRowsPerTask rows and dequantizes kMlaPositionsPerTile cached latent
 // parts at a time (model/activation_memory.h, which counts their scratch).
 //
-// Gives every thread of the pool the scratch of an attention task over n_ctx positions, so that
-// attention never allocates however long the context grows (model/activation_memory.h counts it).
-void reserve_mla_scratch(const KvCache& kv, const MlaShape& s, ThreadPool& pool);
+// Gives every thread of the pool the scratch of an attention task over n_ctx positions, and
+// `decode_scores` every head's scores over them, so that attention never allocates however long
+// the context grows (model/activation_memory.h counts it).
+void reserve_mla_scratch(const KvCache& kv, const MlaShape& s, std::vector<float>& decode_scores,
+                         ThreadPool& pool);
 
 // The queries' absorption into the latent's space from a layer's attn_kv_b (the earlier files,
 // ModelHparams::mla_kv_b), whose key rows of head h are W_uk(h) itself ([nope][rank]), so the

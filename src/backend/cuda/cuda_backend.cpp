@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/delta_net.h"
+#include "backend/cuda/delta_net_chunked.h"
 #include "backend/cuda/mla.h"
 #include "backend/cuda/matvec_q8.h"
 #include "backend/cuda/mmq.h"
@@ -85,6 +86,8 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
     if (hp_.has_recurrent()) {
         STRATA_TRY(check_delta_net_sizes(int(hp_.ssm_d_state), int(hp_.ssm_d_conv),
                                          int(hp_.ssm_n_group), int(hp_.ssm_dt_rank)));
+        // The prompt kernel's shared memory is configured here, before any graph is captured.
+        (void)delta_net_chunked_fits(int(hp_.ssm_d_state));
     }
     STRATA_ASSIGN(rope_, GpuRope::create(config.rope));
     STRATA_ASSIGN(attention_,

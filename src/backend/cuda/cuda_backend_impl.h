@@ -93,14 +93,13 @@ struct Record {
     std::array<Act, kMaxJobs> outs{};
     std::array<const float*, kMaxJobs> biases{};
     // Experts: w0 the router, w1 w2 w3 expert 0's gate, up and down, the strides to the next
-    // expert, the number of experts, k and whether the chosen weights are renormalised.
+    // expert, the number of experts and k.
     TensorView w3{};
     std::array<size_t, 3> strides{};
     int n_expert = 0, k = 0;
-    bool norm_weights = false;
-    // Experts: the router's bias is biases[0]; how the chosen weights come from its logits, the
-    // experts' biases (none where null) and the activation joining gate and up.
-    RouteGating gating = RouteGating::SoftmaxOfAll;
+    // Experts: the router's bias is biases[0]; how the chosen experts and weights come from its
+    // logits, the experts' biases (none where null) and the activation joining gate and up.
+    RouteSpec route{};
     ExpertBiases expert_biases{};
     Glu glu{};
     // RopeStoreKv, Attention: the sequence whose KV cache the rows use, and the first row.
@@ -205,8 +204,8 @@ class CudaBackend final : public Backend {
     void experts(std::span<const ExpertJob> jobs, Act in, FunctionRef<void()> beside) override;
     void end_experts(Act out, int64_t n) override;
     bool routed_experts(const TensorView& router, const TensorView& router_bias,
-                        const ExpertStack& experts, int k, bool norm_weights, Act in, Act out,
-                        int64_t n) override;
+                        const TensorView& selection_bias, const ExpertStack& experts, int k,
+                        bool norm_weights, Act in, Act out, int64_t n) override;
 
     // ---- weights staged for a prompt batch (cuda_staging.cpp)
 
@@ -318,7 +317,8 @@ class CudaBackend final : public Backend {
     bool entries_job(std::span<const ExpertJob> jobs, Act in);
     // The conditions of routed_experts but where the weights lie.
     bool takes_routing(const TensorView& router, const TensorView& router_bias,
-                       const ExpertStack& experts, int k, int64_t n) const;
+                       const TensorView& selection_bias, const ExpertStack& experts, int k,
+                       int64_t n) const;
     // Routing and experts on the device (routed_experts): the router's logits, each token's
     // top k, then for one token its k experts directly; for a batch the n * k slots grouped by
     // expert, each expert's slots multiplied as one int8 tensor-core GEMM per matrix (or, for

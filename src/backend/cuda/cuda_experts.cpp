@@ -233,9 +233,10 @@ void CudaBackend::end_experts(Act out, int64_t n) {
 }
 
 bool CudaBackend::takes_routing(const TensorView& router, const TensorView& router_bias,
-                                const ExpertStack& experts, int k, int64_t n) const {
-    // Biases (the router's and the experts') must be F32 rows this device reads; the experts'
-    // one row per expert, all of them, or none.
+                                const TensorView& selection_bias, const ExpertStack& experts, int k,
+                                int64_t n) const {
+    // Biases (the router's, the selection's and the experts') must be F32 rows this device
+    // reads; the experts' one row per expert, all of them, or none.
     const ExpertView& e = experts.first;
     const auto readable = [&](const TensorView& b, int64_t width) {
         return !b.present() || (b.type == TensorType::F32 && b.ne[0] == width && can_read(b.where));
@@ -243,31 +244,47 @@ bool CudaBackend::takes_routing(const TensorView& router, const TensorView& rout
     const bool all_or_none = e.gate_bias.present() == e.up_bias.present() &&
                              e.up_bias.present() == e.down_bias.present();
     const bool biases_ok = all_or_none && readable(router_bias, experts.n_expert) &&
+                           readable(selection_bias, experts.n_expert) &&
                            readable(e.gate_bias, e.gate.rows()) &&
                            readable(e.up_bias, e.up.rows()) && readable(e.down_bias, e.down.rows());
-    // The gatings and activations the device's routing and expert kernels compute.
-    const bool gating_ok = hp_.expert_gating == ExpertGating::Softmax ||
-                           hp_.expert_gating == ExpertGating::SoftmaxTopK;
+    // The activations the device's expert kernels compute (it routes with every gating).
     const bool activation_ok = hp_.expert_activation == FfnActivation::Silu ||
                                hp_.expert_activation == FfnActivation::SwigluOai;
-    return biases_ok && gating_ok && activation_ok && n >= 1 && hp_.is_moe() &&
+    return biases_ok && activation_ok && n >= 1 && hp_.is_moe() &&
            experts.n_expert <= kMaxRoutedExperts && k >= 1 && k <= kMaxExpertsUsed &&
            k <= experts.n_expert && k <= shapes_.n_expert_used && n * k <= 65535 &&
-           router.rows() == experts.n_expert && linear_supports(router.type) &&
-           expert_ffn_supports(experts) && experts.first.gate.rows() <= shapes_.ff;
+           router.rows() == experts.n_expert && experts.n_expert == int(hp_.n_expert) &&
+           linear_supports(router.type) && expert_ffn_supports(experts) &&
+           experts.first.gate.rows() <= shapes_.ff;
 }
 
+namespace {
+
+RouteGating route_gating(ExpertGating g) {
+    switch (g) {
+        case ExpertGating::Softmax:
+            return RouteGating::SoftmaxOfAll;
+        case ExpertGating::SoftmaxTopK:
+            return RouteGating::SoftmaxOfChosen;
+        case ExpertGating::Sigmoid:
+            return RouteGating::Sigmoid;
+    }
+    return RouteGating::SoftmaxOfAll;
+}
+
+}  // namespace
+
 bool CudaBackend::routed_experts(const TensorView& router, const TensorView& router_bias,
-                                 const ExpertStack& experts, int k, bool norm_weights, Act in,
-                                 Act out, int64_t n) {
-    if (!takes_routing(router, router_bias, experts, k, n) || !can_read(router.where) ||
-        !can_read(experts.first.gate.where) || !can_read(experts.first.up.where) ||
-        !can_read(experts.first.down.where)) {
+                                 const TensorView& selection_bias, const ExpertStack& experts,
+                                 int k, bool norm_weights, Act in, Act out, int64_t n) {
+    if (!takes_routing(router, router_bias, selection_bias, experts, k, n) ||
+        !can_read(router.where) || !can_read(experts.first.gate.where) ||
+        !can_read(experts.first.up.where) || !can_read(experts.first.down.where)) {
         return false;
     }
     const ExpertView& e = experts.first;
-    for (const TensorView* v :
-         {&router, &router_bias, &e.gate, &e.up, &e.down, &e.gate_bias, &e.up_bias, &e.down_bias}) {
+    for (const TensorView* v : {&router, &router_bias, &selection_bias, &e.gate, &e.up, &e.down,
+                                &e.gate_bias, &e.up_bias, &e.down_bias}) {
         if (v->present()) await_staged(*v);
     }
     Record r{OpKind::Experts, in, out, 0, n, router, e.gate, e.up};
@@ -275,10 +292,13 @@ bool CudaBackend::routed_experts(const TensorView& router, const TensorView& rou
     r.strides = {experts.gate_stride, experts.up_stride, experts.down_stride};
     r.n_expert = experts.n_expert;
     r.k = k;
-    r.norm_weights = norm_weights;
     r.biases[0] = bias_of(router_bias);
-    r.gating = hp_.expert_gating == ExpertGating::SoftmaxTopK ? RouteGating::SoftmaxOfChosen
-                                                              : RouteGating::SoftmaxOfAll;
+    r.route.gating = route_gating(hp_.expert_gating);
+    r.route.norm_weights = norm_weights;
+    r.route.selection_bias = bias_of(selection_bias);
+    r.route.n_group = int(hp_.n_expert_group);
+    r.route.n_group_used = int(hp_.n_expert_group_used);
+    r.route.scale = hp_.expert_weights_scale;
     if (e.gate_bias.present()) {
         // Expert x's bias rows are x rows after expert 0's (the layer's bias tensors).
         r.expert_biases.gate = e.gate_bias.f32();
@@ -299,7 +319,7 @@ void CudaBackend::routed(const Record& r) {
     auto* choice = reinterpret_cast<int32_t*>(choice_.data());
     float* weight = dev(choice_weights_);
     matmul_->linear(r.w0, r.biases[0], act(r.a), logits, n);
-    route_top_k(logits, n, r.n_expert, r.k, r.norm_weights, choice, weight, stream_, r.gating);
+    route_top_k(logits, n, r.n_expert, r.k, r.route, choice, weight, stream_);
     ExpertStack stack;
     stack.first.gate = r.w1;
     stack.first.up = r.w2;

@@ -30,8 +30,7 @@ bool same(const Record& x, const Record& y) {
     return x.kind == y.kind && x.a == y.a && x.b == y.b && x.layer == y.layer && x.n == y.n &&
            x.seq == y.seq && x.row0 == y.row0 && view_eq(x.w0, y.w0) && view_eq(x.w1, y.w1) &&
            view_eq(x.w2, y.w2) && x.outs == y.outs && x.biases == y.biases && view_eq(x.w3, y.w3) &&
-           x.strides == y.strides && x.n_expert == y.n_expert && x.k == y.k &&
-           x.norm_weights == y.norm_weights && x.gating == y.gating &&
+           x.strides == y.strides && x.n_expert == y.n_expert && x.k == y.k && x.route == y.route &&
            x.expert_biases.gate == y.expert_biases.gate &&
            x.expert_biases.up == y.expert_biases.up &&
            x.expert_biases.down == y.expert_biases.down && x.glu.oai == y.glu.oai &&

@@ -7,12 +7,17 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/delta_net_chunked.h"
 
 namespace strata::cuda {
 
 namespace {
 
 constexpr int kConvThreads = 128;
+constexpr int kConvBatch = 8;
+// Runs this long or longer go by chunks (delta_net_chunked.h); shorter ones, decode steps among
+// them, token by token, where the chunks' fixed cost would not pay.
+constexpr int64_t kChunkedFrom = 16;
 constexpr int kDeltaWarps = 8;
 constexpr int kDeltaThreads = 32 * kDeltaWarps;
 constexpr int kElementThreads = 256;
@@ -36,7 +41,9 @@ __device__ double warp_sum(double x) {
 }
 
 // grid: channels / kConvThreads blocks; one thread per channel walks the run's tokens in order,
-// its window of the last d_conv inputs in registers (indices unrolled to constants).
+// its window of the last d_conv inputs in registers (indices unrolled to constants). The inputs of
+// kConvBatch tokens are loaded together before any is replaced, so a prompt waits on memory once
+// a batch rather than once a token.
 __global__ void conv_silu_kernel(float* x, int64_t n, int64_t channels, int d_conv,
                                  const float* taps, float* state) {
     const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -49,21 +56,28 @@ __global__ void conv_silu_kernel(float* x, int64_t n, int64_t channels, int d_co
         w[i] = i < keep ? state[c * keep + i] : 0.0f;
         tap[i] = i < d_conv ? taps[c * d_conv + i] : 0.0f;
     }
-    for (int64_t t = 0; t < n; ++t) {
-        float* at = x + t * channels + c;
-        const float in = *at;
-        float sum = 0.0f;
+    for (int64_t t0 = 0; t0 < n; t0 += kConvBatch) {
+        float in[kConvBatch];
 #pragma unroll
-        for (int i = 0; i < kGpuMaxConvKernel; ++i) {
-            if (i < keep) sum += w[i] * tap[i];
-            if (i == keep) sum += in * tap[i];
+        for (int b = 0; b < kConvBatch; ++b) {
+            in[b] = t0 + b < n ? x[(t0 + b) * channels + c] : 0.0f;
         }
-        *at = silu_of(sum);
-        // Shift the window: the oldest input leaves, this one enters at keep - 1.
 #pragma unroll
-        for (int i = 0; i + 1 < kGpuMaxConvKernel; ++i) {
-            if (i + 1 < keep) w[i] = w[i + 1];
-            if (i + 1 == keep) w[i] = in;
+        for (int b = 0; b < kConvBatch; ++b) {
+            if (t0 + b >= n) break;
+            float sum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kGpuMaxConvKernel; ++i) {
+                if (i < keep) sum += w[i] * tap[i];
+                if (i == keep) sum += in[b] * tap[i];
+            }
+            x[(t0 + b) * channels + c] = silu_of(sum);
+            // Shift the window: the oldest input leaves, this one enters at keep - 1.
+#pragma unroll
+            for (int i = 0; i + 1 < kGpuMaxConvKernel; ++i) {
+                if (i + 1 < keep) w[i] = w[i + 1];
+                if (i + 1 == keep) w[i] = in[b];
+            }
         }
     }
 #pragma unroll
@@ -249,6 +263,10 @@ void delta_net(const DeltaNetShape& shape, const DeltaNetTensors& w, const Delta
     conv_silu_kernel<<<blocks_for(channels, kConvThreads), kConvThreads, 0, s>>>(
         run.mixed, run.n, channels, shape.d_conv, w.conv1d, run.conv_state);
     STRATA_CUDA_LAUNCHED();
+    if (run.n >= kChunkedFrom && delta_net_chunked_fits(shape.S)) {
+        delta_rule_chunked(shape, w, run, s);
+        return;
+    }
     switch (shape.S) {
         case 32:
             delta_rule_kernel<32><<<shape.v_heads, kDeltaThreads, 0, s>>>(shape, w, run);

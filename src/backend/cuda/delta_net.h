@@ -8,11 +8,11 @@
 // head h % k_heads (qwen35), or h / (v_heads / k_heads) where the value heads are grouped
 // (qwen3next).
 //
-// One run (a sequence's consecutive rows) per call: two kernels, the convolution (a thread per
-// channel along the run's tokens) and the delta rule with the gated output norm (a block per
-// value head, its S x S state held in registers for the whole run: read once, written once; a
-// prompt's tokens go one after the other inside the kernel). Nothing synchronises with the host,
-// so a decode step's calls are captured in its CUDA graph.
+// One run (a sequence's consecutive rows) per call: the convolution (a thread per channel along
+// the run's tokens), then for a decode step or a short run the delta rule with the gated output
+// norm token by token (a block per value head, its S x S state held in registers for the whole
+// run: read once, written once), for a prompt the same by chunks (delta_net_chunked.h). Nothing
+// synchronises with the host, so a decode step's calls are captured in its CUDA graph.
 #pragma once
 
 #include <cstdint>
@@ -53,8 +53,8 @@ struct DeltaNetTensors {
 // One sequence's run of n rows; every pointer is at the run's first row, in device memory.
 struct DeltaNetRun {
     float* mixed;        // [n][channels]: replaced by silu(conv) of itself
-    const float* alpha;  // [n][v_heads]: before softplus
-    const float* beta;   // [n][v_heads]: before sigmoid
+    float* alpha;        // [n][v_heads]: before softplus (a prompt's chunks replace it)
+    float* beta;         // [n][v_heads]: before sigmoid (likewise)
     const float* z;      // [n][value_dim]: the output gate
     float* out;          // [n][value_dim]
     float* conv_state;   // [channels][d_conv - 1], updated
