@@ -203,6 +203,12 @@ std::vector<Case> cases() {
     for (TensorType t : {TensorType::F32, TensorType::Q8_0, TensorType::Q4_K}) {
         out.push_back({"tiny-glm4moe", t});
     }
+    // DeepSeek-V3 / Kimi K2: latent attention (the absorbed queries, the latent cache, decode
+    // positions split over blocks), grouped sigmoid routing, a leading dense layer; -kvb: the
+    // earlier files' attn_kv_b. The GPU's latent attention reads the f16 cache only.
+    out.push_back({"tiny-deepseek2", TensorType::F32});
+    out.push_back({"tiny-deepseek2", TensorType::Q8_0});
+    out.push_back({"tiny-deepseek2-kvb", TensorType::F32});
     for (const char* preset : {"tiny-qwen35", "tiny-qwen35moe", "tiny-qwen3next"}) {
         out.push_back({preset, TensorType::F32, KvType::F16, true});
         out.push_back({preset, TensorType::Q8_0});

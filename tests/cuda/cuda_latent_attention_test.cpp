@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "device_buffers.h"
+#include "engine_test_support.h"
 #include "model/rope.h"
 #include "model/tensor_layout.h"
 #include "synth/synth_config.h"

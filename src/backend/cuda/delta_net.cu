@@ -18,7 +18,9 @@ constexpr int kConvBatch = 8;
 // Runs this long or longer go by chunks (delta_net_chunked.h); shorter ones, decode steps among
 // them, token by token, where the chunks' fixed cost would not pay.
 constexpr int64_t kChunkedFrom = 16;
-constexpr int kDeltaWarps = 8;
+// A decode step's cost is each warp's chain of rows (two warp sums a row, one after the other):
+// a block of 32 warps gives a warp S / 32 rows, 4 for head size 128.
+constexpr int kDeltaWarps = 32;
 constexpr int kDeltaThreads = 32 * kDeltaWarps;
 constexpr int kElementThreads = 256;
 
