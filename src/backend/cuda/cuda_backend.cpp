@@ -14,8 +14,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/delta_net.h"
 #include "backend/cuda/delta_net_chunked.h"
-#include "backend/cuda/mla.h"
 #include "backend/cuda/matvec_q8.h"
+#include "backend/cuda/mla.h"
 #include "backend/cuda/mmq.h"
 #include "model/activation_memory.h"
 
@@ -106,7 +106,8 @@ Result<void> CudaBackend::init(const BackendConfig& config) {
                        " (run it on the CPU: --gpu-mem 0)");
         }
         int64_t heads = 0;
-        for (uint32_t l = 0; l < hp_.n_layer; ++l) heads = std::max<int64_t>(heads, hp_.n_head_at(l));
+        for (uint32_t l = 0; l < hp_.n_layer; ++l)
+            heads = std::max<int64_t>(heads, hp_.n_head_at(l));
         const int64_t chunk_rows = std::min(s.rows, kGpuMlaTokensPerChunk) * heads;
         STRATA_ASSIGN(mla_q_, floats(chunk_rows * hp_.n_lora_kv));
         STRATA_ASSIGN(mla_o_, floats(chunk_rows * hp_.n_lora_kv));
@@ -211,7 +212,7 @@ int64_t CudaBackend::act_cols(Act a) const {
     // Mixed .. Fused are the hybrid models' (0 for others); QLatent and KvLatent the
     // latent-attention models'.
     const std::array<int64_t, size_t(Act::Count)> cols = {
-        s.d,     s.d,    s.q,       s.k,       s.v,     s.attn,    s.d,      s.d,
+        s.d,     s.d,    s.q,       s.k,       s.v,     s.attn,     s.d,        s.d,
         s.mixed, s.gate, s.v_heads, s.v_heads, s.fused, s.q_latent, s.kv_latent};
     return cols[size_t(a)];
 }

@@ -183,8 +183,7 @@ class CudaBackend final : public Backend {
     void delta_net(int layer, const DeltaNetWeights& w, std::span<const SeqRun> runs) override;
     void reset_recurrent(int seq) override;
     // ---- latent attention (cuda_mla.cpp)
-    void mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm,
-                          int64_t n) override;
+    void mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm, int64_t n) override;
     void mla_attention(int layer, const MlaWeights& w, std::span<const SeqRun> runs) override;
     void project_to_host(std::span<const HostProjection> jobs, Act in, int64_t first_row,
                          int64_t rows) override;

@@ -13,8 +13,7 @@
 
 namespace strata::cuda_impl {
 
-void CudaBackend::mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm,
-                                   int64_t n) {
+void CudaBackend::mla_latent_norms(const TensorView& q_norm, const TensorView& kv_norm, int64_t n) {
     expect_device(q_norm);
     expect_device(kv_norm);
     run({OpKind::MlaNorms, Act::QLatent, Act::KvLatent, 0, n, q_norm, kv_norm, {}});
@@ -31,8 +30,14 @@ void CudaBackend::mla_attention(int layer, const MlaWeights& w, std::span<const 
         run(store);
         for (int64_t c0 = 0; c0 < sr.n; c0 += kGpuMlaTokensPerChunk) {
             position_is(sr.pos0 + c0);
-            Record r{OpKind::MlaAttention, Act::Q,   Act::AttnOut, layer,
-                     std::min(kGpuMlaTokensPerChunk, sr.n - c0), *w.k_b, *w.v_b, *w.kv_b};
+            Record r{OpKind::MlaAttention,
+                     Act::Q,
+                     Act::AttnOut,
+                     layer,
+                     std::min(kGpuMlaTokensPerChunk, sr.n - c0),
+                     *w.k_b,
+                     *w.v_b,
+                     *w.kv_b};
             r.seq = sr.seq;
             r.row0 = sr.row0 + c0;
             run(r);
@@ -43,8 +48,7 @@ void CudaBackend::mla_attention(int layer, const MlaWeights& w, std::span<const 
 void CudaBackend::launch_mla(const Record& r, bool recorded) {
     const uint32_t l = uint32_t(r.layer);
     const int64_t heads = hp_.n_head_at(l), dk = hp_.head_dim_k, dv = hp_.head_dim_v,
-                  nope = hp_.head_dim_nope(), rank = hp_.n_lora_kv,
-                  width = hp_.mla_cache_width();
+                  nope = hp_.head_dim_nope(), rank = hp_.n_lora_kv, width = hp_.mla_cache_width();
     switch (r.kind) {
         case OpKind::MlaNorms:
             if (r.w0.present()) {

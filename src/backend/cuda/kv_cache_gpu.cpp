@@ -34,9 +34,10 @@ Result<GpuKvCache> GpuKvCache::create(const ModelHparams& hp, uint32_t n_ctx, Kv
             return err("the GPU's latent attention takes the f16 KV cache (--kv-type f16)");
         }
         if (hp.mla_cache_width() % 8 != 0 || hp.mla_cache_width() > 1024) {
-            return err("the GPU KV cache takes latent rows of multiples of 8 values up to 1024; "
-                       "this model's are ",
-                       std::to_string(hp.mla_cache_width()), " (run it on the CPU)");
+            return err(
+                "the GPU KV cache takes latent rows of multiples of 8 values up to 1024; "
+                "this model's are ",
+                std::to_string(hp.mla_cache_width()), " (run it on the CPU)");
         }
     } else {
         STRATA_TRY(check_head_dim("key head", hp.head_dim_k, type));

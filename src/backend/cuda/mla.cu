@@ -151,7 +151,7 @@ void launch_products(const TensorView& w, ProductArgs a, int n_head, cudaStream_
 // ---- attention
 
 constexpr int kRows = kGpuMlaRowsPerBlock;  // query rows of a block
-constexpr int kTile = 32;  // positions a tile
+constexpr int kTile = 32;                   // positions a tile
 
 struct AttnArgs {
     const __half* cache;  // [slots][width]
@@ -160,7 +160,7 @@ struct AttnArgs {
     HeadRows q_latent, q_rope, out;
     int64_t rows;  // n * n_head
     const int32_t* pos0;
-    int64_t span;  // positions a split covers (a multiple of kTile)
+    int64_t span;    // positions a split covers (a multiple of kTile)
     float* partial;  // split partials: [splits][rows] maxima, sums, then [splits][rows][rank]
     int splits;
 };
@@ -195,9 +195,9 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttnArgs a) {
         if (row < a.rows) {
             const int64_t t = row / a.n_head, h = row % a.n_head;
             const float* src =
-                i < half_rank ? a.q_latent.base + t * a.q_latent.token + h * a.q_latent.head + 2 * i
-                              : a.q_rope.base + t * a.q_rope.token + h * a.q_rope.head +
-                                    2 * (i - half_rank);
+                i < half_rank
+                    ? a.q_latent.base + t * a.q_latent.token + h * a.q_latent.head + 2 * i
+                    : a.q_rope.base + t * a.q_rope.token + h * a.q_rope.head + 2 * (i - half_rank);
             v = make_float2(src[0], src[1]);
         }
         qs[rr * stride + i] = __float22half2_rn(v);
@@ -373,8 +373,15 @@ void head_products(const TensorView& w, int64_t first, int64_t head_stride, int6
 
 void head_products_transposed(const TensorView& w, int64_t head_stride, int nope, int n_head,
                               HeadRows x, HeadRows y, int64_t n, cudaStream_t s) {
-    ProductArgs a{reinterpret_cast<const uint8_t*>(w.data), w.row_bytes, 0, head_stride, nope,
-                  int(w.ne[0]), x, y, n};
+    ProductArgs a{reinterpret_cast<const uint8_t*>(w.data),
+                  w.row_bytes,
+                  0,
+                  head_stride,
+                  nope,
+                  int(w.ne[0]),
+                  x,
+                  y,
+                  n};
     launch_products<true>(w, a, n_head, s);
 }
 
@@ -387,8 +394,8 @@ int64_t mla_scratch_floats(int rank) {
 }
 
 void mla_attention(const GpuKvCache& kv, int layer, const MlaAttentionShape& shape,
-                   HeadRows q_latent, HeadRows q_rope, HeadRows out, int64_t n,
-                   const int32_t* pos0, int64_t kv_bound, float* scratch, cudaStream_t s) {
+                   HeadRows q_latent, HeadRows q_rope, HeadRows out, int64_t n, const int32_t* pos0,
+                   int64_t kv_bound, float* scratch, cudaStream_t s) {
     if (n <= 0) return;
     const GpuKvLayer& L = kv.layer(layer);
     AttnArgs a{};

@@ -70,7 +70,7 @@ int64_t mla_scratch_floats(int rank);
 // (GpuKvCache refuses it). scratch: mla_scratch_floats(rank) floats. kv_bound: a
 // host-known bound on *pos0 + n, which sizes the grid.
 void mla_attention(const GpuKvCache& kv, int layer, const MlaAttentionShape& shape,
-                   HeadRows q_latent, HeadRows q_rope, HeadRows out, int64_t n,
-                   const int32_t* pos0, int64_t kv_bound, float* scratch, cudaStream_t s);
+                   HeadRows q_latent, HeadRows q_rope, HeadRows out, int64_t n, const int32_t* pos0,
+                   int64_t kv_bound, float* scratch, cudaStream_t s);
 
 }  // namespace strata::cuda
