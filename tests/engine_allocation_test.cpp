@@ -71,8 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"tiny-qwen2moe", "resident"}, Case{"tiny-qwen35", "resident"},
                       Case{"tiny-qwen35", "ffn-stream"}, Case{"tiny-qwen35moe", "expert-stream"},
                       Case{"tiny-qwen3next", "expert-stream"}, Case{"tiny-glm4moe", "resident"},
-                      Case{"tiny-glm4moe", "expert-stream"},
-                      Case{"tiny-deepseek2", "resident"},
+                      Case{"tiny-glm4moe", "expert-stream"}, Case{"tiny-deepseek2", "resident"},
                       Case{"tiny-deepseek2", "expert-stream"}),
     [](const auto& p) {
         std::string n = p.param.preset + "_" + p.param.mode;

@@ -71,10 +71,10 @@ __global__ void prepare_rows_kernel(DeltaNetShape shape, DeltaNetTensors w, Delt
 // reading one column of different rows, fall in different banks.
 template <int S>
 struct ChunkSmem {
-    static constexpr int kQk = S + 1;         // row stride of q and k
-    static constexpr int kCc = kChunk + 1;    // row stride of the C x C products
-    static constexpr int kSl = kSlice + 1;    // row stride of the slice's rows
-    static constexpr int q = 0;               // [C][kQk]
+    static constexpr int kQk = S + 1;       // row stride of q and k
+    static constexpr int kCc = kChunk + 1;  // row stride of the C x C products
+    static constexpr int kSl = kSlice + 1;  // row stride of the slice's rows
+    static constexpr int q = 0;             // [C][kQk]
     static constexpr int k = q + kChunk * kQk;
     static constexpr int kk = k + kChunk * kQk;   // [C][kCc]
     static constexpr int qk = kk + kChunk * kCc;  // [C][kCc]
@@ -320,7 +320,8 @@ bool configure_chunks() {
     static const bool fits = [] {
         int device = 0, optin = 0;
         STRATA_CUDA(cudaGetDevice(&device));
-        STRATA_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        STRATA_CUDA(
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
         if (ChunkSmem<S>::bytes > size_t(optin)) return false;
         STRATA_CUDA(cudaFuncSetAttribute(delta_chunks_kernel<S>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -341,10 +342,14 @@ void launch_chunks(const DeltaNetShape& shape, const DeltaNetRun& run, cudaStrea
 
 bool delta_net_chunked_fits(int S) {
     switch (S) {
-        case 32: return configure_chunks<32>();
-        case 64: return configure_chunks<64>();
-        case 128: return configure_chunks<128>();
-        default: return false;
+        case 32:
+            return configure_chunks<32>();
+        case 64:
+            return configure_chunks<64>();
+        case 128:
+            return configure_chunks<128>();
+        default:
+            return false;
     }
 }
 
@@ -354,9 +359,15 @@ void delta_rule_chunked(const DeltaNetShape& shape, const DeltaNetTensors& w,
     prepare_rows_kernel<<<unsigned(run.n), kThreads, 0, s>>>(shape, w, run);
     STRATA_CUDA_LAUNCHED();
     switch (shape.S) {
-        case 32: launch_chunks<32>(shape, run, s); break;
-        case 64: launch_chunks<64>(shape, run, s); break;
-        default: launch_chunks<128>(shape, run, s); break;
+        case 32:
+            launch_chunks<32>(shape, run, s);
+            break;
+        case 64:
+            launch_chunks<64>(shape, run, s);
+            break;
+        default:
+            launch_chunks<128>(shape, run, s);
+            break;
     }
     const dim3 grid(unsigned(run.n), unsigned((shape.v_heads + kWarps - 1) / kWarps));
     gated_norm_kernel<<<grid, kThreads, 0, s>>>(shape, w.norm, run);
