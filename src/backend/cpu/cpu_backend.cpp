@@ -161,35 +161,43 @@ class CpuBackend final : public Backend {
         float* q = act(Act::Q);
         float* k = act(Act::K);
         const float* v = act(Act::V);
-        const size_t half = size_t(rope_.n_rot / 2);
         for (const SeqRun& run : runs) {
             KvCache& kv = kvs_[size_t(run.seq)];
-            // Tokens in parallel (each writes its own cache position); a decode step's one
-            // token on this thread.
-            pool_.parallel_for(run.n, 8, [&](int64_t b, int64_t e, int thread) {
-                float* cos = cos_.data() + size_t(thread) * half;
-                float* sin = sin_.data() + size_t(thread) * half;
-                for (int64_t t = run.row0 + b; t < run.row0 + e; ++t) {
-                    const int64_t pos = run.pos0 + (t - run.row0);
-                    float* qt = q + t * dq;
-                    float* kt = k + t * dk;
-                    if (qn.present()) {
-                        for (int h = 0; h < n_head; ++h) {
-                            rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
-                        }
+            rows_with_angles(run, [&](int64_t t, int64_t pos, const float* cos, const float* sin) {
+                float* qt = q + t * dq;
+                float* kt = k + t * dk;
+                if (qn.present()) {
+                    for (int h = 0; h < n_head; ++h) {
+                        rms_norm_row(qt + h * hd_k, qn.f32(), qt + h * hd_k, hd_k, hp_.rms_eps);
                     }
-                    if (kn.present()) {
-                        for (int h = 0; h < n_head_kv; ++h) {
-                            rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
-                        }
-                    }
-                    rope_angles(rope_, pos, cos, sin);
-                    rope_apply(rope_, qt, n_head, hd_k, cos, sin);
-                    rope_apply(rope_, kt, n_head_kv, hd_k, cos, sin);
-                    kv.store(layer, pos, kt, v + t * dv);
                 }
+                if (kn.present()) {
+                    for (int h = 0; h < n_head_kv; ++h) {
+                        rms_norm_row(kt + h * hd_k, kn.f32(), kt + h * hd_k, hd_k, hp_.rms_eps);
+                    }
+                }
+                rope_apply(rope_, qt, n_head, hd_k, cos, sin);
+                rope_apply(rope_, kt, n_head_kv, hd_k, cos, sin);
+                kv.store(layer, pos, kt, v + t * dv);
             });
         }
+    }
+
+    // fn(t, position, cos, sin) for each row t of the run, with the rope's angles at its
+    // position: tokens in parallel (each writes its own cache position), a decode step's one
+    // token on this thread.
+    template <class Fn>
+    void rows_with_angles(const SeqRun& run, Fn&& fn) {
+        const size_t half = size_t(rope_.n_rot / 2);
+        pool_.parallel_for(run.n, 8, [&](int64_t b, int64_t e, int thread) {
+            float* cos = cos_.data() + size_t(thread) * half;
+            float* sin = sin_.data() + size_t(thread) * half;
+            for (int64_t t = run.row0 + b; t < run.row0 + e; ++t) {
+                const int64_t pos = run.pos0 + (t - run.row0);
+                rope_angles(rope_, pos, cos, sin);
+                fn(t, pos, cos, sin);
+            }
+        });
     }
 
     void attention(int layer, const TensorView& sinks, std::span<const SeqRun> runs) override {
@@ -347,20 +355,14 @@ class CpuBackend final : public Backend {
                       width = hp_.mla_cache_width();
         float* q = act(Act::Q);
         float* lat = act(Act::KvLatent);
-        const size_t half = size_t(rope_.n_rot / 2);
         // Every row's rotary parts turned and its latent row cached first: a chunk's queries see
         // the positions of the run before them.
         for (const SeqRun& run : runs) {
             KvCache& kv = kvs_[size_t(run.seq)];
-            pool_.parallel_for(run.n, 8, [&](int64_t b, int64_t e, int thread) {
-                float* cos = cos_.data() + size_t(thread) * half;
-                float* sin = sin_.data() + size_t(thread) * half;
-                for (int64_t t = run.row0 + b; t < run.row0 + e; ++t) {
-                    rope_angles(rope_, run.pos0 + (t - run.row0), cos, sin);
-                    rope_apply(rope_, q + t * heads * dk + nope, int(heads), int(dk), cos, sin);
-                    rope_apply(rope_, lat + t * width + rank, 1, int(width), cos, sin);
-                    kv.store(layer, run.pos0 + (t - run.row0), lat + t * width, nullptr);
-                }
+            rows_with_angles(run, [&](int64_t t, int64_t pos, const float* cos, const float* sin) {
+                rope_apply(rope_, q + t * heads * dk + nope, int(heads), int(dk), cos, sin);
+                rope_apply(rope_, lat + t * width + rank, 1, int(width), cos, sin);
+                kv.store(layer, pos, lat + t * width, nullptr);
             });
         }
         MlaShape shape = mla_shape_;
