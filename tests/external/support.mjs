@@ -13,10 +13,11 @@ export function ensurePackage(deps, spec, entry, fail, npmFlags = []) {
   if (fs.existsSync(file)) return file;
   fs.mkdirSync(deps, { recursive: true });
   const specs = Array.isArray(spec) ? spec : [spec];
-  console.log(`installing ${specs.join(" ")} into ${deps}`);
+  console.error(`installing ${specs.join(" ")} into ${deps}`);
   try {
+    // npm's output is progress: on stderr, so that a tool's own output on stdout stays clean.
     execFileSync("npm", ["install", "--prefix", deps, "--no-audit", "--no-fund", ...npmFlags, ...specs], {
-      stdio: ["ignore", "inherit", "inherit"],
+      stdio: ["ignore", 2, "inherit"],
     });
   } catch (e) {
     if (e.code === "ENOENT") fail("npm is not installed (scripts/setup installs nodejs and npm)");
