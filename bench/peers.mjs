@@ -178,7 +178,9 @@ function runStrata(o, model, scratch) {
   argv.push("--reps", String(o.reps), "-t", String(o.threads), "--gpu-mem", "0", "--json", jsonFile);
   // Its progress lines (prefixed "strata:") go straight to stderr; its table is not needed.
   const r = spawnSync(o.strata, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 << 20 });
-  if (r.status !== 0) return { error: `strata bench failed (exit status ${r.status ?? r.signal}): ${tail(r)}` };
+  if (r.status !== 0) {
+    return { error: `strata bench failed (exit status ${r.status ?? r.signal}; its messages are above)` };
+  }
   let record;
   try {
     record = JSON.parse(fs.readFileSync(jsonFile, "utf8").trim().split("\n").at(-1));
