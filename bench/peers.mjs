@@ -278,8 +278,10 @@ function promptIds(n, nVocab) {
 //   generation: G calls of one id each, each asking for the greedy next token, which the next
 //               call evaluates
 // Timed around those calls, so the figures include what node-llama-cpp adds around llama.cpp's
-// decode per call (its JavaScript scheduling and a sampler set up per call: tens of
-// microseconds, against milliseconds per token).
+// decode per call: its scheduling, a sampler set up per call, two hand-overs to a worker thread.
+// That is about 0.5-1 ms a call on a busy 2-core machine (the tiny test model: ~0.9 ms a token
+// where llama-bench takes 0.12 ms), a few percent of a 1B model's token at 2 threads, less for
+// larger ones; `sequence.evaluate`'s generator costs the same.
 async function runNodeLlamaCpp(llama, o, modelPath) {
   const P = o.promptTokens;
   const G = o.genTokens;
