@@ -161,11 +161,13 @@ function measured(x) {
   return typeof x === "number" && Number.isFinite(x) && x > 0;
 }
 
-// A child process's failure in a few lines: the last lines of its stderr (and stdout), or the
-// first ones where the error comes first and a listing after it (strata synth's presets).
+// A child process's failure in a few lines: the last non-empty lines of its stderr (of its
+// stdout when stderr has none), or the first ones where the error comes first and a listing
+// after it (strata synth's presets).
 function tail(r, { lines = 8, first = false } = {}) {
   if (r.error) return r.error.message;
-  const text = `${r.stderr ?? ""}\n${r.stdout ?? ""}`.trim().split("\n");
+  const nonEmpty = (text) => (text ?? "").split("\n").filter((l) => l.trim());
+  const text = nonEmpty(r.stderr).length > 0 ? nonEmpty(r.stderr) : nonEmpty(r.stdout);
   return (first ? text.slice(0, lines) : text.slice(-lines)).join("\n  ");
 }
 
@@ -280,7 +282,7 @@ function promptIds(n, nVocab) {
 // Timed around those calls, so the figures include what node-llama-cpp adds around llama.cpp's
 // decode per call: its scheduling, a sampler set up per call, two hand-overs to a worker thread.
 // That is about 0.5-1 ms a call on a busy 2-core machine (the tiny test model: ~0.9 ms a token
-// where llama-bench takes 0.12 ms), a few percent of a 1B model's token at 2 threads, less for
+// where llama-bench takes 0.12 ms), about 1% of a 1B model's token at 2 threads, less for
 // larger ones; `sequence.evaluate`'s generator costs the same.
 async function runNodeLlamaCpp(llama, o, modelPath) {
   const P = o.promptTokens;
