@@ -2,8 +2,8 @@
 // generation tokens per second of each engine on the CPU with the same thread count, one table.
 //
 //   strata                  `strata bench` (its JSON line, not its text)
-//   llama.cpp (llama-bench) a llama-bench binary the user built (the September 2025 snapshot the
-//                           comparisons quote); its column says "not given" without --llama-bench
+//   llama.cpp (llama-bench) a llama-bench binary the user built (for example from llama.cpp's
+//                           September 2025 snapshot); its row says "not given" without --llama-bench
 //   llama.cpp (npm)         the llama.cpp CPU build bundled in node-llama-cpp 3.22.1, installed on
 //                           first use into --deps and driven from this script
 //
@@ -353,21 +353,25 @@ function ratio(strata, peers) {
   return measured(strata) && measured(best) ? strata / best : null;
 }
 
+// strata's prompt and generation speed over the faster peer's (null where either is missing).
+function strataVsFasterPeer(engines) {
+  const [strata, ...peers] = engines;
+  return {
+    prompt: ratio(strata.prompt, peers.map((p) => p.prompt)),
+    gen: ratio(strata.gen, peers.map((p) => p.gen)),
+  };
+}
+
 function tableRows(results) {
   const rows = [];
   for (const m of results) {
-    const [strata, ...peers] = m.engines;
-    const r = {
-      prompt: ratio(strata.prompt, peers.map((p) => p.prompt)),
-      gen: ratio(strata.gen, peers.map((p) => p.gen)),
-    };
+    const r = m.strataVsFasterPeer;
     m.engines.forEach((e, i) => {
       const cell = (x, digits) => (measured(x) ? x.toFixed(digits) : e.status);
       const x = (v) => (i === 0 && v !== null ? `${v.toFixed(2)}x` : "");
       rows.push([i === 0 ? m.name : "", i === 0 ? formatSize(m.fileBytes) : "", e.label,
         cell(e.prompt, 1), cell(e.gen, 2), x(r.prompt), x(r.gen)]);
     });
-    m.strataVsFasterPeer = r;
   }
   return rows;
 }
@@ -442,7 +446,7 @@ async function main() {
       }
       progress(`${name}: node-llama-cpp ${LLAMA_VERSION}`);
       record(`llama.cpp (node-llama-cpp ${LLAMA_VERSION})`, await runNodeLlamaCpp(llama, o, model));
-      results.push({ name, path: source.file ? model : null, fileBytes, engines });
+      results.push({ name, path: source.file ? model : null, fileBytes, engines, strataVsFasterPeer: strataVsFasterPeer(engines) });
       if (!source.file) fs.rmSync(model, { force: true });
     }
   } finally {
