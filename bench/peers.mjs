@@ -171,6 +171,27 @@ function tail(r, { lines = 8, first = false } = {}) {
   return (first ? text.slice(0, lines) : text.slice(-lines)).join("\n  ");
 }
 
+// How many cores other processes kept busy over one second while this one waited (from
+// /proc/stat's counters; null where there is none): a busy machine's figures are low and noisy,
+// the more so for engines whose threads spin at their barriers.
+async function otherCpuUse() {
+  const sample = () => {
+    const [, ...fields] = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/);
+    const v = fields.map(Number);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0); // user .. steal (guest is in user)
+    return { total, idle: v[3] + v[4] }; // idle + iowait
+  };
+  try {
+    const a = sample();
+    await new Promise((done) => setTimeout(done, 1000));
+    const b = sample();
+    const total = b.total - a.total;
+    return total > 0 ? (1 - (b.idle - a.idle) / total) * os.cpus().length : null;
+  } catch {
+    return null;
+  }
+}
+
 // ---- strata ----
 
 function runStrata(o, model, scratch) {
@@ -420,32 +441,36 @@ async function main() {
       const name = path.basename(model);
       const fileBytes = fs.statSync(model).size;
       const engines = [];
-      const record = (label, r, status = "failed") => {
-        if (r.error) {
+      const what = `${o.promptTokens}-token prompt, ${o.genTokens} generated, ${o.reps} reps, ${o.threads} threads`;
+      // Runs one engine: how busy the machine was just before, then its figures or its error.
+      const measure = async (label, run) => {
+        const busyCores = await otherCpuUse();
+        progress(`${name}: ${label} (${what})`);
+        if (busyCores !== null && busyCores > 0.25) {
+          progress(`warning: other work kept ${busyCores.toFixed(2)} cores busy just before ${label}: its figures will be low and noisy`);
+        }
+        const r = await run();
+        const entry = { label, ...r, busy_cores_before: busyCores };
+        if (!r.error && !(measured(r.prompt) && measured(r.gen))) {
+          entry.error = `measured no speed (prompt ${r.prompt}, generation ${r.gen} tok/s)`;
+        }
+        if (entry.error) {
           ++failures;
-          console.error(`${TOOL}: ${name}: ${label}: ${r.error}`);
-          engines.push({ label, status, error: r.error });
-        } else if (!measured(r.prompt) || !measured(r.gen)) {
-          ++failures;
-          const error = `measured no speed (prompt ${r.prompt}, generation ${r.gen} tok/s)`;
-          console.error(`${TOOL}: ${name}: ${label}: ${error}`);
-          engines.push({ ...r, status, error });
+          console.error(`${TOOL}: ${name}: ${label}: ${entry.error}`);
+          entry.status = "failed";
         } else {
           progress(`${name}: ${r.label}: prompt ${r.prompt.toFixed(1)} tok/s, generation ${r.gen.toFixed(2)} tok/s`);
-          engines.push({ ...r, status: "ok" });
+          entry.status = "ok";
         }
+        engines.push(entry);
       };
-      const what = `${o.promptTokens}-token prompt, ${o.genTokens} generated, ${o.reps} reps, ${o.threads} threads`;
-      progress(`${name}: strata (${what})`);
-      record("strata", runStrata(o, model, scratch));
+      await measure("strata", () => runStrata(o, model, scratch));
       if (o.llamaBench) {
-        progress(`${name}: llama-bench`);
-        record("llama.cpp (llama-bench)", runLlamaBench(o, model));
+        await measure("llama.cpp (llama-bench)", () => runLlamaBench(o, model));
       } else {
         engines.push({ label: "llama.cpp (llama-bench)", status: "not given" });
       }
-      progress(`${name}: node-llama-cpp ${LLAMA_VERSION}`);
-      record(`llama.cpp (node-llama-cpp ${LLAMA_VERSION})`, await runNodeLlamaCpp(llama, o, model));
+      await measure(`llama.cpp (node-llama-cpp ${LLAMA_VERSION})`, () => runNodeLlamaCpp(llama, o, model));
       results.push({ name, path: source.file ? model : null, fileBytes, engines, strataVsFasterPeer: strataVsFasterPeer(engines) });
       if (!source.file) fs.rmSync(model, { force: true });
     }
@@ -477,6 +502,7 @@ async function main() {
         engines: m.engines.map((e) => ({
           engine: e.label,
           status: e.status,
+          busy_cores_before: e.busy_cores_before ?? null,
           prompt_tokens_per_second: e.prompt ?? null,
           gen_tokens_per_second: e.gen ?? null,
           ...(e.error ? { error: e.error } : {}),
