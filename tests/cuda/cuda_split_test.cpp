@@ -554,7 +554,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaDenseSplitShipping,
 INSTANTIATE_TEST_SUITE_P(Models, CudaSplitGpuExpertCache,
                          ::testing::Values(Case{"tiny-moe", GpuSplit::Experts},
                                            Case{"tiny-qwen3moe", GpuSplit::Experts},
-                                           Case{"tiny-qwen3moe", GpuSplit::Experts, true}),
+                                           Case{"tiny-qwen3moe", GpuSplit::Experts, true},
+                                           Case{"tiny-deepseek2", GpuSplit::Experts}),
                          [](const auto& p) {
                              return test::test_name(p.param.preset +
                                                     (p.param.streamed ? "_streamed" : ""));
@@ -562,7 +563,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaSplitGpuExpertCache,
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaSplitShipping,
                          ::testing::Values("tiny-moe", "tiny-qwen2moe", "tiny-qwen3moe",
-                                           "tiny-gpt-oss", "tiny-glm4moe"),
+                                           "tiny-gpt-oss", "tiny-glm4moe", "tiny-deepseek2"),
                          [](const auto& p) { return test::test_name(p.param); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -576,7 +577,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny-moe", GpuSplit::Experts, true}, Case{"tiny-qwen3moe", GpuSplit::Experts, true},
         Case{"tiny-gpt-oss", GpuSplit::Layers}, Case{"tiny-gpt-oss", GpuSplit::Experts},
         Case{"tiny-gpt-oss", GpuSplit::Experts, true}, Case{"tiny-glm4moe", GpuSplit::Layers},
-        Case{"tiny-glm4moe", GpuSplit::Experts}, Case{"tiny-glm4moe", GpuSplit::Experts, true}),
+        Case{"tiny-glm4moe", GpuSplit::Experts}, Case{"tiny-glm4moe", GpuSplit::Experts, true},
+        Case{"tiny-deepseek2", GpuSplit::Layers}, Case{"tiny-deepseek2", GpuSplit::Experts},
+        Case{"tiny-deepseek2", GpuSplit::Experts, true}),
     [](const auto& p) {
         return test::test_name(p.param.preset + "_" + std::string(gpu_split_name(p.param.split)) +
                                (p.param.streamed ? "_streamed" : ""));
