@@ -24,35 +24,11 @@
 namespace strata {
 namespace {
 
-std::vector<float> randn(size_t count, uint32_t seed, float scale = 1.0f, float shift = 0.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(count);
-    for (float& v : x) v = shift + scale * nd(rng);
-    return x;
-}
-
-// An F32 matrix of rows x cols in host memory and its copy in GPU memory.
-struct Weight {
-    std::vector<float> host;
-    gpu::DeviceBuffer device;
-    TensorView host_view, device_view;
-};
+using test::randn;
+using Weight = test::HostDeviceWeight;
 
 Weight weight(std::vector<float> values, int64_t cols) {
-    Weight w;
-    w.host = std::move(values);
-    w.device = test::upload(w.host.data(), w.host.size() * sizeof(float));
-    TensorView v;
-    v.type = TensorType::F32;
-    v.ne = {cols, int64_t(w.host.size()) / cols, 1, 1};
-    v.row_bytes = size_t(cols) * sizeof(float);
-    w.host_view = v;
-    w.host_view.data = reinterpret_cast<const std::byte*>(w.host.data());
-    w.device_view = v;
-    w.device_view.data = w.device.data();
-    w.device_view.where = {MemoryKind::Device, 0};
-    return w;
+    return test::host_device_weight(std::move(values), cols);
 }
 
 class CudaLatentAttention : public ::testing::TestWithParam<bool> {};

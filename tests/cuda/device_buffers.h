@@ -1,5 +1,5 @@
 // Host data to the GPU and back, for the CUDA tests: each copy is checked, and a download waits
-// for the work queued before it.
+// for the work queued before it; random values and F32 weights held on both sides.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu.h"
+#include "model/tensor_view.h"
 
 namespace strata::test {
 
@@ -41,5 +44,39 @@ class DeviceVector {
   private:
     gpu::DeviceBuffer buf_;
 };
+
+// `count` normal values (mean `shift`, deviation `scale`) from `seed`.
+inline std::vector<float> randn(size_t count, uint32_t seed, float scale = 1.0f,
+                                float shift = 0.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(count);
+    for (float& v : x) v = shift + scale * nd(rng);
+    return x;
+}
+
+// An F32 matrix of values.size() / cols rows x cols in host memory and its copy in GPU memory,
+// with a view of each (for the CPU backend and the CUDA one).
+struct HostDeviceWeight {
+    std::vector<float> host;
+    gpu::DeviceBuffer device;
+    TensorView host_view, device_view;
+};
+
+inline HostDeviceWeight host_device_weight(std::vector<float> values, int64_t cols) {
+    HostDeviceWeight w;
+    w.host = std::move(values);
+    w.device = upload(w.host.data(), w.host.size() * sizeof(float));
+    TensorView v;
+    v.type = TensorType::F32;
+    v.ne = {cols, int64_t(w.host.size()) / cols, 1, 1};
+    v.row_bytes = size_t(cols) * sizeof(float);
+    w.host_view = v;
+    w.host_view.data = reinterpret_cast<const std::byte*>(w.host.data());
+    w.device_view = v;
+    w.device_view.data = w.device.data();
+    w.device_view.where = {MemoryKind::Device, 0};
+    return w;
+}
 
 }  // namespace strata::test

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backend/cuda/block_sum.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/formats_all.cuh"
 #include "model/activation_memory.h"
@@ -24,16 +25,6 @@ namespace strata::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ double block_sum(double x, double* red) {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-    if (lane == 0) red[warp] = x;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < int(blockDim.x) / 32; ++w) total += red[w];
-    return total;
-}
 
 // grid: n rows; block: kThreads.
 __global__ void rms_norm_strided_kernel(float* rows, int64_t cols, int64_t stride,

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/block_sum.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -19,18 +20,6 @@ namespace {
 // One thread per element of a head; a latent-attention row (mla_rope_store) is the widest.
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxWarps = kMaxThreads / 32;
-
-// Sum over the block of one double per thread; every thread gets the total.
-// PRECONDITION: blockDim.x is a multiple of 32, at most kMaxThreads.
-__device__ double block_sum(double x, double* red) {
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-    if (lane == 0) red[warp] = x;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < int(blockDim.x) / 32; ++w) total += red[w];
-    return total;
-}
 
 // cos and sin of rotation pair i at position pos, as rope_angles computes them. Every
 // operation is an explicitly rounded one, so nvcc cannot contract a product and a sum into an
