@@ -12,9 +12,11 @@
 // the block's int8 grid (|x|max / 254 per element) for Q8 types, 2^-11 |x| for F16, 2^-8 |x|
 // for BF16.
 //
-// Every path (scalar, AVX2, AVX-512; cpu_path.h) computes the same thing; types without a fast
-// kernel on the active path take the scalar one. Work is split across the pool's threads by
-// blocks of rows handed out dynamically.
+// Every path (scalar, AVX2, AVX-512; cpu_path.h) computes the same thing. Each call takes the
+// path the kernel table gives its weights' type and number of columns (kernel_table.h: a forced
+// path, else the measured table, else the best the CPU runs); types without a fast kernel on that
+// path take the scalar one. Work is split across the pool's threads by blocks of rows handed out
+// dynamically.
 #pragma once
 
 #include <cstddef>
