@@ -29,7 +29,8 @@ std::optional<KernelPhase> parse_kernel_phase(std::string_view name) {
 }
 
 std::optional<CpuPathChoice> parse_kernel_path(std::string_view name) {
-    for (const CpuPathChoice c : {CpuPathChoice::Scalar, CpuPathChoice::Avx2, CpuPathChoice::Avx512}) {
+    for (const CpuPathChoice c :
+         {CpuPathChoice::Scalar, CpuPathChoice::Avx2, CpuPathChoice::Avx512}) {
         if (tuning_name(c) == name) return c;
     }
     return std::nullopt;
@@ -98,7 +99,8 @@ json kernel_table_json(const CpuKernelTable& t) {
     json choices = json::array();
     for (const CpuKernelChoice& c : t.choices) {
         json timings = json::object();
-        for (const KernelTiming& k : c.timings) timings[std::string(tuning_name(k.path))] = k.figure;
+        for (const KernelTiming& k : c.timings)
+            timings[std::string(tuning_name(k.path))] = k.figure;
         choices.push_back({{"type", std::string(tensor_type_name(c.type))},
                            {"phase", std::string(kernel_phase_name(c.phase))},
                            {"path", std::string(tuning_name(c.path))},

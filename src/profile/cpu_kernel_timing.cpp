@@ -143,7 +143,8 @@ Result<CpuKernelProfile> measure_cpu_kernels(
         const TensorType t = types[i];
         if (on_type) on_type(t, int(i), int(types.size()));
         STRATA_ASSIGN(const uint64_t row_bytes, quant::quant_row_bytes(t, kCols));
-        const int64_t rows = int64_t(options.decode_bytes / row_bytes) / kPatternRows * kPatternRows;
+        const int64_t rows =
+            int64_t(options.decode_bytes / row_bytes) / kPatternRows * kPatternRows;
         if (rows < kPromptRows) {
             return err("CPU kernel timing: ", std::to_string(options.decode_bytes),
                        " bytes is too small a matrix");
