@@ -120,8 +120,8 @@ TEST(KernelTable, JsonRoundTripAndErrors) {
     EXPECT_EQ(only_q4.choices[0].type, TensorType::Q4_K);
     EXPECT_EQ(only_q4.widest, CpuPathChoice::Avx512);
 
-    for (const auto& [key, bad] : {std::pair{"type", "Q9_K"}, {"phase", "prefill"},
-                                   {"path", "neon"}}) {
+    for (const auto& [key, bad] :
+         {std::pair{"type", "Q9_K"}, {"phase", "prefill"}, {"path", "neon"}}) {
         nlohmann::json broken = j;
         broken["choices"][0][key] = bad;
         auto r = kernel_table_from_json(broken);
@@ -185,9 +185,9 @@ TEST(KernelTable, DispatchThroughTheTableGivesTheBitsOfThePathItNames) {
                                   TensorType::F16, TensorType::IQ4_NL}) {
         const Owned w = random_matrix(type, rows, cols, rng);
         for (const KernelPhase phase : kAllKernelPhases) {
-            const int64_t n = phase == KernelPhase::Decode ? 1
-                              : phase == KernelPhase::Batch  ? 3
-                                                             : kPromptColumns + 4;
+            const int64_t n = phase == KernelPhase::Decode  ? 1
+                              : phase == KernelPhase::Batch ? 3
+                                                            : kPromptColumns + 4;
             ASSERT_EQ(kernel_phase(n), phase);
             const std::vector<float> x = random_floats(size_t(n * cols), rng);
             for (const CpuPath path : paths) {
@@ -247,8 +247,8 @@ TEST(KernelTable, SegmentsTakeThePathOfTheirOwnPhase) {
     matmul_segments(segs, x.data(), rows, pool);
     for (size_t i = 0; i < std::size(cases); ++i) {
         const Case& c = cases[i];
-        const CpuPath path = choose_kernel_path(std::nullopt, table, best_cpu_path(detect_cpu_features()),
-                                                c.w->m.type, c.count);
+        const CpuPath path = choose_kernel_path(
+            std::nullopt, table, best_cpu_path(detect_cpu_features()), c.w->m.type, c.count);
         SCOPED_TRACE(std::to_string(c.count) + " rows on " + std::string(cpu_path_name(path)));
         std::vector<float> forced(size_t(c.count * c.w->m.rows));
         matmul_on_path(path, c.w->m, x.data() + c.first * cols, forced.data(), c.count, pool);

@@ -227,11 +227,17 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
             const CpuProfile cpu_now = detect_cpu();
             const auto& kernels = out.profile.cpu_kernels;
             if (!kernels || cpu_kernels_measured_elsewhere(*kernels, cpu_now)) {
-                out.notes.push_back(!kernels
-                                        ? "the cached profile has no CPU kernel table; measuring it"
-                                        : "the CPU changed since the kernel table was measured (" +
-                                              kernels->cpu_model + " then, " + cpu_now.model +
-                                              " now); measuring it again");
+                std::string why = "the cached profile has no CPU kernel table; measuring it";
+                if (kernels && kernels->cpu_model != cpu_now.model) {
+                    why = "the CPU changed since the kernel table was measured (" +
+                          kernels->cpu_model + " then, " + cpu_now.model +
+                          " now); measuring it again";
+                } else if (kernels) {
+                    why =
+                        "the CPU's features changed since the kernel table was measured; "
+                        "measuring it again";
+                }
+                out.notes.push_back(why);
                 ProgressLine progress(stderr, request.progress);
                 progress.set_steps(kernel_steps());
                 STRATA_ASSIGN(out.profile.cpu_kernels,

@@ -68,7 +68,7 @@ namespace {
 // The installed table, one atomic per entry so that a product never reads a torn table (the
 // backend installs it before any product runs; the atomics are for the tests that switch). An
 // entry holds its path + 1, so that the zero the array starts as means "none".
-constexpr size_t kTypes = detail::kTensorTypeTable.size();
+constexpr size_t kTypes = strata::detail::kTensorTypeTable.size();
 constexpr size_t kPhases = std::size(kAllKernelPhases);
 std::atomic<int8_t> g_installed[kTypes][kPhases];
 

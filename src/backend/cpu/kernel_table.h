@@ -41,7 +41,7 @@ class KernelTable {
     bool empty() const;
 
   private:
-    static constexpr size_t kTypes = detail::kTensorTypeTable.size();
+    static constexpr size_t kTypes = strata::detail::kTensorTypeTable.size();
     static constexpr int8_t kNone = -1;
     std::array<std::array<int8_t, std::size(kAllKernelPhases)>, kTypes> paths_ = filled();
 

@@ -88,7 +88,8 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
 // for `bytes`, so that no later matmul of up to that size on this thread allocates.
 void reserve_converted_activations(size_t bytes);
 
-// matmul on a given path, for tests and benchmarks. PRECONDITION: the CPU can run `path`.
+// matmul on a given path, whatever the kernel table says: for tests, benchmarks and the profile's
+// timing of the paths (profile/cpu_kernel_timing.h). PRECONDITION: the CPU can run `path`.
 void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
                     ThreadPool& pool);
 
