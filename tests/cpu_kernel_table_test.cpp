@@ -321,6 +321,7 @@ TEST(CpuKernelTiming, ASmallMeasurementHasAChoicePerTypeAndPhase) {
         return;
     }
     ASSERT_EQ(k->table.choices.size(), types.size() * std::size(kAllKernelPhases));
+    EXPECT_LE(size_t(k->busy_choices), k->table.choices.size());
     for (const TensorType t : types) {
         for (const KernelPhase p : kAllKernelPhases) {
             const CpuKernelChoice* c = k->table.find(t, p);
@@ -336,7 +337,13 @@ TEST(CpuKernelTiming, ASmallMeasurementHasAChoicePerTypeAndPhase) {
                 }
             }
             EXPECT_TRUE(named) << "the choice is one of the timed paths";
-            EXPECT_EQ(c->path, pick_kernel_path(c->timings, k->table.widest));
+            // Timed while other work had the cores, a choice stays on the widest path.
+            const CpuPathChoice picked = pick_kernel_path(c->timings, k->table.widest);
+            if (k->busy_choices == 0) {
+                EXPECT_EQ(c->path, picked);
+            } else {
+                EXPECT_TRUE(c->path == picked || c->path == k->table.widest);
+            }
         }
     }
 }

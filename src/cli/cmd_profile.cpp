@@ -132,6 +132,12 @@ std::string kernels_line(const CpuKernelProfile& k) {
                     std::to_string(k.threads) + " threads (" + format_bytes(k.decode_bytes) +
                     " of weights for decode and batches)";
     if (k.quick) s += ", quick: rough figures";
+    if (k.busy_choices > 0) {
+        s += "; " + std::to_string(k.busy_choices) + " of " +
+             std::to_string(k.table.choices.size()) +
+             " timed while other work had the cores, left to " +
+             std::string(tuning_name(k.table.widest)) + " (--force on an idle machine times again)";
+    }
     if (k.table.empty()) {
         s +=
             "; one fast path (" + std::string(tuning_name(k.table.widest)) + "): nothing to choose";

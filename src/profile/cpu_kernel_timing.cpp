@@ -1,6 +1,7 @@
 #include "profile/cpu_kernel_timing.h"
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +42,21 @@ std::vector<cpu::CpuPath> fast_paths() {
     return out;
 }
 
+// CPU time the pool's threads have run, all together, in seconds. Each thread reads its own
+// clock, which is exact; the process's clock counts other threads' time only at scheduler ticks,
+// too coarse for passes of a few milliseconds.
+double pool_cpu_seconds(ThreadPool& pool, std::vector<double>& per_thread) {
+    per_thread.assign(size_t(pool.size()), 0.0);
+    pool.run([&](int thread, int) {
+        timespec ts{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        per_thread[size_t(thread)] = double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+    });
+    double sum = 0;
+    for (const double t : per_thread) sum += t;
+    return sum;
+}
+
 // Fills `rows` rows of type t at `data` with a pattern of random rows.
 void fill_weights(TensorType t, std::byte* data, int64_t rows, size_t row_bytes) {
     std::mt19937 rng(uint32_t(t) + 1);
@@ -57,22 +73,65 @@ void fill_weights(TensorType t, std::byte* data, int64_t rows, size_t row_bytes)
     }
 }
 
-// The best of `passes` timings of each path's product W X^T (n columns), the paths taking turns;
-// after one untimed product each. Seconds, in the order of `paths`.
-std::vector<double> best_seconds(const std::vector<cpu::CpuPath>& paths, const cpu::QuantMatrix& W,
-                                 const float* X, float* Y, int64_t n, int passes,
-                                 ThreadPool& pool) {
-    std::vector<double> best(paths.size(), 1e30);
+// A path's timing: its best time, and whether that is a quiet one, confirmed.
+struct PathSeconds {
+    double best = 1e30;
+    bool quiet = false;
+};
+
+// Each path's timing of its product W X^T (n columns), in the order of `paths`, after one
+// untimed product each. The paths take turns, pass after pass. A pass is quiet when the pool's
+// threads ran for kQuietShare of its time or more (their CPU time against the wall time) (on a
+// shared machine other work takes the cores for whole passes of one path and none of the other's);
+// passes go on, at least `passes` and at most kMaxPassFactor times as many, until every path's best
+// quiet pass is confirmed by a second quiet pass within kPassAgreement of it, or some path has had
+// no quiet pass at all. A path with no confirmed quiet pass keeps the best of all its passes,
+// marked not quiet.
+std::vector<PathSeconds> time_paths(const std::vector<cpu::CpuPath>& paths,
+                                    const cpu::QuantMatrix& W, const float* X, float* Y, int64_t n,
+                                    int passes, ThreadPool& pool) {
+    constexpr double kQuietShare = 0.85, kPassAgreement = 0.10;
+    constexpr int kMaxPassFactor = 3;
+    const size_t k = paths.size();
+    std::vector<double> best(k, 1e30), second(k, 1e30), any(k, 1e30);
+    std::vector<double> per_thread;
     for (const cpu::CpuPath p : paths) cpu::matmul_on_path(p, W, X, Y, n, pool);
-    for (int pass = 0; pass < passes; ++pass) {
-        for (size_t i = 0; i < paths.size(); ++i) {
+    const auto confirmed = [&](size_t i) {
+        return second[i] < 1e30 && second[i] <= best[i] * (1 + kPassAgreement);
+    };
+    const auto all_quiet_once = [&] {
+        for (size_t i = 0; i < k; ++i) {
+            if (best[i] >= 1e30) return false;
+        }
+        return true;
+    };
+    const auto all_confirmed = [&] {
+        for (size_t i = 0; i < k; ++i) {
+            if (!confirmed(i)) return false;
+        }
+        return true;
+    };
+    for (int pass = 0; pass < passes * kMaxPassFactor; ++pass) {
+        // Past the minimum, more passes only while every path has had a quiet one: on a busy
+        // machine they would not confirm anything.
+        if (pass >= passes && (all_confirmed() || !all_quiet_once())) break;
+        for (size_t i = 0; i < k; ++i) {
+            const double cpu0 = pool_cpu_seconds(pool, per_thread);
             const auto t0 = Clock::now();
             cpu::matmul_on_path(paths[i], W, X, Y, n, pool);
             const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            const double share = (pool_cpu_seconds(pool, per_thread) - cpu0) / (s * pool.size());
+            any[i] = std::min(any[i], s);
+            if (share < kQuietShare) continue;
+            second[i] = std::min(second[i], std::max(best[i], s));
             best[i] = std::min(best[i], s);
         }
     }
-    return best;
+    std::vector<PathSeconds> out(k);
+    for (size_t i = 0; i < k; ++i) {
+        out[i] = confirmed(i) ? PathSeconds{best[i], true} : PathSeconds{any[i], false};
+    }
+    return out;
 }
 
 }  // namespace
@@ -157,18 +216,24 @@ Result<CpuKernelProfile> measure_cpu_kernels(
             const int64_t phase_rows = phase == KernelPhase::Prompt ? kPromptRows : rows;
             STRATA_ASSIGN(const cpu::QuantMatrix W,
                           cpu::make_quant_matrix(t, weights.data(), phase_rows, kCols));
-            const std::vector<double> seconds =
-                best_seconds(paths, W, x.data(), y.data(), n, options.passes, pool);
+            const std::vector<PathSeconds> seconds =
+                time_paths(paths, W, x.data(), y.data(), n, options.passes, pool);
             CpuKernelChoice choice;
             choice.type = t;
             choice.phase = phase;
+            bool quiet = true;
             for (size_t p = 0; p < paths.size(); ++p) {
                 const double work = phase == KernelPhase::Prompt
                                         ? 2.0 * double(phase_rows) * double(kCols) * double(n)
                                         : double(phase_rows) * double(row_bytes);
-                choice.timings.push_back({cpu::cpu_path_choice(paths[p]), work / seconds[p]});
+                choice.timings.push_back({cpu::cpu_path_choice(paths[p]), work / seconds[p].best});
+                quiet = quiet && seconds[p].quiet;
             }
-            choice.path = pick_kernel_path(choice.timings, out.table.widest);
+            // Figures taken while other work had the cores are noise: the widest path keeps
+            // such a choice.
+            choice.path =
+                quiet ? pick_kernel_path(choice.timings, out.table.widest) : out.table.widest;
+            if (!quiet) ++out.busy_choices;
             for (const KernelTiming& k : choice.timings) {
                 if (k.path == choice.path) choice.figure = k.figure;
             }

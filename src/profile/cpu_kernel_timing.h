@@ -5,9 +5,12 @@
 //   - decode (1 column) and batch (4 columns) on a matrix larger than the last-level cache, read
 //     from RAM as a model's weights are: bytes of weights per second;
 //   - prompt (64 columns) on a matrix of 1024 rows, mostly in cache: flop/s.
-// The paths' passes alternate, so a slow moment of a shared machine costs each path alike, and
-// the best pass of each counts. The fastest path wins; within kKernelTieMargin of the widest path
-// the widest keeps it, so that noise does not move a choice the figures cannot tell apart.
+// The paths' passes alternate, so a slow moment of a shared machine costs each path alike. A
+// pass counts when the threads had their cores (process CPU time against wall time), and a
+// path's best counting pass once a second one confirms it; more passes are taken, up to three
+// times as many, until they do. Where they never do (a machine busy with other work) the
+// figures are kept but the widest path keeps the choice (CpuKernelProfile::busy_choices counts
+// them), so that noise never moves a choice.
 // A few seconds in all (`strata profile`; --quick takes fewer passes).
 #pragma once
 
@@ -27,8 +30,8 @@ inline constexpr double kKernelTieMargin = 0.05;
 struct CpuKernelTimingOptions {
     int threads = 1;
     uint64_t decode_bytes = 64ull << 20;  // weights of the decode and batch matrix
-    int passes = 5;                       // timed passes per path and phase, after a warm-up
-    bool quick = false;                   // recorded in the profile (--quick)
+    int passes = 4;      // timed passes per path and phase at least, after a warm-up (see above)
+    bool quick = false;  // recorded in the profile (--quick)
 };
 
 // Full: a decode matrix of twice the last-level cache, 128 to 256 MiB (128 MiB when the cache

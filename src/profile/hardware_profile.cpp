@@ -75,13 +75,10 @@ DiskProfile disk_from_json(const json& j) {
 }
 
 json cpu_kernels_json(const CpuKernelProfile& k) {
-    return {{"cpu_model", k.cpu_model},
-            {"simd", k.simd},
-            {"threads", k.threads},
-            {"quick", k.quick},
-            {"decode_bytes", k.decode_bytes},
-            {"seconds", k.seconds},
-            {"table", kernel_table_json(k.table)}};
+    return {{"cpu_model", k.cpu_model},       {"simd", k.simd},
+            {"threads", k.threads},           {"quick", k.quick},
+            {"decode_bytes", k.decode_bytes}, {"seconds", k.seconds},
+            {"busy_choices", k.busy_choices}, {"table", kernel_table_json(k.table)}};
 }
 
 // Reads that throw are turned into an error value by profile_from_json.
@@ -93,6 +90,7 @@ Result<CpuKernelProfile> cpu_kernels_from_json(const json& j) {
     k.quick = j.at("quick").get<bool>();
     k.decode_bytes = j.at("decode_bytes").get<uint64_t>();
     k.seconds = j.at("seconds").get<double>();
+    k.busy_choices = j.at("busy_choices").get<int>();
     STRATA_ASSIGN(k.table, kernel_table_from_json(j.at("table")));
     return k;
 }

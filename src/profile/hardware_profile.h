@@ -20,7 +20,7 @@
 //              "reads": [{"block", "queue_depth", "bandwidth", "iops", "bytes", "seconds"}],
 //              "note"}],
 //   "cpu_kernels": {"cpu_model", "simd", "threads", "quick", "decode_bytes", "seconds",
-//                   "table": backend/kernel_choice.h's kernel_table_json}
+//                   "busy_choices", "table": backend/kernel_choice.h's kernel_table_json}
 // }
 // device_copy_bandwidth counts bytes read plus bytes written, as memory bandwidth figures do.
 // cpu_kernels is absent in profiles written before it existed; it is then measured on first use.
@@ -111,6 +111,8 @@ struct CpuKernelProfile {
     bool quick = false;         // fewer passes (--quick)
     uint64_t decode_bytes = 0;  // weights of the matrix decode and batches were timed on
     double seconds = 0;         // the measurement took
+    // Choices timed while other work had the cores (cpu_kernel_timing.h): left to the widest path.
+    int busy_choices = 0;
     CpuKernelTable table;
 };
 

@@ -56,6 +56,17 @@ Result<CpuKernelProfile> measure_kernels(bool quick, int threads, ProgressLine& 
     });
 }
 
+// A note when the kernels were timed while other work had the cores.
+void note_busy_kernels(LoadedProfile& out) {
+    const auto& k = out.profile.cpu_kernels;
+    if (!k || k->busy_choices == 0) return;
+    out.notes.push_back(std::to_string(k->busy_choices) + " of " +
+                        std::to_string(k->table.choices.size()) +
+                        " CPU kernel choices were timed while other work had the cores and stay "
+                        "on the widest path; `strata profile --force` on an idle machine times "
+                        "them again");
+}
+
 int kernel_steps() {
     return static_cast<int>(timed_kernel_types().size());
 }
@@ -243,6 +254,7 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
                 STRATA_ASSIGN(out.profile.cpu_kernels,
                               measure_kernels(request.quick, cpu_now.physical_cores, progress));
                 out.kernels_measured = changed = true;
+                note_busy_kernels(out);
             }
             if (const DiskProfile* d = out.profile.disk_for(storage)) {
                 if (changed) {
@@ -269,6 +281,7 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
     }
     STRATA_ASSIGN(out.profile, measure_all(request, cache_dir));
     out.measured = out.disk_measured = true;
+    note_busy_kernels(out);
     out.disk = 0;
     if (!path.empty()) {
         if (auto saved = save_profile(out.profile, path); saved) {
