@@ -1,8 +1,9 @@
 // Which CPU kernel multiplies weights of each type fastest, by the phase of the product: one
 // activation column (decode), a few (several sequences decoded together, a routed expert's few
 // tokens) or many (prompt batches). One instruction-set path is not the best for all three on
-// every machine: on an AMD EPYC VM the AVX-512 kernels decoded a 1B Q4_K_M model at 17.9 tok/s
-// and the AVX2 ones at 26.7, while AVX-512 read prompts 2.7x faster.
+// every machine: on one AMD EPYC VM the AVX-512 kernels decoded a 1B Q4_K_M model at 17.9 tok/s
+// and the AVX2 ones at 26.7, while AVX-512 read prompts 2.7x faster (issue 40); on 2 cores of a
+// Zen 5 EPYC VM AVX-512 is faster at everything but Q8_0 decode, where the two are within 4%.
 //
 // The hardware profile measures the table (profile/cpu_kernel_timing.h) and keeps it with the CPU
 // it was measured on; the plan takes the rows of its model's weight types (Plan::cpu_kernels); the

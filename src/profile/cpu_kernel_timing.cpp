@@ -81,12 +81,12 @@ struct PathSeconds {
 
 // Each path's timing of its product W X^T (n columns), in the order of `paths`, after one
 // untimed product each. The paths take turns, pass after pass. A pass is quiet when the pool's
-// threads ran for kQuietShare of its time or more (their CPU time against the wall time) (on a
-// shared machine other work takes the cores for whole passes of one path and none of the other's);
-// passes go on, at least `passes` and at most kMaxPassFactor times as many, until every path's best
-// quiet pass is confirmed by a second quiet pass within kPassAgreement of it, or some path has had
-// no quiet pass at all. A path with no confirmed quiet pass keeps the best of all its passes,
-// marked not quiet.
+// threads ran for kQuietShare of its wall time or more: on a shared machine other work can take
+// the cores for whole passes of one path and none of the other's. Passes go on, at least
+// `passes` and at most kMaxPassFactor times as many, until every path's best quiet pass is
+// confirmed by a second quiet pass within kPassAgreement of it, or some path has had no quiet
+// pass at all. A path with no confirmed quiet pass keeps the best of all its passes, marked not
+// quiet.
 std::vector<PathSeconds> time_paths(const std::vector<cpu::CpuPath>& paths,
                                     const cpu::QuantMatrix& W, const float* X, float* Y, int64_t n,
                                     int passes, ThreadPool& pool) {
