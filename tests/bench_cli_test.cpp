@@ -232,6 +232,26 @@ TEST(BenchCli, TuneSettingsAreShownAndRecorded) {
     EXPECT_EQ(t["gpu_expert_prefetch"], "2");
     EXPECT_EQ(t["pdl"], "at_end");
     EXPECT_EQ(t["cpu_path"], "best");
+    // The CPU kernels: the test profile's table has no choices, so none was forced and the
+    // table recorded is empty.
+    EXPECT_NE(r.out.find("\ncpu kernels: "), std::string::npos) << r.out;
+    const json& k = lines[0]["cpu_kernels"];
+    EXPECT_TRUE(k["forced"].is_null()) << k.dump();
+    EXPECT_TRUE(k["table"]["choices"].empty()) << k.dump();
+}
+
+// A forced path is shown and recorded as the kernels every product took.
+TEST(BenchCli, AForcedCpuPathIsShownAsTheKernelsOfEveryProduct) {
+    const std::string model = test::synth_test_model("tiny", TensorType::Q8_0);
+    const auto [r, lines] = bench(model,
+                                  "--prompt-tokens 8 --gen-tokens 4 --reps 1 -t 2 --tune "
+                                  "cpu_path=scalar");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\ncpu kernels: scalar for every product (--tune cpu_path=scalar)"),
+              std::string::npos)
+        << r.out;
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(lines[0]["cpu_kernels"]["forced"], "scalar");
 }
 
 // A key --tune does not know, a value its key does not take, or no value: one line that names

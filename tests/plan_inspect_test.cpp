@@ -57,6 +57,47 @@ TEST_F(PlanInspect, TextShowsThePlanAfterTheDescription) {
     }
 }
 
+// The plan shows the CPU kernels the profile measured for the model's weight types (the model is
+// F16; its F32 norms are no products' weights) and leaves the others out.
+TEST_F(PlanInspect, TheProfilesKernelTableIsShownForTheModelsWeightTypes) {
+    HardwareProfile p = test::plan_profile();
+    CpuKernelProfile k;
+    k.cpu_model = "Other CPU";
+    k.table.widest = CpuPathChoice::Avx512;
+    k.table.choices = {{TensorType::F16,
+                        KernelPhase::Decode,
+                        CpuPathChoice::Avx2,
+                        27.1e9,
+                        {{CpuPathChoice::Avx2, 27.1e9}, {CpuPathChoice::Avx512, 18e9}}},
+                       {TensorType::F16, KernelPhase::Prompt, CpuPathChoice::Avx512, 4.1e11, {}},
+                       {TensorType::F32, KernelPhase::Decode, CpuPathChoice::Avx2, 9e9, {}},
+                       {TensorType::MXFP4, KernelPhase::Decode, CpuPathChoice::Avx2, 9e9, {}}};
+    p.cpu_kernels = k;
+    test::TempDir dir;
+    const std::string file = dir.file("other.json");
+    ASSERT_TRUE(save_profile(p, file));
+    const json j = inspect_json("--profile " + test::shell_quote(file));
+    ASSERT_TRUE(j.contains("plan")) << j.dump();
+    const json& kernels = j["plan"]["cpu_kernels"];
+    EXPECT_EQ(kernels["widest"], "avx512");
+    ASSERT_EQ(kernels["choices"].size(), 2u) << kernels.dump();
+    for (const json& c : kernels["choices"]) EXPECT_EQ(c["type"], "F16");
+    const auto text =
+        test::run_strata("inspect --profile " + test::shell_quote(file) + " " + model());
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    for (const char* s :
+         {"cpu kernels (measured", "avx2 27.1 GB/s (avx512 18.0)", "avx512 410 GFLOP/s"}) {
+        EXPECT_NE(text.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << text.out;
+    }
+    EXPECT_EQ(text.out.find("MXFP4"), std::string::npos) << text.out;
+
+    // The fixed test profile has no measured choices.
+    const auto plain = test::run_strata("inspect " + model());
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_NE(plain.out.find("cpu kernels: "), std::string::npos) << plain.out;
+    EXPECT_NE(plain.out.find("(no measured table)"), std::string::npos) << plain.out;
+}
+
 TEST_F(PlanInspect, JsonHasThePlanInFull) {
     const json j = inspect_json("--ram 1G --ctx 512");
     ASSERT_TRUE(j.contains("plan"));

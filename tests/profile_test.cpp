@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profile/cpu_info.h"
+#include "profile/cpu_kernel_timing.h"
 #include "profile/disk_bandwidth.h"
 #include "profile/gpu_probe.h"
 #include "profile/memory_bandwidth.h"
@@ -98,7 +99,38 @@ HardwareProfile sample_profile() {
                {1 << 20, 16, 6.8e9, 6500, 1073741824, 0.16}};
     d.note = "a note";
     p.disks.push_back(d);
+    CpuKernelProfile k;
+    k.cpu_model = p.cpu.model;
+    k.simd = p.cpu.simd;
+    k.threads = 8;
+    k.quick = true;
+    k.decode_bytes = 64ull << 20;
+    k.seconds = 1.5;
+    k.table.widest = CpuPathChoice::Avx2;
+    k.table.choices = {{TensorType::Q4_K,
+                        KernelPhase::Decode,
+                        CpuPathChoice::Avx2,
+                        27e9,
+                        {{CpuPathChoice::Avx2, 27e9}, {CpuPathChoice::Avx512, 18e9}}},
+                       {TensorType::Q4_K,
+                        KernelPhase::Prompt,
+                        CpuPathChoice::Avx512,
+                        4e11,
+                        {{CpuPathChoice::Avx2, 1.5e11}, {CpuPathChoice::Avx512, 4e11}}}};
+    p.cpu_kernels = k;
     return p;
+}
+
+// A kernel table that names this machine's CPU, so that a cached copy is not measured again.
+CpuKernelProfile kernels_of_this_cpu() {
+    const CpuProfile cpu = detect_cpu();
+    CpuKernelProfile k;
+    k.cpu_model = cpu.model;
+    k.simd = cpu.simd;
+    k.threads = cpu.physical_cores;
+    k.table.widest = CpuPathChoice::Avx2;
+    k.table.choices = {{TensorType::Q8_0, KernelPhase::Batch, CpuPathChoice::Avx2, 9e9, {}}};
+    return k;
 }
 
 // The disk entry strata would look up for `dir`, so a cached profile counts as covering it.
@@ -125,6 +157,18 @@ TEST(HardwareProfile, JsonRoundTrip) {
     EXPECT_EQ(back->disks[0].reads.size(), 3u);
     EXPECT_EQ(back->disks[0].write_bandwidth, std::optional<double>(2.5e9));
     EXPECT_EQ(j["gpus"][0]["device_copy_bandwidth"].get<double>(), 4.2e12);
+    ASSERT_TRUE(back->cpu_kernels);
+    EXPECT_EQ(back->cpu_kernels->table, p.cpu_kernels->table);
+    EXPECT_EQ(back->cpu_kernels->simd, p.cpu.simd);
+    EXPECT_EQ(j["cpu_kernels"]["table"]["choices"][0]["path"], "avx2");
+
+    // A profile from before the kernel table reads without one (it is measured on first use).
+    nlohmann::json older = j;
+    older.erase("cpu_kernels");
+    auto without = profile_from_json(older);
+    ASSERT_TRUE(without.ok()) << without.error().message;
+    EXPECT_FALSE(without->cpu_kernels);
+    EXPECT_FALSE(profile_to_json(*without).contains("cpu_kernels"));
 
     TempDir dir;
     const std::string path = (dir.path() / "sub" / "profile.json").string();
@@ -152,6 +196,13 @@ TEST(HardwareProfile, DamagedProfilesAreErrors) {
     j = profile_to_json(sample_profile());
     j["measured_at"] = "yesterday";
     EXPECT_FALSE(profile_from_json(j).ok());
+
+    j = profile_to_json(sample_profile());
+    j["cpu_kernels"]["table"]["choices"][0]["phase"] = "prefill";
+    auto bad_kernels = profile_from_json(j);
+    ASSERT_FALSE(bad_kernels.ok());
+    EXPECT_NE(bad_kernels.error().message.find("prefill"), std::string::npos)
+        << bad_kernels.error().message;
 
     TempDir dir;
     const std::string path = dir.file("profile.json");
@@ -235,6 +286,7 @@ class ProfileCacheUse : public testing::Test {
     HardwareProfile covering_profile() const {
         HardwareProfile p = with_these_gpus(sample_profile());
         p.disks.push_back(disk_entry_for(models_.path().string()));
+        p.cpu_kernels = kernels_of_this_cpu();
         return p;
     }
 
@@ -247,7 +299,10 @@ TEST_F(ProfileCacheUse, FreshCacheIsUsedAsIs) {
     ASSERT_TRUE(lp.ok()) << lp.error().message;
     EXPECT_FALSE(lp->measured);
     EXPECT_FALSE(lp->disk_measured);
+    EXPECT_FALSE(lp->kernels_measured);
     EXPECT_EQ(lp->profile.cpu.model, "Sentinel CPU 9000");
+    ASSERT_TRUE(lp->profile.cpu_kernels);
+    EXPECT_EQ(lp->profile.cpu_kernels->table, kernels_of_this_cpu().table);
     EXPECT_EQ(lp->cache_path, cache_file());
     ASSERT_GE(lp->disk, 0);
     EXPECT_EQ(lp->profile.disks[static_cast<size_t>(lp->disk)].dir, models_.path().string());
@@ -312,6 +367,52 @@ TEST_F(ProfileCacheUse, ChangedGpusAreMeasuredAgain) {
     ASSERT_TRUE(saved.ok());
     EXPECT_EQ(saved->gpus.size(), p.gpus.size() - 1);
     EXPECT_EQ(saved->cpu.model, "Sentinel CPU 9000");
+}
+
+// A kernel table measured on another CPU (here: the sample's) is measured again for this one; the
+// rest of the profile is kept, and the profile is saved so.
+TEST_F(ProfileCacheUse, KernelTableOfAnotherCpuIsMeasuredAgain) {
+    HardwareProfile p = covering_profile();
+    p.cpu_kernels = sample_profile().cpu_kernels;
+    write_cache(p);
+    auto lp = load_or_measure_profile(request());
+    ASSERT_TRUE(lp.ok()) << lp.error().message;
+    EXPECT_FALSE(lp->measured);
+    EXPECT_TRUE(lp->kernels_measured);
+    EXPECT_EQ(lp->profile.cpu.model, "Sentinel CPU 9000");
+    ASSERT_TRUE(lp->profile.cpu_kernels);
+    EXPECT_EQ(lp->profile.cpu_kernels->cpu_model, detect_cpu().model);
+    EXPECT_EQ(lp->profile.cpu_kernels->simd, detect_cpu().simd);
+    EXPECT_TRUE(lp->profile.cpu_kernels->quick);
+    ASSERT_FALSE(lp->notes.empty());
+    EXPECT_NE(lp->notes[0].find("CPU changed"), std::string::npos) << lp->notes[0];
+    auto saved = load_profile(cache_file());
+    ASSERT_TRUE(saved.ok());
+    ASSERT_TRUE(saved->cpu_kernels);
+    EXPECT_EQ(saved->cpu_kernels->cpu_model, detect_cpu().model);
+    EXPECT_EQ(saved->cpu.model, "Sentinel CPU 9000");
+
+    // Measured for this CPU now: the next load keeps it.
+    auto again = load_or_measure_profile(request());
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_FALSE(again->kernels_measured);
+    EXPECT_EQ(again->profile.cpu_kernels->table, saved->cpu_kernels->table);
+}
+
+// A profile from before the kernel table gets one on first use.
+TEST_F(ProfileCacheUse, ProfileWithoutAKernelTableGetsOne) {
+    HardwareProfile p = covering_profile();
+    p.cpu_kernels.reset();
+    write_cache(p);
+    auto lp = load_or_measure_profile(request());
+    ASSERT_TRUE(lp.ok()) << lp.error().message;
+    EXPECT_FALSE(lp->measured);
+    EXPECT_TRUE(lp->kernels_measured);
+    ASSERT_TRUE(lp->profile.cpu_kernels);
+    EXPECT_EQ(lp->profile.cpu_kernels->cpu_model, detect_cpu().model);
+    auto saved = load_profile(cache_file());
+    ASSERT_TRUE(saved.ok());
+    EXPECT_TRUE(saved->cpu_kernels);
 }
 
 TEST_F(ProfileCacheUse, DamagedCacheIsReplaced) {
@@ -496,6 +597,14 @@ TEST(ProfileCommand, QuickRunCachesSaneFigures) {
         for (const auto& rate : disk["reads"]) EXPECT_GT(rate["bandwidth"].get<double>(), 0);
     }
     EXPECT_TRUE(j["gpus"].empty() != j["gpu_note"].get<std::string>().empty());
+    const auto& kernels = j["cpu_kernels"];
+    EXPECT_EQ(kernels["cpu_model"], j["cpu"]["model"]);
+    EXPECT_TRUE(kernels["quick"].get<bool>());
+    const bool any_kernels = !kernels["table"]["choices"].empty();
+    EXPECT_EQ(any_kernels, !timed_kernel_types().empty());
+    if (any_kernels) {
+        EXPECT_NE(r.err.find("CPU kernels"), std::string::npos) << "no progress for the kernels";
+    }
     EXPECT_NE(r.err.find("profile ["), std::string::npos) << "no progress on stderr";
     EXPECT_TRUE(fs::exists(cache.path() / "profile.json"));
 
@@ -508,6 +617,10 @@ TEST(ProfileCommand, QuickRunCachesSaneFigures) {
                                    " profile --quick --dir " + shell_quote(models.path().string()));
     ASSERT_EQ(human.exit_code, 0) << human.err;
     EXPECT_NE(human.out.find("RAM read"), std::string::npos) << human.out;
+    EXPECT_NE(human.out.find("CPU kernels"), std::string::npos) << human.out;
+    if (any_kernels) {
+        EXPECT_NE(human.out.find("decode (1 column)"), std::string::npos) << human.out;
+    }
     EXPECT_NE(human.out.find("cached"), std::string::npos) << human.out;
     if (disk["method"] != "none") {
         EXPECT_NE(human.out.find("random reads"), std::string::npos) << human.out;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "profile/cpu_info.h"
 #include "profile/profile.h"
 
 namespace strata::test {
@@ -112,6 +113,14 @@ HardwareProfile fixed_profile() {
     p.memory.threads = 2;
     p.memory.buffer = 1ull << 30;
     p.gpu_note = "none in the test profile";
+    // A kernel table of this machine's CPU (so that it is not measured) with no choices: every
+    // product takes the best path the CPU runs, as it does with no profile.
+    CpuKernelProfile kernels;
+    const CpuProfile cpu = detect_cpu();
+    kernels.cpu_model = cpu.model;
+    kernels.simd = cpu.simd;
+    kernels.threads = 2;
+    p.cpu_kernels = kernels;
     std::vector<std::string> seen;
     std::error_code ec;
     for (const fs::path& dir : {fs::temp_directory_path(), testdata_dir(), fs::current_path(ec)}) {

@@ -66,7 +66,7 @@ BudgetedRun run_near_smallest_ram(const std::string& args, uint64_t margin);
 uint64_t named_minimum(const std::string& error);
 // A directory, removed at exit, holding profile.json with test_profile(): the same fixed figures
 // on every machine, with disk entries for the temp directory, the golden data and the working
-// directory so nothing is measured.
+// directory and an empty CPU kernel table of this machine's CPU, so nothing is measured.
 const std::string& test_cache_dir();
 // Single-quotes a string for the shell.
 std::string shell_quote(const std::string& s);

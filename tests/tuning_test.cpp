@@ -1,7 +1,8 @@
 // The performance settings (backend/tuning.h): the defaults are what strata did before they were
 // settings, every key takes each of its values and prints it back the same, a bad key or value is
 // an error naming what is taken, and the engine hands the settings to the CPU backend it creates
-// (the kernel path set from them; attention split either way giving the same bits).
+// (the kernel path set from them, or the kernel table it is given installed; attention split
+// either way giving the same bits).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_path.h"
+#include "backend/cpu/kernel_table.h"
 #include "backend/tuning.h"
 #include "engine_test_support.h"
 #include "runtime/loaded_model.h"
@@ -136,11 +138,12 @@ TEST(Tuning, BadKeysAndValuesSayWhatIsTaken) {
 
 // The logits of a prompt and a few greedy decode steps on the tiny model, with these settings
 // and more threads than it has KV heads (so that decode attention can split over positions).
-std::vector<float> tiny_logits(const Tuning& tuning) {
+std::vector<float> tiny_logits(const Tuning& tuning, const CpuKernelTable& kernels = {}) {
     ModelLoadOptions options;
     options.engine.threads = 4;
     options.engine.n_ctx = 64;
     options.engine.tuning = tuning;
+    options.engine.cpu_kernels = kernels;
     const auto loaded = test::load_model(test::synth_test_model("tiny", TensorType::Q8_0), options);
     if (!loaded) return {};
     const std::vector<int32_t> prompt{1, 17, 33, 49, 65, 81};
@@ -166,6 +169,35 @@ TEST(EngineTuning, TheCpuBackendTakesTheKernelPathOfItsSettings) {
     // The default leaves the process's path as it is.
     EXPECT_FALSE(tiny_logits(Tuning{}).empty());
     EXPECT_EQ(cpu::active_cpu_path(), cpu::CpuPath::scalar);
+    ASSERT_TRUE(cpu::set_cpu_path(before));
+}
+
+// With the default setting the CPU backend installs the kernel table it is given: a table that
+// names one path for every type and phase gives the logits of that path forced, bit for bit;
+// a forced path still takes everything.
+TEST(EngineTuning, TheCpuBackendDispatchesByTheKernelTableItIsGiven) {
+    const cpu::CpuPath before = cpu::active_cpu_path();
+    for (const cpu::CpuPath path : cpu::kAllCpuPaths) {
+        if (!cpu::cpu_path_runs_on(path, cpu::detect_cpu_features())) continue;
+        SCOPED_TRACE(cpu::cpu_path_name(path));
+        CpuKernelTable table;
+        for (const TensorType t : kAllTensorTypes) {
+            for (const KernelPhase p : kAllKernelPhases) {
+                table.choices.push_back({t, p, cpu::cpu_path_choice(path), 1e9, {}});
+            }
+        }
+        const std::vector<float> via_table = tiny_logits(Tuning{}, table);
+        EXPECT_FALSE(cpu::forced_cpu_path());
+        EXPECT_EQ(cpu::kernel_path(TensorType::Q8_0, 1), path);
+        Tuning forced;
+        forced.cpu_path = cpu::cpu_path_choice(path);
+        const std::vector<float> by_setting = tiny_logits(forced, table);
+        EXPECT_EQ(cpu::forced_cpu_path(), path);
+        ASSERT_FALSE(via_table.empty());
+        ASSERT_EQ(via_table.size(), by_setting.size());
+        EXPECT_EQ(std::memcmp(via_table.data(), by_setting.data(), via_table.size() * 4), 0);
+    }
+    cpu::install_kernel_table({});
     ASSERT_TRUE(cpu::set_cpu_path(before));
 }
 

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/kernel_choice.h"
 #include "backend/tuning.h"
 #include "gguf/tensor_type.h"
 #include "model/expert_entry_memory.h"
@@ -145,6 +146,9 @@ struct BackendConfig {
     uint64_t staging_bytes = 0;
     // How it computes (tuning.h): which kernels, launch styles and task splits.
     Tuning tuning;
+    // The CPU: the kernel path per weight type and phase the profile measured (kernel_choice.h),
+    // taken when tuning.cpu_path is Best; empty: the best path the CPU runs for everything.
+    CpuKernelTable cpu_kernels;
 };
 
 class Backend {

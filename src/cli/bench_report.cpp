@@ -265,6 +265,41 @@ nlohmann::ordered_json tuning_json(const Tuning& t) {
     return j;
 }
 
+const CpuKernelTable* planned_cpu_kernels(const BenchRecord& r) {
+    for (const BenchEntry& e : r.entries) {
+        if (e.plan) return &e.plan->cpu_kernels;
+    }
+    return nullptr;
+}
+
+std::string cpu_kernels_text(const BenchRecord& r) {
+    if (r.tuning.cpu_path != CpuPathChoice::Best) {
+        const std::string path(tuning_name(r.tuning.cpu_path));
+        return "cpu kernels: " + path + " for every product (--tune cpu_path=" + path + ")\n";
+    }
+    const CpuKernelTable* k = planned_cpu_kernels(r);
+    if (!k || k->empty()) {
+        const std::string widest = !k || k->widest == CpuPathChoice::Best
+                                       ? std::string("the widest path the CPU runs")
+                                       : std::string(tuning_name(k->widest));
+        return "cpu kernels: " + widest + " for every product (no measured table)\n";
+    }
+    return "cpu kernels (measured)\n" + kernel_table_text(*k, "  ");
+}
+
+// What the CPU products took: the forced path (null when none) and the measured table of the
+// model's weight types.
+nlohmann::ordered_json cpu_kernels_json(const BenchRecord& r) {
+    nlohmann::ordered_json j;
+    j["forced"] = r.tuning.cpu_path == CpuPathChoice::Best
+                      ? nlohmann::ordered_json(nullptr)
+                      : nlohmann::ordered_json(std::string(tuning_name(r.tuning.cpu_path)));
+    const CpuKernelTable* k = planned_cpu_kernels(r);
+    j["table"] =
+        k ? nlohmann::ordered_json(kernel_table_json(*k)) : nlohmann::ordered_json(nullptr);
+    return j;
+}
+
 nlohmann::ordered_json bench_json(const BenchRecord& r) {
     nlohmann::ordered_json j;
     j["date"] = r.date;
@@ -276,6 +311,7 @@ nlohmann::ordered_json bench_json(const BenchRecord& r) {
     j["depth"] = r.depth;
     j["reps"] = r.reps;
     j["tuning"] = tuning_json(r.tuning);
+    j["cpu_kernels"] = cpu_kernels_json(r);
     j["runs"] = nlohmann::ordered_json::array();
     for (const BenchEntry& e : r.entries) {
         const SpeedBenchResult& s = e.result;

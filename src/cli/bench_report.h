@@ -50,6 +50,10 @@ std::string bench_table(const BenchRecord& r);
 // KV cache) at, and that against the plan's measured read bandwidth of the memory the weights
 // are in (RAM, or the GPU's).
 std::string operator_table(const BenchRecord& r);
+// The CPU kernels the planned run took: the one path --tune cpu_path forced, or the measured table
+// (per weight type of the model, decode, batch and prompt: the path and its figure).
+const CpuKernelTable* planned_cpu_kernels(const BenchRecord& r);
+std::string cpu_kernels_text(const BenchRecord& r);
 // Every performance setting as --tune takes it ({"cuda_graphs": "true", ...}), so that runs with
 // different settings can be told apart; bench_json's "tuning", and `run --json`'s.
 nlohmann::ordered_json tuning_json(const Tuning& t);

@@ -11,8 +11,10 @@
 // refused when the file is larger than the machine's RAM minus 4 GiB, because the kernel would
 // then thrash the whole machine's page cache, unless --force.
 //
-// The table goes to stdout, after a line with the performance settings (--tune); each invocation
-// is appended as one JSON line to --json FILE, or to bench-results.jsonl in the cache directory.
+// The table goes to stdout, after a line with the performance settings (--tune) and the CPU
+// kernels the run took (one forced path, or the profile's measured table for the model's weight
+// types: backend/kernel_choice.h); each invocation is appended as one JSON line to --json FILE,
+// or to bench-results.jsonl in the cache directory.
 //
 // --streams measures continuous batching instead (eval/stream_bench.h): the plan counts a KV
 // cache per stream, and each count of streams decodes that many sequences together.
@@ -237,6 +239,7 @@ void bench_command(BenchCommand& c) {
                 c.prompt_tokens, c.gen_tokens, depth.c_str(), c.reps,
                 c.no_warmup ? "" : " after a warm-up");
     std::printf("tuning: %s\n", tuning_line(record.tuning).c_str());
+    std::printf("%s", cpu_kernels_text(record).c_str());
     std::printf("%s", bench_table(record).c_str());
     std::printf("\n%s", operator_table(record).c_str());
     if (auto r = append_bench_json(json_path, bench_json(record)); !r) fail(r.error().message);

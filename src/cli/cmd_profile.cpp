@@ -1,8 +1,10 @@
 // strata profile [--force] [--json] [--dir DIR] [--quick]
 //
 // Shows the hardware profile the placement plan works from — CPU and SIMD, RAM and its read
-// bandwidth, GPUs and their bandwidths, and the O_DIRECT read bandwidth of the disk holding DIR
-// (default: the current directory) over a grid of block sizes and queue depths. The profile is
+// bandwidth, the CPU kernels' table (the instruction-set path fastest per weight type for decode,
+// small batches and prompts, with the figures measured: profile/cpu_kernel_timing.h), GPUs and
+// their bandwidths, and the O_DIRECT read bandwidth of the disk holding DIR (default: the
+// current directory) over a grid of block sizes and queue depths. The profile is
 // measured on first use (under a minute) and cached; later runs print the cached one until it is
 // 30 days old or --force asks for a new measurement. --json prints the profile as one JSON object
 // (schema in profile/hardware_profile.h). Progress goes to stderr, as do notes (a cache that
@@ -125,6 +127,24 @@ void print_disk_grid(const DiskProfile& d) {
     std::printf("\n%s", t.render("  ").c_str());
 }
 
+std::string kernels_line(const CpuKernelProfile& k) {
+    std::string s = "timed in " + printf_string("%.1f s", k.seconds) + " on " +
+                    std::to_string(k.threads) + " threads (" + format_bytes(k.decode_bytes) +
+                    " of weights for decode and batches)";
+    if (k.quick) s += ", quick: rough figures";
+    if (k.busy_choices > 0) {
+        s += "; " + std::to_string(k.busy_choices) + " of " +
+             std::to_string(k.table.choices.size()) +
+             " timed while other work had the cores, left to " +
+             std::string(tuning_name(k.table.widest)) + " (--force on an idle machine times again)";
+    }
+    if (k.table.empty()) {
+        s +=
+            "; one fast path (" + std::string(tuning_name(k.table.widest)) + "): nothing to choose";
+    }
+    return s;
+}
+
 void print_profile(const LoadedProfile& lp) {
     const HardwareProfile& p = lp.profile;
     std::string origin = lp.measured ? "measured" : "cached";
@@ -152,7 +172,11 @@ void print_profile(const LoadedProfile& lp) {
         kv.add_row({"disk test", disk_test_line(*disk)});
         if (!disk->note.empty()) kv.add_row({"disk note", disk->note});
     }
+    if (p.cpu_kernels) kv.add_row({"CPU kernels", kernels_line(*p.cpu_kernels)});
     std::printf("%s", kv.render("  ").c_str());
+    if (p.cpu_kernels && !p.cpu_kernels->table.empty()) {
+        std::printf("\n%s", kernel_table_text(p.cpu_kernels->table, "  ").c_str());
+    }
     if (disk && !disk->reads.empty()) print_disk_grid(*disk);
 }
 

@@ -92,6 +92,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelHparams& hp, WeightSto
         for (uint32_t l = 0; l < hp.n_layer; ++l) config.layers[l] = table.layers[l].unit == u;
         config.staging_bytes = table.units[u].staging_bytes;
         config.tuning = options.tuning;
+        config.cpu_kernels = options.cpu_kernels;
         staging = staging || config.staging_bytes > 0;
         STRATA_ASSIGN(std::unique_ptr<Backend> backend, make_backend(table.units[u], config));
         e->backends_.push_back(std::move(backend));

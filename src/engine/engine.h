@@ -55,6 +55,9 @@ struct EngineOptions {
     // How the backends compute (backend/tuning.h), given to each; also the guesses of the next
     // layer's experts the GPU level copies ahead (Tuning::gpu_expert_prefetch).
     Tuning tuning;
+    // The CPU kernels the profile measured fastest (backend/kernel_choice.h; the plan's), given
+    // to each backend; empty: the best path the CPU runs.
+    CpuKernelTable cpu_kernels;
 };
 
 // Where the time of a forward pass goes, by kind of operator.

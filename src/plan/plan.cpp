@@ -429,6 +429,19 @@ void count_memory(Plan& plan, const Inputs& in) {
               m.kv_cache + m.activations + m.io_buffers + m.baseline + m.slack;
 }
 
+// The types of the model's matrices (tensors of two or more dimensions): the products' weights.
+std::vector<TensorType> matrix_types(const ModelInfo& model) {
+    std::vector<TensorType> types;
+    for (const ModelTensor& t : model.tensors) {
+        const TensorInfo& info = model.file.tensors[t.index];
+        if (info.n_dims < 2) continue;
+        if (std::find(types.begin(), types.end(), info.type) == types.end()) {
+            types.push_back(info.type);
+        }
+    }
+    return types;
+}
+
 }  // namespace
 
 Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
@@ -461,6 +474,8 @@ Result<Plan> make_plan(const ModelInfo& model, const HardwareProfile& profile,
     plan.kv_type = options.kv_type;
     plan.batch = batch_rows(options.max_batch, in.n_ctx);
     plan.threads = threads;
+    if (profile.cpu_kernels)
+        plan.cpu_kernels = profile.cpu_kernels->table.for_types(matrix_types(model));
     plan.memory.budget = budgets.ram;
     plan.tensors.assign(model.tensors.size(), TensorPlacement{});
     plan.layers.resize(hp.n_layer);

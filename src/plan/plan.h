@@ -86,6 +86,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/kernel_choice.h"
 #include "model/kv_layout.h"
 #include "model/model_info.h"
 #include "model/streamable.h"
@@ -284,6 +285,9 @@ struct Plan {
     KvType kv_type = KvType::F16;
     uint32_t batch = 0;  // rows the engine evaluates together: PlanOptions::max_batch, <= n_ctx
     int threads = 0;     // compute threads the engine runs with
+    // The profile's CPU kernel table for the model's weight types (backend/kernel_choice.h): the
+    // path the CPU backend takes per type and phase; empty when the profile has none.
+    CpuKernelTable cpu_kernels;
 
     std::vector<TensorPlacement> tensors;  // parallel to ModelInfo::tensors
     DeepStreaming deep;                    // what ffn-stream streams beyond FFN layers

@@ -58,6 +58,9 @@ Result<Plan> from_json(const json& j) {
                 m.at("budget"),
                 m.value("recurrent_state", 0ull)};
     p.gpu_device = j.value("gpu_device", -1);
+    if (j.contains("cpu_kernels")) {
+        STRATA_ASSIGN(p.cpu_kernels, kernel_table_from_json(j.at("cpu_kernels")));
+    }
     p.gpu_note = j.value("gpu_note", std::string());
     if (j.contains("gpu_memory")) {
         const json& g = j.at("gpu_memory");
@@ -244,7 +247,8 @@ json plan_json(const Plan& p, const ModelInfo& model) {
             {"layers", layers},
             {"tensors", tensors},
             {"notes", p.notes},
-            {"execution", execution_table_json(execution_table(p, model))}};
+            {"execution", execution_table_json(execution_table(p, model))},
+            {"cpu_kernels", kernel_table_json(p.cpu_kernels)}};
 }
 
 Result<Plan> plan_from_json(const json& j) {

@@ -24,7 +24,9 @@
 //   "layers": [{"layer", "resident_bytes", "ffn_bytes", "ffn_use", "bytes_per_token"}],
 //   "tensors": [{"name", "tier", "use"}],                one per tensor, in file order
 //   "notes": [string],
-//   "execution": the table the engine runs (execution_table.h: execution_table_json)
+//   "execution": the table the engine runs (execution_table.h: execution_table_json),
+//   "cpu_kernels": the CPU kernels per weight type and phase (backend/kernel_choice.h:
+//                  kernel_table_json)
 // }
 // "use" and "ffn_use" are "resident", "cached" or "streamed" (TensorUse).
 #pragma once

@@ -153,6 +153,18 @@ std::string layer_table(const Plan& p) {
            t.render("  ");
 }
 
+// The CPU kernels the plan's products take per weight type and phase (backend/kernel_choice.h).
+std::string cpu_kernels_text(const CpuKernelTable& k) {
+    if (k.empty()) {
+        const std::string widest = k.widest == CpuPathChoice::Best
+                                       ? std::string("the widest path the CPU runs")
+                                       : std::string(tuning_name(k.widest));
+        return "\ncpu kernels: " + widest + " for every type (no measured table)\n";
+    }
+    return "\ncpu kernels (measured; --tune cpu_path=avx2|avx512 forces one path)\n" +
+           kernel_table_text(k, "  ");
+}
+
 }  // namespace
 
 std::string plan_text(const Plan& p) {
@@ -226,6 +238,7 @@ std::string plan_text(const Plan& p) {
                    seconds(x.seconds_per_token), x.bandwidth_source});
     }
     out += "\nplan by tier\n" + t.render("  ");
+    out += cpu_kernels_text(p.cpu_kernels);
     out += layer_table(p);
     for (const std::string& n : p.notes) out += "note: " + n + "\n";
     return out;

@@ -74,6 +74,27 @@ DiskProfile disk_from_json(const json& j) {
     return d;
 }
 
+json cpu_kernels_json(const CpuKernelProfile& k) {
+    return {{"cpu_model", k.cpu_model},       {"simd", k.simd},
+            {"threads", k.threads},           {"quick", k.quick},
+            {"decode_bytes", k.decode_bytes}, {"seconds", k.seconds},
+            {"busy_choices", k.busy_choices}, {"table", kernel_table_json(k.table)}};
+}
+
+// Reads that throw are turned into an error value by profile_from_json.
+Result<CpuKernelProfile> cpu_kernels_from_json(const json& j) {
+    CpuKernelProfile k;
+    k.cpu_model = j.at("cpu_model").get<std::string>();
+    k.simd = j.at("simd").get<std::vector<std::string>>();
+    k.threads = j.at("threads").get<int>();
+    k.quick = j.at("quick").get<bool>();
+    k.decode_bytes = j.at("decode_bytes").get<uint64_t>();
+    k.seconds = j.at("seconds").get<double>();
+    k.busy_choices = j.at("busy_choices").get<int>();
+    STRATA_ASSIGN(k.table, kernel_table_from_json(j.at("table")));
+    return k;
+}
+
 }  // namespace
 
 const DiskReadRate* DiskProfile::rate(uint32_t block, uint32_t queue_depth) const {
@@ -108,27 +129,29 @@ json profile_to_json(const HardwareProfile& p) {
     json disks = json::array();
     for (const DiskProfile& d : p.disks) disks.push_back(disk_json(d));
     const MemoryProfile& m = p.memory;
-    return {{"schema", p.schema},
-            {"strata_version", p.strata_version},
-            {"measured_at", p.measured_at},
-            {"quick", p.quick},
-            {"cpu",
-             {{"model", p.cpu.model},
-              {"physical_cores", p.cpu.physical_cores},
-              {"logical_cpus", p.cpu.logical_cpus},
-              {"simd", p.cpu.simd}}},
-            {"memory",
-             {{"total", m.total},
-              {"available", m.available},
-              {"system_total", m.system_total},
-              {"cgroup_limit", optional_number(m.cgroup_limit)},
-              {"read_bandwidth", m.read_bandwidth},
-              {"single_thread_read_bandwidth", m.single_thread_read_bandwidth},
-              {"threads", m.threads},
-              {"buffer", m.buffer}}},
-            {"gpus", gpus},
-            {"gpu_note", p.gpu_note},
-            {"disks", disks}};
+    json out = {{"schema", p.schema},
+                {"strata_version", p.strata_version},
+                {"measured_at", p.measured_at},
+                {"quick", p.quick},
+                {"cpu",
+                 {{"model", p.cpu.model},
+                  {"physical_cores", p.cpu.physical_cores},
+                  {"logical_cpus", p.cpu.logical_cpus},
+                  {"simd", p.cpu.simd}}},
+                {"memory",
+                 {{"total", m.total},
+                  {"available", m.available},
+                  {"system_total", m.system_total},
+                  {"cgroup_limit", optional_number(m.cgroup_limit)},
+                  {"read_bandwidth", m.read_bandwidth},
+                  {"single_thread_read_bandwidth", m.single_thread_read_bandwidth},
+                  {"threads", m.threads},
+                  {"buffer", m.buffer}}},
+                {"gpus", gpus},
+                {"gpu_note", p.gpu_note},
+                {"disks", disks}};
+    if (p.cpu_kernels) out["cpu_kernels"] = cpu_kernels_json(*p.cpu_kernels);
+    return out;
 }
 
 Result<HardwareProfile> profile_from_json(const json& j) {
@@ -174,6 +197,11 @@ Result<HardwareProfile> profile_from_json(const json& j) {
         }
         p.gpu_note = j.at("gpu_note").get<std::string>();
         for (const json& d : j.at("disks")) p.disks.push_back(disk_from_json(d));
+        if (j.contains("cpu_kernels")) {
+            auto kernels = cpu_kernels_from_json(j.at("cpu_kernels"));
+            if (!kernels) return err("cpu_kernels: ", kernels.error().message);
+            p.cpu_kernels = std::move(*kernels);
+        }
         if (!parse_utc(p.measured_at))
             return err("measured_at '", p.measured_at, "' is not a date");
         return p;

@@ -18,9 +18,12 @@
 //              "measured_at", "method": "scratch" | "existing-file" | "none", "file",
 //              "file_size", "direct", "backend", "block_size", "write_bandwidth": num | null,
 //              "reads": [{"block", "queue_depth", "bandwidth", "iops", "bytes", "seconds"}],
-//              "note"}]
+//              "note"}],
+//   "cpu_kernels": {"cpu_model", "simd", "threads", "quick", "decode_bytes", "seconds",
+//                   "busy_choices", "table": backend/kernel_choice.h's kernel_table_json}
 // }
 // device_copy_bandwidth counts bytes read plus bytes written, as memory bandwidth figures do.
+// cpu_kernels is absent in profiles written before it existed; it is then measured on first use.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/kernel_choice.h"
 #include "io/block_device.h"
 #include "util/result.h"
 
@@ -97,6 +101,21 @@ struct DiskProfile {
     const DiskReadRate* rate(uint32_t block, uint32_t queue_depth) const;
 };
 
+// The CPU kernels measured fastest per weight type and phase (cpu_kernel_timing.h), and the CPU
+// they were measured on: a profile whose CPU model or features differ from this machine's has its
+// table measured again.
+struct CpuKernelProfile {
+    std::string cpu_model;
+    std::vector<std::string> simd;
+    int threads = 0;            // threads the products ran on (the engine's: physical cores)
+    bool quick = false;         // fewer passes (--quick)
+    uint64_t decode_bytes = 0;  // weights of the matrix decode and batches were timed on
+    double seconds = 0;         // the measurement took
+    // Choices timed while other work had the cores (cpu_kernel_timing.h): left to the widest path.
+    int busy_choices = 0;
+    CpuKernelTable table;
+};
+
 struct HardwareProfile {
     int schema = kProfileSchema;
     std::string strata_version;
@@ -107,6 +126,7 @@ struct HardwareProfile {
     std::vector<GpuProfile> gpus;
     std::string gpu_note;
     std::vector<DiskProfile> disks;
+    std::optional<CpuKernelProfile> cpu_kernels;
 
     // The disk entry for the filesystem holding a directory, or null.
     const DiskProfile* disk_for(const StorageInfo& storage) const;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "profile/cpu_info.h"
+#include "profile/cpu_kernel_timing.h"
 #include "profile/disk_bandwidth.h"
 #include "profile/gpu_probe.h"
 #include "profile/memory_bandwidth.h"
@@ -45,6 +46,31 @@ DiskTestOptions disk_options(const ProfileRequest& request, const std::string& c
     return o;
 }
 
+// The CPU kernel table, one progress step per weight type timed.
+Result<CpuKernelProfile> measure_kernels(bool quick, int threads, ProgressLine& progress) {
+    const CpuKernelTimingOptions o =
+        cpu_kernel_timing_options(quick, threads, last_level_cache_bytes());
+    return measure_cpu_kernels(o, [&](TensorType t, int index, int count) {
+        progress.step("CPU kernels " + std::string(tensor_type_name(t)) + " (" +
+                      std::to_string(index + 1) + " of " + std::to_string(count) + ")");
+    });
+}
+
+// A note when the kernels were timed while other work had the cores.
+void note_busy_kernels(LoadedProfile& out) {
+    const auto& k = out.profile.cpu_kernels;
+    if (!k || k->busy_choices == 0) return;
+    out.notes.push_back(std::to_string(k->busy_choices) + " of " +
+                        std::to_string(k->table.choices.size()) +
+                        " CPU kernel choices were timed while other work had the cores and stay "
+                        "on the widest path; `strata profile --force` on an idle machine times "
+                        "them again");
+}
+
+int kernel_steps() {
+    return static_cast<int>(timed_kernel_types().size());
+}
+
 Result<HardwareProfile> measure_all(const ProfileRequest& request, const std::string& cache_dir) {
     HardwareProfile p;
     p.strata_version = STRATA_VERSION;
@@ -53,7 +79,8 @@ Result<HardwareProfile> measure_all(const ProfileRequest& request, const std::st
 
     ProgressLine progress(stderr, request.progress);
     const GpuProbe listed = list_gpus();
-    progress.set_steps(2 + static_cast<int>(listed.gpus.size()) + disk_test_steps(request.quick));
+    progress.set_steps(2 + kernel_steps() + static_cast<int>(listed.gpus.size()) +
+                       disk_test_steps(request.quick));
 
     progress.step("CPU and RAM");
     p.cpu = detect_cpu();
@@ -70,6 +97,8 @@ Result<HardwareProfile> measure_all(const ProfileRequest& request, const std::st
     p.memory.single_thread_read_bandwidth = bw.single_thread;
     p.memory.threads = bw.threads;
     p.memory.buffer = bw.buffer;
+
+    STRATA_ASSIGN(p.cpu_kernels, measure_kernels(request.quick, p.cpu.physical_cores, progress));
 
     GpuProbe gpus = measure_gpus(request.quick, [&](int index, int count) {
         progress.step("GPU " + std::to_string(index + 1) + " of " + std::to_string(count));
@@ -204,6 +233,29 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
                 out.profile.gpu_note = std::move(gpus.note);
                 out.gpus_measured = changed = true;
             }
+            // The kernel table is the CPU's: measured again on another CPU (or a build that
+            // sees other features), and measured once for a profile from before it existed.
+            const CpuProfile cpu_now = detect_cpu();
+            const auto& kernels = out.profile.cpu_kernels;
+            if (!kernels || cpu_kernels_measured_elsewhere(*kernels, cpu_now)) {
+                std::string why = "the cached profile has no CPU kernel table; measuring it";
+                if (kernels && kernels->cpu_model != cpu_now.model) {
+                    why = "the CPU changed since the kernel table was measured (" +
+                          kernels->cpu_model + " then, " + cpu_now.model +
+                          " now); measuring it again";
+                } else if (kernels) {
+                    why =
+                        "the CPU's features changed since the kernel table was measured; "
+                        "measuring it again";
+                }
+                out.notes.push_back(why);
+                ProgressLine progress(stderr, request.progress);
+                progress.set_steps(kernel_steps());
+                STRATA_ASSIGN(out.profile.cpu_kernels,
+                              measure_kernels(request.quick, cpu_now.physical_cores, progress));
+                out.kernels_measured = changed = true;
+                note_busy_kernels(out);
+            }
             if (const DiskProfile* d = out.profile.disk_for(storage)) {
                 if (changed) {
                     if (auto saved = save_profile(out.profile, path); !saved) {
@@ -229,6 +281,7 @@ Result<LoadedProfile> load_or_measure_profile(const ProfileRequest& request) {
     }
     STRATA_ASSIGN(out.profile, measure_all(request, cache_dir));
     out.measured = out.disk_measured = true;
+    note_busy_kernels(out);
     out.disk = 0;
     if (!path.empty()) {
         if (auto saved = save_profile(out.profile, path); saved) {

@@ -6,7 +6,8 @@
 // The cache is one JSON file, profile.json, in $STRATA_CACHE_DIR, else $XDG_CACHE_HOME/strata,
 // else ~/.cache/strata. A profile is measured when there is none, when it is older than 30 days,
 // when it was a --quick one and a full one is wanted, or when asked (force); a disk not yet in it
-// is measured and added on its own.
+// is measured and added on its own, and so are the GPUs when this build sees others and the CPU
+// kernel table when the CPU is another (or the profile has none).
 #pragma once
 
 #include <string>
@@ -31,6 +32,7 @@ struct LoadedProfile {
     bool measured = false;           // false: everything came from the cache
     bool disk_measured = false;      // the disk entry was measured in this call
     bool gpus_measured = false;      // the cached GPUs were not this build's: measured again
+    bool kernels_measured = false;   // the CPU kernel table was missing or another CPU's
     int disk = -1;                   // index in profile.disks of the disk holding model_dir
     std::vector<std::string> notes;  // non-fatal problems (cache unreadable, not writable, ...)
 };

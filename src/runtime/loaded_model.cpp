@@ -62,6 +62,7 @@ Result<std::unique_ptr<LoadedModel>> LoadedModel::load(ModelDescription d, std::
         if (plan->batch) engine_options.max_batch = plan->batch;
         if (plan->threads) engine_options.threads = plan->threads;
         engine_options.execution = execution_table(*plan, m->info);
+        engine_options.cpu_kernels = plan->cpu_kernels;
         m->plan = std::move(plan);
     }
     if (options.mapped) layout = mapped_layout(m->info);

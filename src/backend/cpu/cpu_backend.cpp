@@ -11,6 +11,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_path.h"
 #include "backend/cpu/delta_net.h"
+#include "backend/cpu/kernel_table.h"
 #include "backend/cpu/kv_cache.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/mla_attention.h"
@@ -650,9 +651,13 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendConfig& config) {
-    // The kernel path is the process's (cpu_path.h says why): a forced one is set here.
+    // The kernel path is the process's (cpu_path.h says why): a forced one is set here, or the
+    // measured table installed.
     if (config.tuning.cpu_path != CpuPathChoice::Best) {
         cpu::select_cpu_path(std::string(tuning_name(config.tuning.cpu_path)).c_str());
+    } else if (!config.cpu_kernels.empty()) {
+        cpu::install_kernel_table(
+            cpu::KernelTable::from(config.cpu_kernels, cpu::detect_cpu_features()));
     }
     std::vector<KvCache> kvs;
     for (uint32_t s = 0; s < std::max(1u, config.n_seq); ++s) {

@@ -89,6 +89,16 @@ CpuPath active_cpu_path() {
     return best;
 }
 
+std::optional<CpuPath> forced_cpu_path() {
+    const int forced = forced_path().load(std::memory_order_relaxed);
+    if (forced < 0) return std::nullopt;
+    return CpuPath(forced);
+}
+
+void clear_forced_cpu_path() {
+    forced_path().store(-1, std::memory_order_relaxed);
+}
+
 void select_cpu_path(const char* requested) {
     std::string warning;
     const CpuPath p = resolve_cpu_path(requested, detect_cpu_features(), &warning);

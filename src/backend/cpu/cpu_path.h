@@ -1,17 +1,20 @@
-// Which instruction-set path the CPU kernels take, chosen once at run time from the CPU's
-// features. The binary is portable (built without -march); SIMD kernels are compiled for their
-// own target and only called when the CPU and OS support it.
+// The instruction-set paths the CPU kernels come in, and the CPU features each needs. The binary
+// is portable (built without -march); SIMD kernels are compiled for their own target and only
+// called when the CPU and OS support it.
 //
-// The cpu_path setting (Tuning::cpu_path, `--tune cpu_path=scalar|avx2|avx512`) forces a path
-// (for testing and for comparing paths on one machine). A forced path the CPU cannot run falls
-// back to the best one it can, with a warning on stderr; set_cpu_path() refuses it with an error
-// instead.
+// Which path a product takes is chosen per call, by the type of its weights and its phase, from
+// the kernel table the hardware profile measured (kernel_table.h). The cpu_path setting
+// (Tuning::cpu_path, `--tune cpu_path=scalar|avx2|avx512`) forces one path for everything
+// instead (for testing and for comparing paths on one machine). A forced path the CPU cannot run
+// falls back to the best one it can, with a warning on stderr; set_cpu_path() refuses it with an
+// error instead.
 //
-// The path is process state, not a backend's: every kernel call (matmul.h, from the backends'
-// operations and from attention's tasks alike) reads it, and threading it through each of those
-// calls would change every kernel's signature for a choice that is one per process in practice.
-// So the CPU backend sets a forced path when it is created (select_cpu_path); the default
-// setting leaves the path as it is.
+// The forced path and the table are process state, not a backend's: every kernel call (matmul.h,
+// from the backends' operations and from attention's tasks alike) reads them, and threading them
+// through each of those calls would change every kernel's signature for a choice that is one per
+// process in practice. So the CPU backend sets a forced path, or installs the profile's table,
+// when it is created (cpu_backend.cpp); the default setting with no table leaves both as they
+// are.
 #pragma once
 
 #include <optional>
@@ -45,9 +48,13 @@ CpuPath best_cpu_path(const CpuFeatures& f);
 // a path the CPU lacks gives the best path it has and a warning in *warning.
 CpuPath resolve_cpu_path(const char* requested, const CpuFeatures& f, std::string* warning);
 
-// The path the kernels take now: the best this CPU runs, or the one set_cpu_path() or
-// select_cpu_path() chose.
+// The forced path if there is one (set_cpu_path, select_cpu_path), else the best this CPU runs:
+// the path of every product the kernel table has no entry for.
 CpuPath active_cpu_path();
+// The forced path; nullopt when products dispatch by the kernel table.
+std::optional<CpuPath> forced_cpu_path();
+// Back to dispatch by the kernel table (install_kernel_table does this too).
+void clear_forced_cpu_path();
 // Forces a path; an error (and no change) when this CPU cannot run it.
 Result<void> set_cpu_path(CpuPath p);
 // Forces the path resolve_cpu_path gives for `requested` on this CPU, its warning (if any)

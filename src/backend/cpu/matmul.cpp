@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_table.h"
 #include "backend/cpu/tile_kernel.h"
 #include "model/activation_memory.h"
 #include "quant/blocks.h"
@@ -287,16 +288,15 @@ void quantize_activations_on_path(CpuPath path, TensorType act, const float* x, 
 }
 
 void matmul(const QuantMatrix& W, const float* X, float* Y, int64_t n, ThreadPool& pool) {
-    matmul_on_path(active_cpu_path(), W, X, Y, n, pool);
+    matmul_on_path(kernel_path(W.type, n), W, X, Y, n, pool);
 }
 
 void matvec(const QuantMatrix& W, const float* x, float* y, ThreadPool& pool) {
-    matmul_on_path(active_cpu_path(), W, x, y, 1, pool);
+    matmul_on_path(kernel_path(W.type, 1), W, x, y, 1, pool);
 }
 
 void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_t rows,
                      ThreadPool& pool) {
-    const CpuPath path = active_cpu_path();
     if (rows == 0 || segs.empty()) return;
     const int64_t cols = segs[0].W.cols;
     // Activations converted once per activation type (q, k and v of a Q4_K_M file mix Q4_K and
@@ -318,6 +318,7 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
         std::vector<Item> items;
         std::vector<size_t> act_of;
         std::vector<detail::TileKernel> kernels;
+        std::vector<CpuPath> paths;
     };
     static thread_local MultiScratch tls;
     MultiScratch& sc = tls;
@@ -325,17 +326,20 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
     std::vector<Item>& items = sc.items;
     std::vector<size_t>& act_of = sc.act_of;
     std::vector<detail::TileKernel>& kernels = sc.kernels;
+    std::vector<CpuPath>& paths = sc.paths;  // each segment's, by its type and its rows' phase
     acts.clear();
     items.clear();
     act_of.assign(segs.size(), 0);
     kernels.assign(segs.size(), {});
+    paths.assign(segs.size(), CpuPath::scalar);
     uint64_t job_bytes = 0;
     bool sides = false;  // some kernel reads Q8_0 activations with their sides
     for (size_t i = 0; i < segs.size(); ++i) {
         const MatmulSegment& sg = segs[i];
         if (sg.count == 0) continue;
         job_bytes += uint64_t(sg.W.rows) * sg.W.row_stride;
-        kernels[i] = tile_kernel_for(path, sg.W.type);
+        paths[i] = kernel_path(sg.W.type, sg.count);
+        kernels[i] = tile_kernel_for(paths[i], sg.W.type);
         sides = sides || kernels[i].q8_0_sides;
     }
     for (size_t i = 0; i < segs.size(); ++i) {
@@ -346,22 +350,24 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
         if (sg.count == 0) continue;
         if (kernels[i].fn == nullptr || W.cols == 0) {
             // rare: no fast kernel for this type
-            matmul_on_path(path, W, X + sg.first * cols, sg.Y + sg.first * W.rows, sg.count, pool);
+            matmul_on_path(paths[i], W, X + sg.first * cols, sg.Y + sg.first * W.rows, sg.count,
+                           pool);
             continue;
         }
         const TensorType at = quant::vec_dot_type(W.type);
         size_t a = 0;
         while (a < acts.size() && acts[a].type != at) ++a;
         if (a == acts.size()) {
-            // At most one activation type per matrix, and callers pass few types.
+            // At most one activation type per matrix, and callers pass few types. Every path's
+            // quantizer writes the same bytes: the first segment's converts for all.
             assert(a < std::size(sc.act_bytes));
             const size_t rb = converted_row_bytes(at, cols, sides);
             const Act act{at, rb, static_cast<uint8_t*>(sc.act_bytes[a].bytes(rb * size_t(rows)))};
             acts.push_back(act);
             pool.parallel_for(rows, quantize_grain(cols), [&](int64_t begin, int64_t end, int) {
                 for (int64_t c = begin; c < end; ++c) {
-                    convert_row(path, at, X + c * cols, act.bytes + size_t(c) * act.row_bytes, cols,
-                                sides);
+                    convert_row(paths[i], at, X + c * cols, act.bytes + size_t(c) * act.row_bytes,
+                                cols, sides);
                 }
             });
         }

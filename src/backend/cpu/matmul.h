@@ -12,9 +12,11 @@
 // the block's int8 grid (|x|max / 254 per element) for Q8 types, 2^-11 |x| for F16, 2^-8 |x|
 // for BF16.
 //
-// Every path (scalar, AVX2, AVX-512; cpu_path.h) computes the same thing; types without a fast
-// kernel on the active path take the scalar one. Work is split across the pool's threads by
-// blocks of rows handed out dynamically.
+// Every path (scalar, AVX2, AVX-512; cpu_path.h) computes the same thing. Each call takes the
+// path the kernel table gives its weights' type and number of columns (kernel_table.h: a forced
+// path, else the measured table, else the best the CPU runs); types without a fast kernel on that
+// path take the scalar one. Work is split across the pool's threads by blocks of rows handed out
+// dynamically.
 #pragma once
 
 #include <cstddef>
@@ -86,7 +88,8 @@ void matmul_segments(std::span<const MatmulSegment> segs, const float* X, int64_
 // for `bytes`, so that no later matmul of up to that size on this thread allocates.
 void reserve_converted_activations(size_t bytes);
 
-// matmul on a given path, for tests and benchmarks. PRECONDITION: the CPU can run `path`.
+// matmul on a given path, whatever the kernel table says: for tests, benchmarks and the profile's
+// timing of the paths (profile/cpu_kernel_timing.h). PRECONDITION: the CPU can run `path`.
 void matmul_on_path(CpuPath path, const QuantMatrix& W, const float* X, float* Y, int64_t n,
                     ThreadPool& pool);
 
